@@ -1,0 +1,49 @@
+# graphemb: two stacks, one command each for the main job and for the tests.
+#   dgl stack    : torch 2.2.1 + DGL 2.1.0 (everything, DGL integration included)
+#   modern stack : torch 2.13, no DGL (the core; DGL tests skip with a reason)
+# Environments are built on first use under .venv/ and rebuilt when their pins change.
+
+PYTHON ?= python3
+VENV   := .venv
+PIP    := pip install --quiet --disable-pip-version-check
+PYTEST_ARGS ?=
+
+DGL_PY    := $(VENV)/dgl/bin/python
+MODERN_PY := $(VENV)/modern/bin/python
+
+.PHONY: demo test test-dgl test-modern envs bench clean
+
+## demo: train GraphSAGE with learnable node embeddings on Cora (dgl stack)
+demo: $(VENV)/dgl/.ready
+	$(DGL_PY) examples/node_classification.py
+
+## test: the whole suite on both stacks; fails if either fails (no tests collected = failure)
+test: envs
+	@status=0; \
+	echo "=== dgl stack: torch 2.2.1 + DGL 2.1.0 ==="; \
+	$(MAKE) --no-print-directory test-dgl || status=1; \
+	echo "=== modern stack: torch 2.13, no DGL ==="; \
+	$(MAKE) --no-print-directory test-modern || status=1; \
+	exit $$status
+
+test-dgl: $(VENV)/dgl/.ready
+	$(DGL_PY) -m pytest $(PYTEST_ARGS)
+
+test-modern: $(VENV)/modern/.ready
+	$(MODERN_PY) -m pytest $(PYTEST_ARGS)
+
+envs: $(VENV)/dgl/.ready $(VENV)/modern/.ready
+
+## bench: the CPU benchmarks of benchmarks/ (dgl stack, so DGL is measured too)
+bench: $(VENV)/dgl/.ready
+	$(DGL_PY) benchmarks/bench_sparse_step.py
+
+$(VENV)/%/.ready: requirements/%-stack.txt requirements/dev.txt
+	rm -rf $(VENV)/$*
+	$(PYTHON) -m venv $(VENV)/$*
+	$(VENV)/$*/bin/$(PIP) -r requirements/$*-stack.txt -r requirements/dev.txt
+	$(VENV)/$*/bin/$(PIP) --no-deps -e .
+	touch $@
+
+clean:
+	rm -rf $(VENV) *.egg-info .pytest_cache

@@ -1,0 +1,103 @@
+"""Metadata shared through the process group's key-value store, with bounded waits.
+
+graphemb never opens a port or keeps a store of its own: it uses the default store of
+``torch.distributed.init_process_group`` (a TCPStore under ``torchrun``), behind the prefix
+``graphemb/``. Every wait has a timeout, and a timed-out wait raises
+:class:`CoordinationError` naming the waiting rank and the keys still missing.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+import torch.distributed as dist
+
+__all__ = ["CoordinationError", "Coordinator", "DEFAULT_TIMEOUT", "as_timedelta"]
+
+DEFAULT_TIMEOUT = timedelta(minutes=10)
+
+
+class CoordinationError(RuntimeError):
+    """Waiting on another process failed or timed out.
+
+    The message names the waiting rank and what it waited for (a store key, a collective of
+    a given step, a barrier).
+    """
+
+
+def as_timedelta(timeout: timedelta | float | int) -> timedelta:
+    """Accept seconds or a ``timedelta``; reject non-positive values."""
+    if isinstance(timeout, timedelta):
+        seconds = timeout.total_seconds()
+    elif isinstance(timeout, (int, float)) and not isinstance(timeout, bool):
+        seconds = float(timeout)
+    else:
+        raise TypeError(f"timeout must be a timedelta or seconds, got {timeout!r}")
+    if not seconds > 0:
+        raise ValueError(f"timeout must be positive, got {timeout!r}")
+    return timedelta(seconds=seconds)
+
+
+class Coordinator:
+    """One rank's view of the job's store.
+
+    Parameters
+    ----------
+    rank, world_size : int
+        This process's rank and the number of ranks that take part.
+    timeout : timedelta
+        Longest wait for any key.
+    """
+
+    def __init__(self, rank: int, world_size: int, timeout: timedelta) -> None:
+        from torch.distributed.distributed_c10d import _get_default_store
+
+        self.rank = rank
+        self.world_size = world_size
+        self.timeout = timeout
+        self._store = dist.PrefixStore("graphemb/", _get_default_store())
+
+    # ------------------------------------------------------------------ counters
+    def add(self, key: str, amount: int) -> int:
+        """Atomically add ``amount`` to the integer at ``key``; returns the new value."""
+        return int(self._store.add(key, amount))
+
+    def next_generation(self, name: str) -> int:
+        """How many times this rank has asked for ``name`` so far, this call included.
+
+        Every rank creates the same objects in the same order, so the n-th creation of a
+        name on one rank meets the n-th creation on the others under the same key, without
+        any per-process registry.
+        """
+        return self.add(f"generation/{name}/{self.rank}", 1)
+
+    # ------------------------------------------------------------------ documents
+    def publish(self, key: str, document: dict[str, Any]) -> None:
+        self._store.set(key, json.dumps(document))
+
+    def read(self, key: str, what: str) -> dict[str, Any]:
+        """Wait for ``key`` (at most ``timeout``) and return its JSON document."""
+        self.wait([key], what)
+        return json.loads(self._store.get(key))
+
+    def wait(self, keys: list[str], what: str) -> None:
+        """Block until every key exists; on timeout name the rank and the missing keys."""
+        try:
+            self._store.wait(keys, self.timeout)
+        except Exception as err:  # the store raises RuntimeError / DistStoreError subclasses
+            missing = [k for k in keys if not self._exists(k)]
+            raise CoordinationError(
+                f"rank {self.rank} of {self.world_size}: gave up after "
+                f"{self.timeout.total_seconds():g}s waiting for {what} "
+                f"(store keys still missing: {missing or keys}): {err}"
+            ) from err
+
+    def _exists(self, key: str) -> bool:
+        # Store.check is missing from PrefixStore in torch 2.2; a wait of ~0 s works everywhere.
+        try:
+            self._store.wait([key], timedelta(milliseconds=10))
+        except Exception:
+            return False
+        return True

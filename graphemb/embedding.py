@@ -1,0 +1,330 @@
+"""``NodeEmbedding``: a large learnable table, one row per node, updated sparsely.
+
+The front of the package: it validates ids, returns rows, and remembers the gradients of
+the rows it returned so that a :mod:`graphemb.optim` optimizer can apply them. Where the
+rows live is the business of :mod:`graphemb.storage`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+
+import torch
+
+from .coordination import DEFAULT_TIMEOUT, as_timedelta
+from .partition import Partition
+from .storage import RowStorage, create_storage
+
+__all__ = ["NodeEmbedding"]
+
+_TABLE_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+
+
+class NodeEmbedding:
+    """A learnable table of ``num_embeddings`` rows of size ``embedding_dim``.
+
+    The signature follows :class:`dgl.nn.NodeEmbedding`. The table is not a
+    :class:`torch.nn.Parameter`: attach it to a model as a plain attribute and
+    ``model.parameters()``, dense optimizers and ``DistributedDataParallel`` never see it.
+    Train it with a sparse optimizer from :mod:`graphemb.optim`, which updates only the rows
+    that were looked up.
+
+    Where the rows live depends on the process group, ``device`` and ``partition``:
+
+    * no ``torch.distributed`` process group: in this process, on ``device`` (CPU or CUDA);
+    * a process group, CPU, no ``partition``: once per machine, in shared memory that every
+      rank maps; each row is updated by one owner rank (``id % world_size``);
+    * a process group and CUDA, or any ``partition``: partitioned; each rank stores only the
+      rows ``partition`` assigns to it, and lookups fetch rows from their owners.
+
+    With a process group, construction is collective: every rank creates the same
+    embeddings, with the same arguments, in the same order. In partitioned mode every
+    lookup is collective too (a rank with nothing to look up passes an empty tensor).
+
+    Parameters
+    ----------
+    num_embeddings : int
+        Number of rows (nodes).
+    embedding_dim : int
+        Size of each row.
+    name : str
+        Name of the table: identifies it in checkpoints and, with a process group, its
+        shared memory. Two live embeddings of one job must not share a name.
+    init_func : callable, optional
+        ``init_func(table) -> table`` initialises the zero table (e.g.
+        ``lambda t: torch.nn.init.uniform_(t, -1, 1)``); it may fill ``table`` in place and
+        return it, or return a new tensor of the same shape. With shared memory it runs
+        once per machine; when partitioned, on each rank's own rows. Default: zeros.
+    device : torch.device or str, optional
+        Where rows are stored. Default: CPU.
+    partition : Partition, optional
+        Row ownership across ranks; selects partitioned storage. Default: ``id % world_size``.
+    dtype : torch.dtype
+        Element type of the table: float32 (default), float64, float16 or bfloat16.
+        Optimizers compute in float32 (or float64) whatever the table's type.
+    timeout : timedelta or float, keyword-only
+        Longest wait for other ranks (store keys, collectives) before a
+        :class:`~graphemb.CoordinationError` names the waiting rank. Default: 10 minutes.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from graphemb import NodeEmbedding
+    >>> from graphemb.optim import SparseAdam
+    >>> emb = NodeEmbedding(1000, 16, "nodes", init_func=lambda t: t.uniform_(-0.1, 0.1))
+    >>> opt = SparseAdam([emb], lr=0.01)
+    >>> rows = emb(torch.tensor([[1, 2], [2, 999]]))   # any shape of integer ids
+    >>> rows.shape
+    torch.Size([2, 2, 16])
+    >>> rows.pow(2).sum().backward()
+    >>> opt.step()                                      # updates rows 1, 2 and 999 only
+    """
+
+    def __init__(
+        self,
+        num_embeddings: int,
+        embedding_dim: int,
+        name: str,
+        init_func: Callable[[torch.Tensor], torch.Tensor | None] | None = None,
+        device: torch.device | str | None = None,
+        partition: Partition | None = None,
+        dtype: torch.dtype = torch.float32,
+        *,
+        timeout: timedelta | float = DEFAULT_TIMEOUT,
+    ) -> None:
+        _check_positive_int("num_embeddings", num_embeddings)
+        _check_positive_int("embedding_dim", embedding_dim)
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"name must be a non-empty str, got {name!r}")
+        if init_func is not None and not callable(init_func):
+            raise TypeError(f"init_func must be callable, got {type(init_func).__name__}")
+        if dtype not in _TABLE_DTYPES:
+            raise ValueError(f"dtype must be one of {_TABLE_DTYPES}, got {dtype!r}")
+        device = torch.device("cpu" if device is None else device)
+        if device.type == "cuda" and device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        timeout = as_timedelta(timeout)
+
+        self._name = name
+        self._num_embeddings = num_embeddings
+        self._embedding_dim = embedding_dim
+        self._storage: RowStorage = create_storage(
+            name, num_embeddings, device, partition, timeout
+        )
+        init = None if init_func is None else _checked_init(init_func, name)
+        self._weight = self._storage.create_table("weight", (embedding_dim,), dtype, init)
+        # Lookups under autograd hang off this zero-size leaf, so that backward reaches
+        # _TracedLookup.backward, which records the rows' gradient for the optimizer.
+        self._anchor = torch.empty(0, requires_grad=True)
+        self._gradients: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    # ------------------------------------------------------------------ lookup
+    def __call__(
+        self, node_ids: torch.Tensor, device: torch.device | str | None = None
+    ) -> torch.Tensor:
+        """Rows of ``node_ids``.
+
+        Parameters
+        ----------
+        node_ids : Tensor of integers, any shape
+            Node ids in ``[0, num_embeddings)``. Duplicates are fine (their gradients add
+            up). An empty tensor is fine.
+        device : torch.device or str, optional
+            Device of the result. Default: the device of ``node_ids``.
+
+        Returns
+        -------
+        Tensor of shape ``node_ids.shape + (embedding_dim,)`` and the table's dtype.
+            When autograd is recording, the result requires grad and its gradient is kept
+            for the next optimizer step; under ``torch.no_grad()`` nothing is kept.
+        """
+        ids = self._checked_ids(node_ids)
+        out_device = ids.device if device is None else torch.device(device)
+        flat = ids.reshape(-1).to(device=self._storage.device, dtype=torch.int64)
+        if torch.is_grad_enabled():
+            rows = _TracedLookup.apply(self._anchor, self, flat, out_device)
+        else:
+            rows = self._read(flat).to(out_device)
+        return rows.view(*ids.shape, self._embedding_dim)
+
+    def _read(self, flat_ids: torch.Tensor) -> torch.Tensor:
+        return self._storage.read_rows(self._weight, flat_ids, "row lookup")
+
+    def _checked_ids(self, node_ids: torch.Tensor) -> torch.Tensor:
+        if not isinstance(node_ids, torch.Tensor):
+            raise TypeError(
+                f"NodeEmbedding {self._name!r}: node ids must be a torch.Tensor of integers, "
+                f"got {type(node_ids).__name__}"
+            )
+        if node_ids.dtype == torch.bool or node_ids.is_floating_point() or node_ids.is_complex():
+            raise TypeError(
+                f"NodeEmbedding {self._name!r}: node ids must be integers, got {node_ids.dtype}"
+            )
+        if node_ids.numel():
+            low, high = (int(v) for v in torch.aminmax(node_ids))
+            if low < 0 or high >= self._num_embeddings:
+                bad = low if low < 0 else high
+                raise IndexError(
+                    f"NodeEmbedding {self._name!r}: node id {bad} out of range "
+                    f"[0, {self._num_embeddings})"
+                )
+        return node_ids
+
+    # ------------------------------------------------------------------ gradients
+    def _record_gradient(self, flat_ids: torch.Tensor, grad: torch.Tensor) -> None:
+        self._gradients.append((flat_ids, grad.reshape(-1, self._embedding_dim)))
+
+    def _take_gradients(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Recorded ``(ids (M,), grads (M, dim))`` on the storage device; forgets them."""
+        records, self._gradients = self._gradients, []
+        device = self._storage.device
+        if not records:
+            empty = torch.empty((0, self._embedding_dim), dtype=self._compute_dtype, device=device)
+            return torch.empty(0, dtype=torch.int64, device=device), empty
+        ids = torch.cat([i for i, _ in records]) if len(records) > 1 else records[0][0]
+        grads = torch.cat([g.to(device) for _, g in records]) if len(records) > 1 else records[0][1]
+        return ids, grads.to(device=device, dtype=self._compute_dtype)
+
+    @property
+    def _compute_dtype(self) -> torch.dtype:
+        """Dtype of gradients and optimizer state: float64 for float64 tables, else float32."""
+        return torch.float64 if self._weight.dtype == torch.float64 else torch.float32
+
+    def _clear_gradients(self) -> None:
+        self._gradients = []
+
+    # ------------------------------------------------------------------ whole table
+    def all_get_embedding(self, dst: int | None = None) -> torch.Tensor | None:
+        """The whole table as a new CPU tensor (a copy, never a view).
+
+        Collective when the table is partitioned. ``dst=None`` returns it on every rank;
+        ``dst=r`` only on rank ``r`` (the others get ``None``).
+
+        Returns
+        -------
+        Tensor of shape (num_embeddings, embedding_dim), or None.
+        """
+        return self._storage.gather(self._weight, dst)
+
+    def all_set_embedding(self, values: torch.Tensor) -> None:
+        """Copy a whole table in. Collective; every rank passes the same ``values``.
+
+        Parameters
+        ----------
+        values : Tensor of shape (num_embeddings, embedding_dim)
+            Any floating dtype and device; converted to the table's.
+        """
+        expected = (self._num_embeddings, self._embedding_dim)
+        if not isinstance(values, torch.Tensor) or not values.is_floating_point():
+            raise TypeError(
+                f"NodeEmbedding {self._name!r}: all_set_embedding needs a floating-point "
+                f"tensor, got {getattr(values, 'dtype', type(values).__name__)}"
+            )
+        if tuple(values.shape) != expected:
+            raise ValueError(
+                f"NodeEmbedding {self._name!r}: all_set_embedding got shape "
+                f"{tuple(values.shape)}, expected {expected}"
+            )
+        values = values.detach().to(device=self._storage.device, dtype=self._weight.dtype)
+        self._storage.write_all(self._weight, values)
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def num_embeddings(self) -> int:
+        return self._num_embeddings
+
+    @property
+    def embedding_dim(self) -> int:
+        return self._embedding_dim
+
+    @property
+    def weight(self) -> torch.Tensor:
+        """This process's table: every row (local, shared) or the owned rows (partitioned)."""
+        return self._weight
+
+    @property
+    def device(self) -> torch.device:
+        return self._storage.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self._weight.dtype
+
+    @property
+    def rank(self) -> int:
+        return self._storage.rank
+
+    @property
+    def world_size(self) -> int:
+        return self._storage.world_size
+
+    @property
+    def partition(self) -> Partition:
+        """Which rank owns (updates) which row; one part without a process group."""
+        return self._storage.partition
+
+    @property
+    def storage_kind(self) -> str:
+        """``"local"``, ``"shared"`` or ``"partitioned"``."""
+        return self._storage.kind
+
+    def __repr__(self) -> str:
+        return (
+            f"NodeEmbedding(name={self._name!r}, num_embeddings={self._num_embeddings}, "
+            f"embedding_dim={self._embedding_dim}, storage={self.storage_kind!r}, "
+            f"device={self.device}, dtype={self.dtype}, rank={self.rank}, "
+            f"world_size={self.world_size})"
+        )
+
+
+class _TracedLookup(torch.autograd.Function):
+    """Reads rows; on backward, hands their gradient to the embedding instead of a leaf.
+
+    Recording in backward (rather than returning a leaf and reading ``.grad`` later) keeps
+    nothing alive for lookups that never get a gradient, and lets several backward passes
+    add up exactly as gradients of dense parameters do.
+    """
+
+    @staticmethod
+    def forward(ctx, anchor, embedding, flat_ids, out_device):  # noqa: D102
+        ctx.embedding = embedding
+        ctx.save_for_backward(flat_ids)
+        return embedding._read(flat_ids).to(out_device)
+
+    @staticmethod
+    def backward(ctx, grad):  # noqa: D102
+        (flat_ids,) = ctx.saved_tensors
+        ctx.embedding._record_gradient(flat_ids, grad)
+        return None, None, None, None
+
+
+def _check_positive_int(what: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{what} must be a positive int, got {value!r}")
+
+
+def _checked_init(init_func, name: str) -> Callable[[torch.Tensor], None]:
+    """Wrap ``init_func`` so that a wrong result is an error naming its shape."""
+
+    def init(table: torch.Tensor) -> None:
+        result = init_func(table)
+        if result is None or result is table:
+            return
+        if not isinstance(result, torch.Tensor):
+            raise TypeError(
+                f"NodeEmbedding {name!r}: init_func must return a tensor, "
+                f"got {type(result).__name__}"
+            )
+        if result.shape != table.shape:
+            raise ValueError(
+                f"NodeEmbedding {name!r}: init_func returned shape {tuple(result.shape)}, "
+                f"expected {tuple(table.shape)}"
+            )
+        table.copy_(result)
+
+    return init

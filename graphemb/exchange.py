@@ -1,0 +1,194 @@
+"""Moving rows between ranks: all-to-all *push* and *pull* over uneven splits.
+
+This is the only module that calls collectives. It knows nothing about what the rows mean:
+the caller says which rank owns each row (``owners``) and, for a pull, how an owner reads
+the rows asked of it.
+
+* **push** ``(ids, values...) -> owners``: every rank sends each row to its owner and
+  receives the rows it owns (used for gradients, and for writing rows that a loader holds).
+* **pull** ``ids -> rows``: every rank sends the ids it needs to their owners, each owner
+  answers with its rows, and the requester gets them back in request order.
+
+Both are two ``all_to_all_single`` calls (counts, then payload) on a process group of the
+backend that matches the rows' device: gloo for CPU tensors, NCCL for CUDA tensors. Every
+rank takes part in every call, with or without rows. A collective that fails or exceeds the
+group's timeout raises :class:`~graphemb.coordination.CoordinationError` naming the rank and
+the operation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+from .coordination import CoordinationError
+
+__all__ = ["Exchange"]
+
+# dtypes gloo moves natively; anything else travels as raw bytes.
+_GLOO_NATIVE = {torch.float32, torch.float64, torch.int64, torch.int32, torch.uint8, torch.int8}
+
+
+class Exchange:
+    """Collectives of one table's process group.
+
+    Parameters
+    ----------
+    group : ProcessGroup
+        The group whose ranks hold the table.
+    device : torch.device
+        Where the tensors handed to the collectives live (CPU for gloo, CUDA for NCCL).
+    timeout : timedelta
+        The group's timeout (quoted in error messages).
+    label : str
+        What the rows belong to, e.g. ``"NodeEmbedding 'user'"`` (quoted in error messages).
+    """
+
+    def __init__(
+        self, group: dist.ProcessGroup, device: torch.device, timeout: timedelta, label: str
+    ) -> None:
+        self.group = group
+        self.device = device
+        self.timeout = timeout
+        self.label = label
+        self.rank = dist.get_rank(group)
+        self.world_size = dist.get_world_size(group)
+        self._backend = dist.get_backend(group)
+
+    @classmethod
+    def create(cls, device: torch.device, timeout: timedelta, label: str) -> Exchange:
+        """A new group over all ranks of the default group, with a backend for ``device``.
+
+        Collective: every rank must call it, in the same order as its other group
+        creations. A dedicated group lets CPU tables use gloo under an NCCL default group
+        and gives every collective of the table the table's own timeout.
+        """
+        backend = "nccl" if device.type == "cuda" else "gloo"
+        group = dist.new_group(backend=backend, timeout=timeout)
+        return cls(group, device, timeout, label)
+
+    # ------------------------------------------------------------------ public
+    def push(
+        self, ids: torch.Tensor, owners: torch.Tensor, values: Sequence[torch.Tensor], what: str
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """Send each row to its owner.
+
+        Parameters
+        ----------
+        ids : Tensor of int64, shape (M,)
+            Row ids (opaque to the exchange; typically global ids).
+        owners : Tensor of int64, shape (M,)
+            Owner rank of each row.
+        values : sequence of Tensor, each of shape (M, ...)
+            Payloads travelling with the ids.
+        what : str
+            Description for error messages, e.g. ``"gradient push of step 12"``.
+
+        Returns
+        -------
+        ids : Tensor of int64, shape (R,)
+            The rows this rank owns, grouped by sender rank (duplicates possible).
+        values : list of Tensor, each of shape (R, ...)
+        """
+        order, send_counts, recv_counts = self._route(owners, what)
+        received_ids = self._all_to_all(ids[order], send_counts, recv_counts, what)
+        received = [self._all_to_all(v[order], send_counts, recv_counts, what) for v in values]
+        return received_ids, received
+
+    def pull(
+        self,
+        ids: torch.Tensor,
+        owners: torch.Tensor,
+        serve: Callable[[torch.Tensor], torch.Tensor],
+        what: str,
+    ) -> torch.Tensor:
+        """Fetch the rows ``ids`` from their owners.
+
+        Parameters
+        ----------
+        ids : Tensor of int64, shape (M,)
+            Rows wanted by this rank.
+        owners : Tensor of int64, shape (M,)
+            Owner rank of each id.
+        serve : callable
+            ``serve(requested_ids) -> rows``: how this rank reads the rows others ask of it;
+            ``requested_ids`` has shape (R,), the result shape (R, ...).
+        what : str
+            Description for error messages.
+
+        Returns
+        -------
+        Tensor of shape (M, ...)
+            The rows of ``ids``, in the order of ``ids``.
+        """
+        order, send_counts, recv_counts = self._route(owners, what)
+        requested = self._all_to_all(ids[order], send_counts, recv_counts, what)
+        answered = self._all_to_all(serve(requested), recv_counts, send_counts, what)
+        rows = torch.empty_like(answered)
+        rows[order] = answered  # undo the grouping by owner
+        return rows
+
+    def barrier(self, what: str) -> None:
+        """Wait until every rank arrives (bounded by the group's timeout)."""
+        if self._backend == "gloo":
+            # monitored_barrier names the ranks that did not arrive.
+            self._run(what, lambda: dist.monitored_barrier(self.group, timeout=self.timeout))
+        else:
+            self._run(what, lambda: dist.barrier(group=self.group))
+
+    def all_reduce_max(self, value: int, what: str) -> int:
+        """The largest ``value`` over all ranks."""
+        t = torch.tensor([value], dtype=torch.int64, device=self.device)
+        self._run(what, lambda: dist.all_reduce(t, op=dist.ReduceOp.MAX, group=self.group))
+        return int(t.item())
+
+    # ------------------------------------------------------------------ internals
+    def _route(
+        self, owners: torch.Tensor, what: str
+    ) -> tuple[torch.Tensor, list[int], list[int]]:
+        """Group rows by owner; agree with every rank on how many rows travel where."""
+        order = torch.argsort(owners, stable=True)
+        send_counts = torch.bincount(owners, minlength=self.world_size)
+        recv_counts = torch.empty_like(send_counts)
+        self._run(
+            f"{what} (row counts)",
+            lambda: dist.all_to_all_single(recv_counts, send_counts, group=self.group),
+        )
+        return order, send_counts.tolist(), recv_counts.tolist()
+
+    def _all_to_all(
+        self, send: torch.Tensor, send_counts: list[int], recv_counts: list[int], what: str
+    ) -> torch.Tensor:
+        send = send.contiguous()
+        recv = send.new_empty((sum(recv_counts), *send.shape[1:]))
+        if self._backend == "gloo" and send.dtype not in _GLOO_NATIVE:
+            # float16 / bfloat16 / bool rows travel as bytes; the row split is unchanged.
+            wire_send, wire_recv = _as_bytes(send), _as_bytes(recv)
+        else:
+            wire_send, wire_recv = send, recv
+        self._run(
+            what,
+            lambda: dist.all_to_all_single(
+                wire_recv, wire_send, recv_counts, send_counts, group=self.group
+            ),
+        )
+        return recv
+
+    def _run(self, what: str, collective: Callable[[], object]) -> None:
+        try:
+            collective()
+        except Exception as err:  # gloo/NCCL raise RuntimeError or DistBackendError
+            raise CoordinationError(
+                f"rank {self.rank} of {self.world_size}: {what} for {self.label} failed or "
+                f"timed out (timeout {self.timeout.total_seconds():g}s): {err}"
+            ) from err
+
+
+def _as_bytes(t: torch.Tensor) -> torch.Tensor:
+    """View rows of any dtype as rows of bytes (shape (M, bytes_per_row))."""
+    row_numel = math.prod(t.shape[1:])  # explicit: reshape(-1) is ambiguous for zero rows
+    return t.reshape(t.shape[0], row_numel).view(torch.uint8)

@@ -1,0 +1,83 @@
+"""Sparse Adam with a step count per row ("lazy" Adam)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+
+from ..embedding import NodeEmbedding
+from . import functional as F
+from .optimizer import SparseOptimizer, check_number
+
+__all__ = ["SparseAdam"]
+
+
+class SparseAdam(SparseOptimizer):
+    """Adam on the rows that were looked up, with a step count per row.
+
+    Rows absent from a step keep their moments and their step count, and a row updated for
+    the t-th time gets the bias correction of step t. When every row is hit at every step
+    this is exactly :class:`torch.optim.Adam`.
+
+    State per row: ``exp_avg`` and ``exp_avg_sq`` (shape ``(num_embeddings, dim)``) and
+    ``step`` (int64, shape ``(num_embeddings,)``).
+
+    Parameters
+    ----------
+    params : list of NodeEmbedding, or list of param-group dicts
+    lr : float
+        Learning rate, >= 0.
+    betas : (float, float)
+        Decay rates of the moments, each in [0, 1).
+    eps : float
+        Added to the denominator, >= 0.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from graphemb import NodeEmbedding
+    >>> from graphemb.optim import SparseAdam
+    >>> emb = NodeEmbedding(10, 3, "adam-demo")
+    >>> opt = SparseAdam([emb], lr=0.01)
+    >>> emb(torch.tensor([7])).sum().backward()
+    >>> opt.step()
+    >>> emb.weight[7]                                   # Adam's first step: -lr * sign(g)
+    tensor([-0.0100, -0.0100, -0.0100])
+    >>> opt.state[emb]["step"][[6, 7]]                  # one update for row 7 only
+    tensor([0, 1])
+    """
+
+    def __init__(
+        self,
+        params: Iterable[NodeEmbedding] | Iterable[dict],
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+    ) -> None:
+        super().__init__(params, {"lr": lr, "betas": betas, "eps": eps})
+
+    def _check_group(self, group):
+        check_number("learning rate (lr)", group["lr"], 0.0)
+        check_number("epsilon (eps)", group["eps"], 0.0)
+        betas = group["betas"]
+        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+            raise ValueError(f"invalid betas: {betas!r} (expected a pair of numbers in [0, 1))")
+        check_number("beta parameter at index 0", betas[0], 0.0, 1.0)
+        check_number("beta parameter at index 1", betas[1], 0.0, 1.0)
+
+    def _state_layout(self, embedding):
+        dim, compute = embedding.embedding_dim, embedding._compute_dtype
+        return {
+            "exp_avg": ((dim,), compute),
+            "exp_avg_sq": ((dim,), compute),
+            "step": ((), torch.int64),
+        }
+
+    def _update_rows(self, weight, grad, state, group, scratch):
+        beta1, beta2 = group["betas"]
+        F.adam_rows_(
+            weight, grad, state["exp_avg"], state["exp_avg_sq"], state["step"],
+            lr=float(group["lr"]), beta1=float(beta1), beta2=float(beta2),
+            eps=float(group["eps"]), scratch=scratch,
+        )

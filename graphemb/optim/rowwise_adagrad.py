@@ -1,0 +1,58 @@
+"""Sparse row-wise Adagrad: one accumulator per row (FBGEMM, PyTorch-BigGraph)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ..embedding import NodeEmbedding
+from . import functional as F
+from .optimizer import SparseOptimizer, check_number
+
+__all__ = ["SparseRowWiseAdagrad"]
+
+
+class SparseRowWiseAdagrad(SparseOptimizer):
+    """Adagrad with one accumulator per row, the mean of ``g*g`` over the row:
+    ``s += mean(g*g)``; ``w -= lr * g / (sqrt(s) + eps)``.
+
+    The state is ``dim`` times smaller than Adagrad's (shape ``(num_embeddings,)``), the
+    usual choice for very large tables (FBGEMM's ``EXACT_ROWWISE_ADAGRAD``,
+    PyTorch-BigGraph).
+
+    Parameters
+    ----------
+    params : list of NodeEmbedding, or list of param-group dicts
+    lr : float
+        Learning rate, >= 0.
+    eps : float
+        Added to the denominator, >= 0.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from graphemb import NodeEmbedding
+    >>> from graphemb.optim import SparseRowWiseAdagrad
+    >>> emb = NodeEmbedding(10, 2, "rowwise-demo")
+    >>> opt = SparseRowWiseAdagrad([emb], lr=0.1)
+    >>> (emb(torch.tensor([4])) * torch.tensor([3.0, 4.0])).sum().backward()
+    >>> opt.step()                    # s = (9 + 16) / 2 = 12.5
+    >>> emb.weight[4]                 # -0.1 * g / sqrt(12.5)
+    tensor([-0.0849, -0.1131])
+    """
+
+    def __init__(
+        self, params: Iterable[NodeEmbedding] | Iterable[dict], lr: float, eps: float = 1e-10
+    ) -> None:
+        super().__init__(params, {"lr": lr, "eps": eps})
+
+    def _check_group(self, group):
+        check_number("learning rate (lr)", group["lr"], 0.0)
+        check_number("epsilon (eps)", group["eps"], 0.0)
+
+    def _state_layout(self, embedding):
+        return {"sum": ((), embedding._compute_dtype)}
+
+    def _update_rows(self, weight, grad, state, group, scratch):
+        F.rowwise_adagrad_rows_(
+            weight, grad, state["sum"], lr=float(group["lr"]), eps=float(group["eps"])
+        )

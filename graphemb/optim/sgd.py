@@ -1,0 +1,43 @@
+"""Sparse SGD."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ..embedding import NodeEmbedding
+from . import functional as F
+from .optimizer import SparseOptimizer, check_number
+
+__all__ = ["SparseSGD"]
+
+
+class SparseSGD(SparseOptimizer):
+    """Plain SGD on the rows that were looked up: ``w -= lr * g``.
+
+    Parameters
+    ----------
+    params : list of NodeEmbedding, or list of param-group dicts
+    lr : float
+        Learning rate, >= 0.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from graphemb import NodeEmbedding
+    >>> from graphemb.optim import SparseSGD
+    >>> emb = NodeEmbedding(10, 4, "sgd-demo", init_func=lambda t: t.fill_(1.0))
+    >>> opt = SparseSGD([emb], lr=0.5)
+    >>> emb(torch.tensor([3, 3])).sum().backward()   # duplicate ids: gradients add up
+    >>> opt.step()
+    >>> emb.weight[3]
+    tensor([0., 0., 0., 0.])
+    """
+
+    def __init__(self, params: Iterable[NodeEmbedding] | Iterable[dict], lr: float) -> None:
+        super().__init__(params, {"lr": lr})
+
+    def _check_group(self, group):
+        check_number("learning rate (lr)", group["lr"], 0.0)
+
+    def _update_rows(self, weight, grad, state, group, scratch):
+        F.sgd_rows_(weight, grad, lr=float(group["lr"]))

@@ -1,0 +1,231 @@
+"""Who owns which row: pure index arithmetic, no processes involved.
+
+A :class:`Partition` splits the ``num_embeddings`` rows of a table among ``num_parts`` owners
+(ranks). Two rules are supported:
+
+* ``remainder`` -- row ``i`` belongs to part ``i % num_parts`` (balanced, spreads hot
+  low-numbered nodes over all parts; the default, as in DGL);
+* ``range`` -- part ``p`` owns the contiguous rows ``[boundaries[p], boundaries[p + 1])``;
+  parts may have different sizes, including zero rows.
+
+Every method works on CPU and CUDA tensors and returns tensors on the device of its input.
+
+Example
+-------
+>>> import torch
+>>> from graphemb import Partition
+>>> part = Partition.range(10, [0, 4, 4, 10])   # part 1 owns no rows
+>>> part.owner(torch.tensor([0, 3, 4, 9]))
+tensor([0, 0, 2, 2])
+>>> part.to_local(torch.tensor([5, 9]))
+tensor([1, 5])
+>>> part.local_size(2)
+6
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+import torch
+
+__all__ = ["Partition"]
+
+_MODES = ("remainder", "range")
+
+
+class Partition:
+    """Assignment of table rows to ``num_parts`` owners.
+
+    Prefer the constructors :meth:`remainder` and :meth:`range`.
+
+    Parameters
+    ----------
+    num_embeddings : int
+        Number of rows of the table.
+    num_parts : int
+        Number of owners (the world size of the process group that stores the table).
+    mode : {"remainder", "range"}
+        The assignment rule.
+    boundaries : sequence of int, optional
+        For ``mode="range"``: ``num_parts + 1`` non-decreasing offsets, starting at 0 and
+        ending at ``num_embeddings``.
+    """
+
+    def __init__(
+        self,
+        num_embeddings: int,
+        num_parts: int,
+        mode: str = "remainder",
+        boundaries: Sequence[int] | torch.Tensor | None = None,
+    ) -> None:
+        if not isinstance(num_embeddings, int) or num_embeddings <= 0:
+            raise ValueError(f"num_embeddings must be a positive int, got {num_embeddings!r}")
+        if not isinstance(num_parts, int) or num_parts <= 0:
+            raise ValueError(f"num_parts must be a positive int, got {num_parts!r}")
+        if mode not in _MODES:
+            raise ValueError(f"partition mode must be one of {_MODES}, got {mode!r}")
+        self._num_embeddings = num_embeddings
+        self._num_parts = num_parts
+        self._mode = mode
+        if mode == "range":
+            if boundaries is None:
+                raise ValueError("a 'range' partition needs boundaries")
+            self._boundaries = _checked_boundaries(boundaries, num_embeddings, num_parts)
+        else:
+            if boundaries is not None:
+                raise ValueError("a 'remainder' partition takes no boundaries")
+            self._boundaries = None
+        # Cached copies of the boundaries per device (index math runs where the ids are).
+        self._boundaries_on: dict[torch.device, torch.Tensor] = {}
+
+    # ----------------------------------------------------------------- constructors
+    @classmethod
+    def remainder(cls, num_embeddings: int, num_parts: int) -> Partition:
+        """Row ``i`` belongs to part ``i % num_parts``."""
+        return cls(num_embeddings, num_parts, "remainder")
+
+    @classmethod
+    def range(  # noqa: A003 - the mode's name
+        cls, num_embeddings: int, boundaries: Sequence[int] | torch.Tensor
+    ) -> Partition:
+        """Part ``p`` owns rows ``[boundaries[p], boundaries[p + 1])``.
+
+        ``boundaries`` has ``num_parts + 1`` entries, starts at 0 and ends at
+        ``num_embeddings``.
+        """
+        return cls(num_embeddings, len(boundaries) - 1, "range", boundaries)
+
+    @classmethod
+    def even_range(cls, num_embeddings: int, num_parts: int) -> Partition:
+        """Contiguous parts of (almost) equal size, the first ones one row larger."""
+        base, extra = divmod(num_embeddings, num_parts)
+        sizes = [base + (1 if p < extra else 0) for p in range(num_parts)]
+        return cls.range(num_embeddings, [0, *itertools.accumulate(sizes)])
+
+    # ----------------------------------------------------------------- description
+    @property
+    def num_embeddings(self) -> int:
+        return self._num_embeddings
+
+    @property
+    def num_parts(self) -> int:
+        return self._num_parts
+
+    @property
+    def mode(self) -> str:
+        return self._mode
+
+    @property
+    def boundaries(self) -> list[int] | None:
+        """Offsets of a ``range`` partition (``None`` for ``remainder``)."""
+        return None if self._boundaries is None else self._boundaries.tolist()
+
+    def local_size(self, part: int) -> int:
+        """Number of rows owned by ``part``."""
+        self._check_part(part)
+        if self._boundaries is None:
+            # ids part, part + P, part + 2P, ... below num_embeddings
+            return max(0, (self._num_embeddings - part + self._num_parts - 1) // self._num_parts)
+        return int(self._boundaries[part + 1] - self._boundaries[part])
+
+    def local_sizes(self) -> list[int]:
+        """Rows owned by every part, in part order."""
+        return [self.local_size(p) for p in range(self._num_parts)]
+
+    # ----------------------------------------------------------------- index math
+    def owner(self, ids: torch.Tensor) -> torch.Tensor:
+        """Part that owns each id.
+
+        Parameters
+        ----------
+        ids : Tensor of int64, any shape
+            Global row ids in ``[0, num_embeddings)``.
+
+        Returns
+        -------
+        Tensor of int64, same shape and device as ``ids``.
+        """
+        if self._boundaries is None:
+            return torch.remainder(ids, self._num_parts)
+        inner = self._boundaries_for(ids.device)[1:-1]
+        # Part p holds [b[p], b[p+1]): its index is the number of inner boundaries <= id.
+        return torch.bucketize(ids, inner, right=True)
+
+    def to_local(self, ids: torch.Tensor) -> torch.Tensor:
+        """Index of each global id inside its owner's local rows."""
+        if self._boundaries is None:
+            return torch.div(ids, self._num_parts, rounding_mode="floor")
+        starts = self._boundaries_for(ids.device)
+        return ids - starts[self.owner(ids)]
+
+    def to_global(self, local_ids: torch.Tensor, part: int) -> torch.Tensor:
+        """Global ids of the local rows ``local_ids`` of ``part``."""
+        self._check_part(part)
+        if self._boundaries is None:
+            return local_ids * self._num_parts + part
+        return local_ids + int(self._boundaries[part])
+
+    def global_ids(self, part: int, device: torch.device | str | None = None) -> torch.Tensor:
+        """All global ids owned by ``part``, in local order."""
+        local = torch.arange(self.local_size(part), dtype=torch.int64, device=device)
+        return self.to_global(local, part)
+
+    # ----------------------------------------------------------------- comparison / io
+    def to_dict(self) -> dict:
+        """Plain description, e.g. for checkpoint metadata."""
+        return {
+            "mode": self._mode,
+            "num_embeddings": self._num_embeddings,
+            "num_parts": self._num_parts,
+            "boundaries": self.boundaries,
+        }
+
+    @classmethod
+    def from_dict(cls, spec: dict) -> Partition:
+        return cls(spec["num_embeddings"], spec["num_parts"], spec["mode"], spec["boundaries"])
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Partition) and self.to_dict() == other.to_dict()
+
+    def __hash__(self) -> int:
+        return hash((self._mode, self._num_embeddings, self._num_parts, str(self.boundaries)))
+
+    def __repr__(self) -> str:
+        if self._boundaries is None:
+            return f"Partition.remainder({self._num_embeddings}, {self._num_parts})"
+        return f"Partition.range({self._num_embeddings}, {self.boundaries})"
+
+    # ----------------------------------------------------------------- helpers
+    def _check_part(self, part: int) -> None:
+        if not 0 <= part < self._num_parts:
+            raise ValueError(f"part {part} out of range [0, {self._num_parts})")
+
+    def _boundaries_for(self, device: torch.device) -> torch.Tensor:
+        cached = self._boundaries_on.get(device)
+        if cached is None:
+            cached = self._boundaries.to(device)
+            self._boundaries_on[device] = cached
+        return cached
+
+
+def _checked_boundaries(
+    boundaries: Sequence[int] | torch.Tensor, num_embeddings: int, num_parts: int
+) -> torch.Tensor:
+    values = boundaries.tolist() if isinstance(boundaries, torch.Tensor) else list(boundaries)
+    if len(values) != num_parts + 1:
+        raise ValueError(
+            f"a range partition of {num_parts} parts needs {num_parts + 1} boundaries, "
+            f"got {len(values)}: {values}"
+        )
+    if any(not isinstance(v, int) for v in values):
+        raise ValueError(f"partition boundaries must be ints, got {values}")
+    if values[0] != 0 or values[-1] != num_embeddings:
+        raise ValueError(
+            f"partition boundaries must start at 0 and end at num_embeddings={num_embeddings}, "
+            f"got {values}"
+        )
+    if any(b < a for a, b in zip(values, values[1:])):
+        raise ValueError(f"partition boundaries must be non-decreasing, got {values}")
+    return torch.tensor(values, dtype=torch.int64)

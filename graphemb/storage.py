@@ -1,0 +1,313 @@
+"""Where rows live: one process, one machine's shared memory, or partitions across ranks.
+
+A storage holds the tables of one embedding: its weight and the per-row state of its
+optimizer (moments, step counts, sums), all in the same layout. It answers three questions
+for the rest of the package, the same way for every layout:
+
+* ``read_rows(table, ids)`` -- the rows of any global ids (a collective *pull* when rows are
+  partitioned);
+* ``push(ids, values)`` + ``owned_index(ids)`` -- send rows to the rank that owns them, and
+  find an owned row inside this rank's table;
+* ``gather(table)`` / ``write_all(table, values)`` -- whole-table copies to and from CPU.
+
+===================  ==================  ===================  =============================
+storage              chosen when         rows in this process update written by
+===================  ==================  ===================  =============================
+``LocalStorage``     no process group    all                  this process
+``SharedMemory...``  process group, CPU  all (shared mapping) the owner rank of each row
+                     and no partition
+``Partitioned...``   process group and   the owned rows only  the owner rank of each row
+                     CUDA or partition
+===================  ==================  ===================  =============================
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+from .coordination import Coordinator
+from .exchange import Exchange
+from .partition import Partition
+from .shm import create_shared_table
+
+__all__ = [
+    "RowStorage",
+    "LocalStorage",
+    "SharedMemoryStorage",
+    "PartitionedStorage",
+    "create_storage",
+]
+
+TableInit = Callable[[torch.Tensor], None]
+
+# Whole-table copies move at most this many bytes per collective round.
+_CHUNK_BYTES = 64 << 20
+
+
+class RowStorage(ABC):
+    """Rows of one embedding and of its optimizer state, in one layout.
+
+    Parameters
+    ----------
+    name : str
+        The embedding's name (prefix of its tables' names).
+    num_embeddings : int
+        Global number of rows.
+    device : torch.device
+        Where this process keeps its rows.
+    partition : Partition
+        Which rank owns (updates) which row.
+    """
+
+    kind: str = "abstract"
+
+    def __init__(
+        self,
+        name: str,
+        num_embeddings: int,
+        device: torch.device,
+        partition: Partition,
+        exchange: Exchange | None = None,
+    ) -> None:
+        self.name = name
+        self.num_embeddings = num_embeddings
+        self.device = device
+        self.partition = partition
+        self.exchange = exchange
+
+    @property
+    def rank(self) -> int:
+        return 0 if self.exchange is None else self.exchange.rank
+
+    @property
+    def world_size(self) -> int:
+        return 1 if self.exchange is None else self.exchange.world_size
+
+    @property
+    def distributed(self) -> bool:
+        """True when rows must be exchanged with other ranks (a process group exists)."""
+        return self.exchange is not None
+
+    # ------------------------------------------------------------------ tables
+    @abstractmethod
+    def create_table(
+        self, key: str, row_shape: Sequence[int], dtype: torch.dtype, init: TableInit | None = None
+    ) -> torch.Tensor:
+        """A new zero table of ``row_shape`` rows in this layout; ``init`` may fill it.
+
+        Collective for distributed storages. ``key`` names the table within the embedding
+        (``"weight"``, ``"SparseAdam.exp_avg"``, ...).
+        """
+
+    @abstractmethod
+    def read_rows(self, table: torch.Tensor, ids: torch.Tensor, what: str) -> torch.Tensor:
+        """Rows of the global ``ids`` (int64, shape (M,), on ``device``), in order.
+
+        Collective for partitioned storage: every rank calls it, possibly with no ids.
+        """
+
+    @abstractmethod
+    def owned_index(self, ids: torch.Tensor) -> torch.Tensor:
+        """Index into this rank's tables of global ids that this rank owns."""
+
+    def push(
+        self, ids: torch.Tensor, values: Sequence[torch.Tensor], what: str
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """Send rows to their owners; returns the rows this rank owns (ids may repeat)."""
+        if self.exchange is None:
+            return ids, list(values)
+        return self.exchange.push(ids, self.partition.owner(ids), values, what)
+
+    def after_update(self, what: str) -> None:
+        """Called by optimizers once this rank has written its rows of a step."""
+
+    # ------------------------------------------------------------------ whole tables
+    def gather(self, table: torch.Tensor, dst: int | None = None) -> torch.Tensor | None:
+        """The full table as a new CPU tensor on every rank (``dst=None``) or on ``dst``.
+
+        Ranks other than ``dst`` return ``None``. Collective for partitioned storage.
+        """
+        if dst is not None and dst != self.rank:
+            return None
+        return table.detach().to("cpu", copy=True)
+
+    @abstractmethod
+    def write_all(self, table: torch.Tensor, values: torch.Tensor) -> None:
+        """Copy a full table (every rank passes the same ``values``) into ``table``.
+
+        Collective for distributed storages.
+        """
+
+    def local_rows(self) -> int:
+        """Number of rows of this rank's tables."""
+        return self.num_embeddings
+
+
+class LocalStorage(RowStorage):
+    """Every row in this process, on CPU or one CUDA device."""
+
+    kind = "local"
+
+    def __init__(self, name: str, num_embeddings: int, device: torch.device) -> None:
+        super().__init__(name, num_embeddings, device, Partition.remainder(num_embeddings, 1))
+
+    def create_table(self, key, row_shape, dtype, init=None):
+        table = torch.zeros((self.num_embeddings, *row_shape), dtype=dtype, device=self.device)
+        if init is not None:
+            init(table)
+        return table
+
+    def read_rows(self, table, ids, what):
+        return table.index_select(0, ids)
+
+    def owned_index(self, ids):
+        return ids
+
+    def write_all(self, table, values):
+        table.copy_(values)
+
+
+class SharedMemoryStorage(RowStorage):
+    """Every row in shared memory that all ranks of one machine map; owners write rows."""
+
+    kind = "shared"
+
+    def __init__(
+        self,
+        name: str,
+        num_embeddings: int,
+        partition: Partition,
+        exchange: Exchange,
+        coordinator: Coordinator,
+    ) -> None:
+        super().__init__(name, num_embeddings, torch.device("cpu"), partition, exchange)
+        self._coordinator = coordinator
+
+    def create_table(self, key, row_shape, dtype, init=None):
+        return create_shared_table(
+            self._coordinator, f"{self.name}/{key}", (self.num_embeddings, *row_shape), dtype, init
+        )
+
+    def read_rows(self, table, ids, what):
+        return table.index_select(0, ids)
+
+    def owned_index(self, ids):
+        return ids  # the shared table holds every row at its global index
+
+    def after_update(self, what):
+        # Nobody may read the next step's rows before every owner has written them.
+        self.exchange.barrier(what)
+
+    def write_all(self, table, values):
+        # Each rank copies one contiguous block; the barrier publishes all blocks.
+        per_rank = -(-self.num_embeddings // self.world_size)
+        start = min(self.rank * per_rank, self.num_embeddings)
+        end = min(start + per_rank, self.num_embeddings)
+        table[start:end].copy_(values[start:end])
+        self.exchange.barrier(f"writing table of {self.name!r}")
+
+
+class PartitionedStorage(RowStorage):
+    """Each rank holds only the rows it owns, in its own CPU or GPU memory."""
+
+    kind = "partitioned"
+
+    def __init__(
+        self,
+        name: str,
+        num_embeddings: int,
+        device: torch.device,
+        partition: Partition,
+        exchange: Exchange,
+    ) -> None:
+        super().__init__(name, num_embeddings, device, partition, exchange)
+
+    def local_rows(self):
+        return self.partition.local_size(self.rank)
+
+    def create_table(self, key, row_shape, dtype, init=None):
+        table = torch.zeros((self.local_rows(), *row_shape), dtype=dtype, device=self.device)
+        if init is not None:
+            init(table)
+        return table
+
+    def read_rows(self, table, ids, what):
+        def serve(requested: torch.Tensor) -> torch.Tensor:
+            return table.index_select(0, self.partition.to_local(requested))
+
+        return self.exchange.pull(ids, self.partition.owner(ids), serve, what)
+
+    def owned_index(self, ids):
+        return self.partition.to_local(ids)
+
+    def gather(self, table, dst=None):
+        wanted = dst is None or dst == self.rank
+        out = None
+        if wanted:
+            out = torch.empty((self.num_embeddings, *table.shape[1:]), dtype=table.dtype)
+        row_bytes = max(1, table[:1].numel() * table.element_size())
+        chunk = max(1, _CHUNK_BYTES // row_bytes)
+        for start in range(0, self.num_embeddings, chunk):
+            end = min(start + chunk, self.num_embeddings)
+            ids = torch.arange(start, end if wanted else start, device=self.device)
+            rows = self.read_rows(table, ids, f"gathering table of {self.name!r}")
+            if wanted:
+                out[start:end] = rows.cpu()
+        return out
+
+    def write_all(self, table, values):
+        own = self.partition.global_ids(self.rank)
+        table.copy_(values.index_select(0, own))
+
+
+def create_storage(
+    name: str,
+    num_embeddings: int,
+    device: torch.device,
+    partition: Partition | None,
+    timeout: timedelta,
+) -> RowStorage:
+    """Pick the storage for an embedding from the process group, device and partition.
+
+    Collective when ``torch.distributed`` is initialised (it creates the embedding's own
+    process group).
+    """
+    if not (dist.is_available() and dist.is_initialized()):
+        if partition is not None and partition.num_parts != 1:
+            raise ValueError(
+                f"partition {partition} has {partition.num_parts} parts but "
+                "torch.distributed is not initialised: call init_process_group first"
+            )
+        _check_partition(partition, num_embeddings, 1)
+        return LocalStorage(name, num_embeddings, device)
+
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    _check_partition(partition, num_embeddings, world_size)
+    shared = partition is None and device.type == "cpu"
+    exchange = Exchange.create(device, timeout, f"NodeEmbedding {name!r}")
+    partition = partition or Partition.remainder(num_embeddings, world_size)
+    if shared:
+        coordinator = Coordinator(rank, world_size, timeout)
+        return SharedMemoryStorage(name, num_embeddings, partition, exchange, coordinator)
+    return PartitionedStorage(name, num_embeddings, device, partition, exchange)
+
+
+def _check_partition(partition: Partition | None, num_embeddings: int, world_size: int) -> None:
+    if partition is None:
+        return
+    if not isinstance(partition, Partition):
+        raise TypeError(f"partition must be a graphemb.Partition, got {type(partition).__name__}")
+    if partition.num_embeddings != num_embeddings:
+        raise ValueError(
+            f"partition covers {partition.num_embeddings} rows but the embedding has "
+            f"{num_embeddings}"
+        )
+    if partition.num_parts != world_size:
+        raise ValueError(
+            f"partition has {partition.num_parts} parts but the world size is {world_size}"
+        )

@@ -1,0 +1,216 @@
+"""Shared-memory NodeEmbedding on several processes of one machine (gloo over loopback).
+
+N ranks must train exactly like one process on the union of their batches (see
+``scenarios.py``), leave nothing in /dev/shm however they end, never hang, and say which
+rank waited for what when something goes wrong.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import scenarios
+from _multiprocess import RankFailed, run_ranks
+from graphemb import CoordinationError, NodeEmbedding
+from graphemb.optim import SparseAdam, SparseSGD
+from graphemb.shm import SHM_DIR, segment_prefix
+
+pytestmark = pytest.mark.multiprocess
+TESTS = Path(__file__).parent
+
+
+def our_segments() -> set[str]:
+    return {p.name for p in SHM_DIR.glob("graphemb.*")}
+
+
+@pytest.fixture
+def no_leaked_segments():
+    before = our_segments()
+    yield
+    assert our_segments() - before == set(), "shared memory segments left behind"
+
+
+def shared_embedding(name: str) -> NodeEmbedding:
+    return NodeEmbedding(scenarios.NUM, scenarios.DIM, name, timeout=30)
+
+
+def union_worker(rank, world_size):
+    result = scenarios.train_rank(rank, world_size, shared_embedding)
+    kinds = {shared_embedding("probe").storage_kind}
+    return result, kinds
+
+
+@pytest.mark.parametrize("world_size", [2, 4])
+def test_ranks_train_like_one_process_on_the_union(world_size, no_leaked_segments):
+    results = run_ranks(union_worker, world_size)
+    oracle = scenarios.train_union(world_size)
+    for result, kinds in results:
+        assert kinds == {"shared"}
+        scenarios.assert_same_training(result, oracle)
+
+
+def init_once_worker(rank, world_size, counter_path):
+    def init(table):
+        with open(counter_path, "a") as f:
+            f.write(f"{rank}\n")
+        table.fill_(7.0)
+
+    emb = NodeEmbedding(10, 2, "init-once", init_func=init, timeout=30)
+    return emb.weight.clone(), emb.all_get_embedding()
+
+
+def test_init_func_runs_once_and_every_rank_sees_every_row(tmp_path, no_leaked_segments):
+    counter = tmp_path / "calls"
+    results = run_ranks(init_once_worker, 3, str(counter))
+    assert counter.read_text().split() == ["0"]
+    for weight, table in results:
+        assert torch.equal(weight, torch.full((10, 2), 7.0)) and torch.equal(table, weight)
+
+
+def all_set_worker(rank, world_size):
+    emb = NodeEmbedding(11, 3, "set-from-all", timeout=30)
+    values = torch.arange(33, dtype=torch.float32).view(11, 3)
+    emb.all_set_embedding(values)
+    return emb.all_get_embedding()
+
+
+def test_all_set_and_all_get_from_every_rank(no_leaked_segments):
+    for table in run_ranks(all_set_worker, 3):
+        assert torch.equal(table, torch.arange(33, dtype=torch.float32).view(11, 3))
+
+
+def collision_worker(rank, world_size):
+    first = NodeEmbedding(5, 2, "same-name", timeout=30)
+    try:
+        NodeEmbedding(5, 2, "same-name", timeout=30)
+    except ValueError as err:
+        message = str(err)
+    else:
+        message = None
+    del first
+    again = NodeEmbedding(5, 2, "same-name", timeout=30)  # re-creation after deletion works
+    return message, again.storage_kind
+
+
+def test_a_live_name_collision_raises_on_every_rank(no_leaked_segments):
+    for message, kind in run_ranks(collision_worker, 2):
+        assert message is not None and "'same-name/weight' is already alive" in message
+        assert kind == "shared"
+
+
+def store_timeout_worker(rank, world_size):
+    try:
+        NodeEmbedding(5, 2, "left" if rank == 0 else "right", timeout=2)
+    except CoordinationError as err:
+        return str(err)
+    return None
+
+
+def test_store_waits_time_out_naming_rank_and_key(no_leaked_segments):
+    left, right = run_ranks(store_timeout_worker, 2)
+    assert "rank 0 of 2" in left and "every rank to map shared table 'left/weight'" in left
+    assert "shm/left/weight/1/ack/1" in left
+    assert "rank 1 of 2" in right and "shm/right/weight/1/meta" in right
+
+
+def collective_timeout_worker(rank, world_size):
+    emb = NodeEmbedding(5, 2, "skip-step", timeout=2)
+    opt = SparseSGD([emb], lr=0.1)
+    if rank == 1:
+        return None  # never calls step()
+    emb(torch.tensor([1])).sum().backward()
+    try:
+        opt.step()
+    except CoordinationError as err:
+        return str(err)
+    return "no error"
+
+
+def test_a_missing_rank_times_out_with_rank_and_step_named(no_leaked_segments):
+    message, _ = run_ranks(collective_timeout_worker, 2)
+    assert "rank 0 of 2" in message and "SparseSGD step 1" in message
+    assert "NodeEmbedding 'skip-step'" in message
+
+
+def crash_worker(rank, world_size):
+    emb = NodeEmbedding(1000, 16, "crash", timeout=30)
+    opt = SparseAdam([emb], lr=0.1)
+    emb(torch.tensor([rank])).sum().backward()
+    opt.step()
+    if rank == 1:
+        raise RuntimeError("boom in rank 1")
+    opt.step()  # rank 0 fails here: its peer is gone
+
+
+def test_exception_in_one_rank_leaves_no_segments(no_leaked_segments):
+    with pytest.raises(RankFailed, match="boom in rank 1"):
+        run_ranks(crash_worker, 2)
+
+
+def stale_worker(rank, world_size):
+    emb = NodeEmbedding(4, 2, "stale", timeout=30)
+    return emb.all_get_embedding()
+
+
+def test_stale_segment_of_a_dead_job_is_replaced_not_attached(no_leaked_segments):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = SHM_DIR / f"{segment_prefix('stale/weight')}{dead.pid}.deadbeef0000"
+    stale.write_bytes(torch.full((4, 2), 9.0).numpy().tobytes())
+    try:
+        tables = run_ranks(stale_worker, 2)
+    finally:
+        leftover = stale.exists()
+        stale.unlink(missing_ok=True)
+    assert not leftover, "the stale segment of a dead process was not removed"
+    for table in tables:
+        assert torch.equal(table, torch.zeros(4, 2)), "attached to the stale segment"
+
+
+def test_killed_run_leaves_nothing_and_the_next_run_starts_cleanly(tmp_path, no_leaked_segments):
+    """SIGKILL both ranks of a torchrun job mid-training; then run the same names again."""
+    script = TESTS / "torchrun_job.py"
+    env = {**os.environ, "GRAPHEMB_TEST_HANG_AFTER_STEPS": "2"}
+    job = subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+         str(script), str(tmp_path / "killed")],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    try:
+        for line in job.stdout:  # the job prints when both ranks are mid-training
+            if b"GRAPHEMB_TEST_HANGING" in line or job.poll() is not None:
+                break
+    finally:
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait()
+    out = tmp_path / "clean"
+    run_torchrun(out)
+    assert_torchrun_result(out, world_size=2)
+
+
+def run_torchrun(out: Path, world_size: int = 2) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
+         str(world_size), str(TESTS / "torchrun_job.py"), str(out)],
+        capture_output=True, text=True, timeout=180,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+
+def assert_torchrun_result(out: Path, world_size: int) -> None:
+    oracle = scenarios.train_union(world_size)
+    for rank in range(world_size):
+        result = torch.load(f"{out}.rank{rank}.pt", weights_only=False)
+        scenarios.assert_same_training(result, oracle)
+
+
+def test_torchrun_launch_trains_like_one_process(tmp_path, no_leaked_segments):
+    run_torchrun(tmp_path / "job")
+    assert_torchrun_result(tmp_path / "job", world_size=2)
