@@ -27,6 +27,13 @@ class CoordinationError(RuntimeError):
     """
 
 
+# Errors another rank reports are raised here with their own type when it is one of these.
+_REPORTABLE = {
+    cls.__name__: cls
+    for cls in (ValueError, TypeError, KeyError, FileNotFoundError, FileExistsError, OSError)
+}
+
+
 def as_timedelta(timeout: timedelta | float | int) -> timedelta:
     """Accept seconds or a ``timedelta``; reject non-positive values."""
     if isinstance(timeout, timedelta):
@@ -81,6 +88,28 @@ class Coordinator:
         """Wait for ``key`` (at most ``timeout``) and return its JSON document."""
         self.wait([key], what)
         return json.loads(self._store.get(key))
+
+    def agree(self, key: str, error: BaseException | None, what: str) -> None:
+        """Every rank reports how a phase went; if any rank failed, every rank raises.
+
+        A rank re-raises its own error; the others raise an error of the same type (for
+        the built-in types below) naming the failed rank and its message. ``key`` must be
+        unique to this phase (use :meth:`next_generation`).
+        """
+        report = None if error is None else {"type": type(error).__name__, "message": str(error)}
+        self.publish(f"{key}/{self.rank}", {"error": report})
+        reports = []
+        for rank in range(self.world_size):
+            if rank != self.rank:
+                document = self.read(f"{key}/{rank}", f"rank {rank} to finish {what}")
+                if document["error"] is not None:
+                    reports.append((rank, document["error"]))
+        if error is not None:
+            raise error
+        if reports:
+            rank, report = reports[0]
+            kind = _REPORTABLE.get(report["type"], CoordinationError)
+            raise kind(f"{what} failed on rank {rank}: {report['message']}")
 
     def wait(self, keys: list[str], what: str) -> None:
         """Block until every key exists; on timeout name the rank and the missing keys."""

@@ -146,6 +146,19 @@ class Exchange:
         self._run(what, lambda: dist.all_reduce(t, op=dist.ReduceOp.MAX, group=self.group))
         return int(t.item())
 
+    def broadcast_bytes(self, data: bytes | None, src: int, what: str) -> bytes:
+        """``data`` of rank ``src`` on every rank (others pass ``None``)."""
+        size = torch.tensor([len(data) if self.rank == src else 0], device=self.device)
+        self._run(what, lambda: dist.broadcast(size, src, group=self.group))
+        if int(size.item()) == 0:
+            return b""
+        payload = torch.empty(int(size.item()), dtype=torch.uint8)
+        if self.rank == src:
+            payload = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+        payload = payload.to(self.device)
+        self._run(what, lambda: dist.broadcast(payload, src, group=self.group))
+        return payload.cpu().numpy().tobytes()
+
     # ------------------------------------------------------------------ internals
     def _route(
         self, owners: torch.Tensor, what: str

@@ -8,7 +8,9 @@ for the rest of the package, the same way for every layout:
   partitioned);
 * ``push(ids, values)`` + ``owned_index(ids)`` -- send rows to the rank that owns them, and
   find an owned row inside this rank's table;
-* ``gather(table)`` / ``write_all(table, values)`` -- whole-table copies to and from CPU.
+* ``gather(table)`` / ``write_all(table, values)`` -- whole-table copies to and from CPU;
+  ``write_rows(tables, ids, rows)`` -- rows held by any rank written at their owner (loading
+  a checkpoint).
 
 ===================  ==================  ===================  =============================
 storage              chosen when         rows in this process update written by
@@ -73,12 +75,14 @@ class RowStorage(ABC):
         device: torch.device,
         partition: Partition,
         exchange: Exchange | None = None,
+        coordinator: Coordinator | None = None,
     ) -> None:
         self.name = name
         self.num_embeddings = num_embeddings
         self.device = device
         self.partition = partition
         self.exchange = exchange
+        self.coordinator = coordinator
 
     @property
     def rank(self) -> int:
@@ -123,8 +127,23 @@ class RowStorage(ABC):
             return ids, list(values)
         return self.exchange.push(ids, self.partition.owner(ids), values, what)
 
+    def write_rows(
+        self, tables: Sequence[torch.Tensor], ids: torch.Tensor, rows: Sequence[torch.Tensor],
+        what: str,
+    ) -> None:
+        """Write ``rows[k]`` into ``tables[k]`` at the global ``ids``, wherever they live.
+
+        Collective for partitioned storage (rows travel to their owners); every rank calls
+        it, ranks with nothing to write pass no ids. The ids held by different ranks must be
+        disjoint. Call :meth:`after_update` once all writes are done.
+        """
+        ids, rows = self.push(ids, rows, what)
+        index = self.owned_index(ids)
+        for table, values in zip(tables, rows):
+            table.index_copy_(0, index, values.to(table.dtype))
+
     def after_update(self, what: str) -> None:
-        """Called by optimizers once this rank has written its rows of a step."""
+        """Called once this rank has written rows (an optimizer step, a checkpoint load)."""
 
     # ------------------------------------------------------------------ whole tables
     def gather(self, table: torch.Tensor, dst: int | None = None) -> torch.Tensor | None:
@@ -185,12 +204,13 @@ class SharedMemoryStorage(RowStorage):
         exchange: Exchange,
         coordinator: Coordinator,
     ) -> None:
-        super().__init__(name, num_embeddings, torch.device("cpu"), partition, exchange)
-        self._coordinator = coordinator
+        super().__init__(
+            name, num_embeddings, torch.device("cpu"), partition, exchange, coordinator
+        )
 
     def create_table(self, key, row_shape, dtype, init=None):
         return create_shared_table(
-            self._coordinator, f"{self.name}/{key}", (self.num_embeddings, *row_shape), dtype, init
+            self.coordinator, f"{self.name}/{key}", (self.num_embeddings, *row_shape), dtype, init
         )
 
     def read_rows(self, table, ids, what):
@@ -198,6 +218,11 @@ class SharedMemoryStorage(RowStorage):
 
     def owned_index(self, ids):
         return ids  # the shared table holds every row at its global index
+
+    def write_rows(self, tables, ids, rows, what):
+        # Every rank can address every row: write in place, no traffic (after_update syncs).
+        for table, values in zip(tables, rows):
+            table.index_copy_(0, ids, values.to(table.dtype))
 
     def after_update(self, what):
         # Nobody may read the next step's rows before every owner has written them.
@@ -224,8 +249,9 @@ class PartitionedStorage(RowStorage):
         device: torch.device,
         partition: Partition,
         exchange: Exchange,
+        coordinator: Coordinator,
     ) -> None:
-        super().__init__(name, num_embeddings, device, partition, exchange)
+        super().__init__(name, num_embeddings, device, partition, exchange, coordinator)
 
     def local_rows(self):
         return self.partition.local_size(self.rank)
@@ -291,10 +317,10 @@ def create_storage(
     shared = partition is None and device.type == "cpu"
     exchange = Exchange.create(device, timeout, f"NodeEmbedding {name!r}")
     partition = partition or Partition.remainder(num_embeddings, world_size)
+    coordinator = Coordinator(rank, world_size, timeout)
     if shared:
-        coordinator = Coordinator(rank, world_size, timeout)
         return SharedMemoryStorage(name, num_embeddings, partition, exchange, coordinator)
-    return PartitionedStorage(name, num_embeddings, device, partition, exchange)
+    return PartitionedStorage(name, num_embeddings, device, partition, exchange, coordinator)
 
 
 def _check_partition(partition: Partition | None, num_embeddings: int, world_size: int) -> None:
