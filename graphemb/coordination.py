@@ -124,9 +124,11 @@ class Coordinator:
             ) from err
 
     def _exists(self, key: str) -> bool:
-        # Store.check is missing from PrefixStore in torch 2.2; a wait of ~0 s works everywhere.
         try:
-            self._store.wait([key], timedelta(milliseconds=10))
-        except Exception:
-            return False
-        return True
+            return bool(self._store.check([key]))
+        except AttributeError:  # PrefixStore of torch 2.2 has no check(): wait ~0 s instead
+            try:
+                self._store.wait([key], timedelta(milliseconds=10))
+            except Exception:
+                return False
+            return True

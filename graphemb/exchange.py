@@ -133,18 +133,12 @@ class Exchange:
         return rows
 
     def barrier(self, what: str) -> None:
-        """Wait until every rank arrives (bounded by the group's timeout)."""
-        if self._backend == "gloo":
-            # monitored_barrier names the ranks that did not arrive.
-            self._run(what, lambda: dist.monitored_barrier(self.group, timeout=self.timeout))
-        else:
-            self._run(what, lambda: dist.barrier(group=self.group))
+        """Wait until every rank arrives (bounded by the group's timeout).
 
-    def all_reduce_max(self, value: int, what: str) -> int:
-        """The largest ``value`` over all ranks."""
-        t = torch.tensor([value], dtype=torch.int64, device=self.device)
-        self._run(what, lambda: dist.all_reduce(t, op=dist.ReduceOp.MAX, group=self.group))
-        return int(t.item())
+        A plain barrier, not ``monitored_barrier``: the latter names the missing ranks but
+        costs ~6 ms on gloo against ~0.4 ms (measured here), once or twice per step.
+        """
+        self._run(what, lambda: dist.barrier(group=self.group))
 
     def broadcast_bytes(self, data: bytes | None, src: int, what: str) -> bytes:
         """``data`` of rank ``src`` on every rank (others pass ``None``)."""

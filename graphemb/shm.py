@@ -36,7 +36,14 @@ import torch
 
 from .coordination import CoordinationError, Coordinator
 
-__all__ = ["create_shared_table", "segment_prefix", "SHM_DIR"]
+__all__ = [
+    "create_shared_table",
+    "create_segment",
+    "map_segment",
+    "unlink_segment",
+    "segment_prefix",
+    "SHM_DIR",
+]
 
 SHM_DIR = Path("/dev/shm")
 
@@ -97,14 +104,14 @@ def _create(coordinator, name, key, shape, dtype, init) -> torch.Tensor:
         coordinator.publish(f"{key}/meta", {"error": message})
         raise ValueError(message)
 
-    _remove_stale_segments(name)
-    path = SHM_DIR / f"{segment_prefix(name)}{os.getpid()}.{secrets.token_hex(6)}"
+    path = None
     try:
-        table = _map(path, shape, dtype, create=True)
+        path, table = create_segment(name, shape, dtype)
         if init is not None:
             init(table)
     except BaseException as err:
-        _unlink(path)
+        if path is not None:
+            unlink_segment(path)
         coordinator.add(live_key, -1)
         coordinator.publish(f"{key}/meta", {"error": f"rank 0 could not create it: {err!r}"})
         raise
@@ -121,7 +128,7 @@ def _create(coordinator, name, key, shape, dtype, init) -> torch.Tensor:
         coordinator.add(live_key, -1)
         raise
     finally:
-        _unlink(path)  # mapped everywhere (or given up on): the name is no longer needed
+        unlink_segment(path)  # mapped everywhere (or given up on): the name is no longer needed
 
     failed = [a["error"] for a in answers if "error" in a]
     if failed:
@@ -159,7 +166,7 @@ def _attach(coordinator, name, key, shape, dtype) -> torch.Tensor:
         )
     if problem is None:
         try:
-            table = _map(Path(meta["path"]), shape, dtype, create=False)
+            table = map_segment(Path(meta["path"]), shape, dtype)
         except OSError as err:
             problem = f"rank {coordinator.rank} could not map {meta['path']}: {err}"
     if problem is not None:
@@ -170,6 +177,31 @@ def _attach(coordinator, name, key, shape, dtype) -> torch.Tensor:
 
 
 # ---------------------------------------------------------------------- segments
+def create_segment(
+    name: str, shape: tuple[int, ...], dtype: torch.dtype
+) -> tuple[Path, torch.Tensor]:
+    """A new zero segment for ``name`` and its mapping; removes dead leftovers of ``name``.
+
+    The caller unlinks the path once every process that needs it has mapped it.
+    """
+    _remove_stale_segments(name)
+    path = SHM_DIR / f"{segment_prefix(name)}{os.getpid()}.{secrets.token_hex(6)}"
+    return path, _map(path, shape, dtype, create=True)
+
+
+def map_segment(path: Path, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    """Map an existing segment (never creates one)."""
+    return _map(path, shape, dtype, create=False)
+
+
+def unlink_segment(path: Path) -> None:
+    """Remove the segment's name; mappings stay valid until their tensors are freed."""
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass
+
+
 def _map(path: Path, shape: tuple[int, ...], dtype: torch.dtype, create: bool) -> torch.Tensor:
     """Map ``path`` as a tensor; the mapping lives as long as the tensor's storage."""
     nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
@@ -189,20 +221,13 @@ def _map(path: Path, shape: tuple[int, ...], dtype: torch.dtype, create: bool) -
     return flat.view(shape)
 
 
-def _unlink(path: Path) -> None:
-    try:
-        path.unlink()
-    except FileNotFoundError:
-        pass
-
-
 def _remove_stale_segments(name: str) -> None:
     """Delete leftovers of ``name`` whose creating process no longer exists."""
     prefix = segment_prefix(name)
     for path in SHM_DIR.glob(f"{prefix}*"):
         pid_text = path.name[len(prefix):].split(".", 1)[0]
         if pid_text.isdigit() and not _process_alive(int(pid_text)):
-            _unlink(path)
+            unlink_segment(path)
 
 
 def _process_alive(pid: int) -> bool:

@@ -34,6 +34,7 @@ import torch.distributed as dist
 
 from .coordination import Coordinator
 from .exchange import Exchange
+from .mailbox import SharedMemoryMailboxes
 from .partition import Partition
 from .shm import create_shared_table
 
@@ -207,6 +208,7 @@ class SharedMemoryStorage(RowStorage):
         super().__init__(
             name, num_embeddings, torch.device("cpu"), partition, exchange, coordinator
         )
+        self._mailboxes = SharedMemoryMailboxes(name, coordinator, exchange)
 
     def create_table(self, key, row_shape, dtype, init=None):
         return create_shared_table(
@@ -219,6 +221,10 @@ class SharedMemoryStorage(RowStorage):
     def owned_index(self, ids):
         return ids  # the shared table holds every row at its global index
 
+    def push(self, ids, values, what):
+        # Through shared memory rather than gloo's sockets (see graphemb.mailbox).
+        return self._mailboxes.push(ids, self.partition.owner(ids), values, what)
+
     def write_rows(self, tables, ids, rows, what):
         # Every rank can address every row: write in place, no traffic (after_update syncs).
         for table, values in zip(tables, rows):
@@ -227,6 +233,7 @@ class SharedMemoryStorage(RowStorage):
     def after_update(self, what):
         # Nobody may read the next step's rows before every owner has written them.
         self.exchange.barrier(what)
+        self._mailboxes.after_barrier()
 
     def write_all(self, table, values):
         # Each rank copies one contiguous block; the barrier publishes all blocks.

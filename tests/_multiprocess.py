@@ -63,6 +63,8 @@ def run_ranks(worker, world_size: int, *args, timeout: float = 120.0, backend: s
 
 def _bootstrap(rank, worker, world_size, port, backend, result_dir, args):
     torch.set_num_threads(1)  # N ranks share this machine's cores
+    if backend == "nccl":
+        torch.cuda.set_device(rank % torch.cuda.device_count())
     store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timedelta(seconds=60))
     dist.init_process_group(backend, store=store, rank=rank, world_size=world_size)
     try:
