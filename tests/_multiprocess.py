@@ -1,18 +1,23 @@
-"""Run a function on N real processes that form a gloo process group over loopback.
+"""Run a function on N real processes that form a process group over loopback.
 
-The parent process hosts the TCPStore on a free port chosen by the OS (port 0, never a
-fixed one) and keeps it for the duration of the run; ranks connect to it and call
-``init_process_group(store=...)``, so the store is the process group's default store, as
-under ``torchrun``. Processes are started with ``torch.multiprocessing`` (spawn). Each
-rank's return value comes back to the caller; an exception in any rank fails the run with
-that rank's traceback, and a run that outlives ``timeout`` is killed and fails.
+A pool of worker processes, started with ``torch.multiprocessing`` (spawn) on first use,
+runs every multi-process test: starting Python and importing torch costs seconds per
+process here, and the suite runs dozens of jobs. For each job the parent hosts a fresh
+TCPStore on a free port chosen by the OS (port 0, never a fixed one); the ranks join it with
+``init_process_group(store=...)`` -- so it is the process group's default store, as under
+``torchrun`` -- run the function, and destroy the group again. Each rank's return value comes
+back to the caller; an exception in any rank fails the run with that rank's traceback, and a
+job that outlives ``timeout`` fails. After any failure the pool is killed and started anew,
+so no test inherits a broken process.
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
+import atexit
+import io
+import queue
 import time
+import traceback
 from datetime import timedelta
 
 import torch
@@ -21,7 +26,12 @@ import torch.multiprocessing as mp
 
 
 class RankFailed(AssertionError):
-    """A rank raised, or the run did not finish in time."""
+    """A rank raised, or the job did not finish in time."""
+
+
+def worker_pids() -> set[int]:
+    """Process ids of the pool's workers (empty before the first job)."""
+    return _POOL.pids()
 
 
 def run_ranks(worker, world_size: int, *args, timeout: float = 120.0, backend: str = "gloo"):
@@ -29,47 +39,89 @@ def run_ranks(worker, world_size: int, *args, timeout: float = 120.0, backend: s
 
     Returns the list of the workers' return values, by rank.
     """
-    store = dist.TCPStore(
-        "127.0.0.1", 0, is_master=True, wait_for_workers=False,
-        timeout=timedelta(seconds=timeout),
-    )
-    with tempfile.TemporaryDirectory(prefix="graphemb-test-") as result_dir:
-        context = mp.start_processes(
-            _bootstrap,
-            args=(worker, world_size, store.port, backend, result_dir, args),
-            nprocs=world_size,
-            join=False,
+    return _POOL.run(worker, world_size, args, timeout, backend)
+
+
+class _Pool:
+    def __init__(self) -> None:
+        self._context = None
+        self._tasks: list = []
+        self._results: list = []
+
+    def run(self, worker, world_size, args, timeout, backend):
+        self._ensure(world_size)
+        store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                              timeout=timedelta(seconds=timeout))
+        for rank in range(world_size):
+            self._tasks[rank].put((worker, rank, world_size, store.port, backend, args))
+        deadline = time.monotonic() + timeout
+        outcomes, failed = [], False
+        for rank in range(world_size):
+            try:
+                outcome = self._results[rank].get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                outcome = ("error", f"rank {rank} did not finish within {timeout}s")
+            failed |= outcome[0] == "error"
+            outcomes.append(outcome)
+            if failed:  # the others may wait on the failed rank: give them little time
+                deadline = min(deadline, time.monotonic() + 15)
+        if failed:
+            self.shutdown()
+            errors = [f"rank {r}: {o[1]}" for r, o in enumerate(outcomes) if o[0] == "error"]
+            raise RankFailed("\n".join(errors))
+        return [torch.load(io.BytesIO(o[1]), weights_only=False) for o in outcomes]
+
+    def _ensure(self, world_size: int) -> None:
+        if self._context is not None and len(self._tasks) >= world_size:
+            return
+        self.shutdown()
+        size = max(world_size, 4)
+        spawn = mp.get_context("spawn")
+        self._tasks = [spawn.Queue() for _ in range(size)]
+        self._results = [spawn.Queue() for _ in range(size)]
+        self._context = mp.start_processes(
+            _serve, args=(self._tasks, self._results), nprocs=size, join=False,
             start_method="spawn",
         )
-        deadline = time.monotonic() + timeout
+
+    def pids(self) -> set[int]:
+        return set() if self._context is None else {p.pid for p in self._context.processes}
+
+    def shutdown(self) -> None:
+        if self._context is None:
+            return
+        for process in self._context.processes:
+            if process.is_alive():
+                process.kill()
+            process.join()
+        self._context, self._tasks, self._results = None, [], []
+
+
+def _serve(index, tasks, results):
+    torch.set_num_threads(1)  # the ranks share this machine's cores
+    while True:
+        worker, rank, world_size, port, backend, args = tasks[index].get()
         try:
-            while not context.join(timeout=0.5):
-                if time.monotonic() > deadline:
-                    raise RankFailed(f"ranks did not finish within {timeout}s")
-        except mp.ProcessRaisedException as err:
-            raise RankFailed(str(err)) from None
-        except mp.ProcessExitedException as err:
-            raise RankFailed(str(err)) from None
-        finally:
-            for process in context.processes:
-                if process.is_alive():
-                    process.kill()
-                    process.join()
-        return [
-            torch.load(os.path.join(result_dir, f"rank{r}.pt"), weights_only=False)
-            for r in range(world_size)
-        ]
+            results[index].put(("ok", _run_one(worker, rank, world_size, port, backend, args)))
+        except BaseException:  # report everything, the parent decides
+            results[index].put(("error", traceback.format_exc()))
 
 
-def _bootstrap(rank, worker, world_size, port, backend, result_dir, args):
-    torch.set_num_threads(1)  # N ranks share this machine's cores
+def _run_one(worker, rank, world_size, port, backend, args) -> bytes:
     if backend == "nccl":
         torch.cuda.set_device(rank % torch.cuda.device_count())
     store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timedelta(seconds=60))
-    dist.init_process_group(backend, store=store, rank=rank, world_size=world_size)
+    dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
+                            timeout=timedelta(seconds=60))
     try:
         result = worker(rank, world_size, *args)
         dist.barrier()  # nobody tears the group down while others still talk to it
     finally:
         dist.destroy_process_group()
-    torch.save(result, os.path.join(result_dir, f"rank{rank}.pt"))
+    buffer = io.BytesIO()
+    torch.save(result, buffer)
+    return buffer.getvalue()
+
+
+_POOL = _Pool()
+atexit.register(_POOL.shutdown)

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import scenarios
-from _multiprocess import RankFailed, run_ranks
+from _multiprocess import RankFailed, run_ranks, worker_pids
 from graphemb import CoordinationError, NodeEmbedding
 from graphemb.optim import SparseAdagrad, SparseAdam, SparseSGD
 from graphemb.shm import SHM_DIR, segment_prefix
@@ -27,16 +27,34 @@ TESTS = Path(__file__).parent
 
 
 def our_segments() -> set[str]:
-    # Tests name their embeddings without "bench": segments of a benchmark running beside
-    # the tests are not ours to count.
-    return {p.name for p in SHM_DIR.glob("graphemb.*") if "bench" not in p.name}
+    return {p.name for p in SHM_DIR.glob("graphemb.*")}
+
+
+def creator_pid(segment: str) -> int:
+    return int(segment.rsplit(".", 2)[-2])  # graphemb.<name>-<digest>.<pid>.<token>
 
 
 @pytest.fixture
 def no_leaked_segments():
+    """No segment created during the test outlives it -- counting only segments of this
+    test's processes (pool workers, or processes that are gone), not those of unrelated
+    jobs that may run on the same machine."""
     before = our_segments()
     yield
-    assert our_segments() - before == set(), "shared memory segments left behind"
+    ours = worker_pids() | {os.getpid()}
+    leaked = [s for s in our_segments() - before
+              if creator_pid(s) in ours or not _alive(creator_pid(s))]
+    assert not leaked, f"shared memory segments left behind: {leaked}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def shared_embedding(name: str) -> NodeEmbedding:
@@ -68,7 +86,7 @@ def growing_batches_worker(rank, world_size):
         loss = emb(ids).pow(2).sum() / max(size, 1)
         loss.backward()
         opt.step()
-        live = our_segments()
+        live = {s for s in our_segments() if creator_pid(s) == os.getpid()}
     return emb.all_get_embedding(), live
 
 
