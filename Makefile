@@ -11,10 +11,10 @@ PYTEST_ARGS ?=
 DGL_PY    := $(VENV)/dgl/bin/python
 MODERN_PY := $(VENV)/modern/bin/python
 
-.PHONY: demo test test-dgl test-modern envs bench clean
+.PHONY: demo test test-dgl test-modern envs kernels bench clean
 
 ## demo: train GraphSAGE with learnable node embeddings on Cora (dgl stack)
-demo: $(VENV)/dgl/.ready
+demo: $(VENV)/dgl/.ready $(VENV)/dgl/.kernels
 	$(DGL_PY) examples/node_classification.py
 
 ## test: the whole suite on both stacks; fails if either fails (no tests collected = failure)
@@ -26,10 +26,10 @@ test: envs
 	$(MAKE) --no-print-directory test-modern || status=1; \
 	exit $$status
 
-test-dgl: $(VENV)/dgl/.ready
+test-dgl: $(VENV)/dgl/.ready $(VENV)/dgl/.kernels
 	$(DGL_PY) -m pytest $(PYTEST_ARGS)
 
-test-modern: $(VENV)/modern/.ready
+test-modern: $(VENV)/modern/.ready $(VENV)/modern/.kernels
 	$(MODERN_PY) -m pytest $(PYTEST_ARGS)
 
 envs: $(VENV)/dgl/.ready $(VENV)/modern/.ready
@@ -43,7 +43,18 @@ $(VENV)/%/.ready: requirements/%-stack.txt requirements/dev.txt
 	$(PYTHON) -m venv $(VENV)/$*
 	$(VENV)/$*/bin/$(PIP) -r requirements/$*-stack.txt -r requirements/dev.txt
 	$(VENV)/$*/bin/$(PIP) --no-deps -e .
+	$(MAKE) --no-print-directory $(VENV)/$*/.kernels
 	touch $@
+
+# The optional fused CPU kernels, compiled against each stack's own torch. Built from a
+# copy inside the environment so that the two stacks never share build files.
+$(VENV)/%/.kernels: csrc/setup.py csrc/graphemb_kernels/sparse_rows.cpp
+	rm -rf $(VENV)/$*/kernels-src && cp -r csrc $(VENV)/$*/kernels-src
+	cd $(VENV)/$*/kernels-src && ../bin/$(PIP) --no-build-isolation --no-deps .
+	$(VENV)/$*/bin/python -c "import torch, graphemb_kernels"
+	touch $@
+
+kernels: $(VENV)/dgl/.kernels $(VENV)/modern/.kernels
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache

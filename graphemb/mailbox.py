@@ -27,6 +27,7 @@ import torch
 
 from .coordination import Coordinator
 from .exchange import Exchange
+from .memory import empty_rows
 from .shm import create_segment, create_shared_table, map_segment, unlink_segment
 
 __all__ = ["SharedMemoryMailboxes"]
@@ -96,8 +97,8 @@ class SharedMemoryMailboxes:
             received_ids.append(sender_ids[start:stop])
             for k, region in enumerate(sender_values):
                 received[k].append(region[start:stop])
-        # torch.cat copies out of the mailboxes, which their writers reuse next step.
-        return torch.cat(received_ids), [torch.cat(parts) for parts in received]
+        # Copy out of the mailboxes, which their writers reuse next step.
+        return _concatenated(received_ids), [_concatenated(parts) for parts in received]
 
     def after_barrier(self) -> None:
         """Unlink replaced mailboxes: past a barrier that follows a push, every reader has
@@ -137,6 +138,11 @@ class SharedMemoryMailboxes:
         mailbox = map_segment(Path(meta["path"]), (meta["bytes"],), torch.uint8)
         self._peers[rank] = (generation, mailbox)
         return mailbox
+
+
+def _concatenated(parts: list[torch.Tensor]) -> torch.Tensor:
+    rows = sum(p.shape[0] for p in parts)
+    return torch.cat(parts, out=empty_rows((rows, *parts[0].shape[1:]), parts[0].dtype, parts[0].device))
 
 
 def _unlink_all(paths: list[Path]) -> None:

@@ -35,6 +35,7 @@ from pathlib import Path
 import torch
 
 from .coordination import CoordinationError, Coordinator
+from .memory import advise_huge_pages_of_mapping
 
 __all__ = [
     "create_shared_table",
@@ -216,6 +217,7 @@ def _map(path: Path, shape: tuple[int, ...], dtype: torch.dtype, create: bool) -
         buffer = mmap.mmap(fd, max(nbytes, 1), mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
     finally:
         os.close(fd)
+    advise_huge_pages_of_mapping(buffer, nbytes)
     # The tensor keeps the mmap object alive; the last reference unmaps it.
     flat = torch.frombuffer(buffer, dtype=dtype, count=math.prod(shape))
     return flat.view(shape)

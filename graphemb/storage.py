@@ -35,6 +35,7 @@ import torch.distributed as dist
 from .coordination import Coordinator
 from .exchange import Exchange
 from .mailbox import SharedMemoryMailboxes
+from .memory import index_rows, zeros_table
 from .partition import Partition
 from .shm import create_shared_table
 
@@ -177,13 +178,13 @@ class LocalStorage(RowStorage):
         super().__init__(name, num_embeddings, device, Partition.remainder(num_embeddings, 1))
 
     def create_table(self, key, row_shape, dtype, init=None):
-        table = torch.zeros((self.num_embeddings, *row_shape), dtype=dtype, device=self.device)
+        table = zeros_table((self.num_embeddings, *row_shape), dtype, self.device)
         if init is not None:
             init(table)
         return table
 
     def read_rows(self, table, ids, what):
-        return table.index_select(0, ids)
+        return index_rows(table, ids)
 
     def owned_index(self, ids):
         return ids
@@ -216,7 +217,7 @@ class SharedMemoryStorage(RowStorage):
         )
 
     def read_rows(self, table, ids, what):
-        return table.index_select(0, ids)
+        return index_rows(table, ids)
 
     def owned_index(self, ids):
         return ids  # the shared table holds every row at its global index
@@ -264,14 +265,14 @@ class PartitionedStorage(RowStorage):
         return self.partition.local_size(self.rank)
 
     def create_table(self, key, row_shape, dtype, init=None):
-        table = torch.zeros((self.local_rows(), *row_shape), dtype=dtype, device=self.device)
+        table = zeros_table((self.local_rows(), *row_shape), dtype, self.device)
         if init is not None:
             init(table)
         return table
 
     def read_rows(self, table, ids, what):
         def serve(requested: torch.Tensor) -> torch.Tensor:
-            return table.index_select(0, self.partition.to_local(requested))
+            return index_rows(table, self.partition.to_local(requested))
 
         return self.exchange.pull(ids, self.partition.owner(ids), serve, what)
 

@@ -6,6 +6,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))  # helpers (_multiprocess, oracles) for spawned ranks too
 
+from graphemb.optim import kernels  # noqa: E402
+
 CUDA = pytest.param(
     "cuda",
     marks=[
@@ -13,10 +15,21 @@ CUDA = pytest.param(
         pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
     ],
 )
-DEVICES = ["cpu", CUDA]
+CPU_KERNELS = pytest.param(
+    "cpu",
+    id="cpu-kernels",
+    marks=pytest.mark.skipif(
+        not kernels.available(), reason="graphemb_kernels is not built for this environment"
+    ),
+)
+CPU_TORCH = pytest.param("cpu-torch", id="cpu-torch")
 
 
-@pytest.fixture(params=DEVICES)
-def device(request):
-    """Every single-process test runs on CPU, and on CUDA where a GPU exists."""
+@pytest.fixture(params=[CPU_KERNELS, CPU_TORCH, CUDA])
+def device(request, monkeypatch):
+    """Every single-process test runs on CPU -- with the fused kernels and with the
+    pure-torch path -- and on CUDA where a GPU exists."""
+    if request.param == "cpu-torch":
+        monkeypatch.setenv(kernels.DISABLE_VARIABLE, "1")
+        return torch.device("cpu")
     return torch.device(request.param)

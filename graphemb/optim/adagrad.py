@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 from ..embedding import NodeEmbedding
 from . import functional as F
+from . import kernels
 from .optimizer import SparseOptimizer, check_number
 
 __all__ = ["SparseAdagrad"]
@@ -54,4 +55,10 @@ class SparseAdagrad(SparseOptimizer):
         F.adagrad_rows_(
             weight, grad, state["sum"], lr=float(group["lr"]), eps=float(group["eps"]),
             scratch=scratch,
+        )
+
+    def _fused_update(self, embedding, index, order, grads, divisor, group):
+        kernels.module().adagrad_(
+            embedding.weight, self.state[embedding]["sum"], index, order, grads, divisor,
+            float(group["lr"]), float(group["eps"]),
         )

@@ -8,6 +8,7 @@ import torch
 
 from ..embedding import NodeEmbedding
 from . import functional as F
+from . import kernels
 from .optimizer import SparseOptimizer, check_number
 
 __all__ = ["SparseAdam"]
@@ -80,4 +81,12 @@ class SparseAdam(SparseOptimizer):
             weight, grad, state["exp_avg"], state["exp_avg_sq"], state["step"],
             lr=float(group["lr"]), beta1=float(beta1), beta2=float(beta2),
             eps=float(group["eps"]), scratch=scratch,
+        )
+
+    def _fused_update(self, embedding, index, order, grads, divisor, group):
+        state = self.state[embedding]
+        beta1, beta2 = group["betas"]
+        kernels.module().adam_(
+            embedding.weight, state["exp_avg"], state["exp_avg_sq"], state["step"], index, order,
+            grads, divisor, float(group["lr"]), float(beta1), float(beta2), float(group["eps"]),
         )

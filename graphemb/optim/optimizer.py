@@ -2,10 +2,13 @@
 
 One step, per embedding (see ``DESIGN.md``)::
 
-    recorded (ids, grads) --coalesce--> unique rows, summed grads
-        --push to owners--> --coalesce again--> / world_size       (with a process group)
-        --gather weight + state rows--> update formula --scatter back-->
-        --after_update (barrier for shared memory)-->
+    recorded (ids, grads) [--coalesce--> --push to owners-->        (with a process group)]
+        --> sum duplicates, / world_size, update formula on weight and state rows
+        --> after_update (barrier for shared memory)
+
+The middle line runs as one fused pass per row on CPU (:mod:`graphemb.optim.kernels`), or
+as coalesce -> gather rows -> formula (:mod:`graphemb.optim.functional`) -> scatter rows
+in pure torch (GPUs, or without the compiled kernels).
 
 Subclasses declare their per-row state (:meth:`_state_layout`), check their
 hyper-parameters (:meth:`_check_group`) and call a formula of
@@ -25,6 +28,7 @@ from typing import Any
 import torch
 
 from ..embedding import NodeEmbedding
+from . import kernels
 from .rows import Workspace, coalesce_rows, gather_rows, scatter_rows
 
 __all__ = ["SparseOptimizer"]
@@ -146,15 +150,34 @@ class SparseOptimizer(torch.optim.Optimizer):
 
     def _step_embedding(self, embedding: NodeEmbedding, group: dict) -> None:
         storage = embedding._storage
-        ids, grads = coalesce_rows(*embedding._take_gradients(), self._workspace)
+        ids, grads = embedding._take_gradients()
+        divisor = 1  # gradients are averaged over ranks: the global mean, as DDP's
         if storage.distributed:
             what = f"gradient push of {type(self).__name__} step {self._steps_taken}"
+            ids, grads = coalesce_rows(ids, grads, self._workspace)  # fewer rows to send
             ids, (grads,) = storage.push(ids, [grads], what)
-            ids, grads = coalesce_rows(ids, grads, self._workspace)  # rows from several ranks
-            grads.div_(storage.world_size)  # global mean, as DDP averages dense gradients
+            divisor = storage.world_size
         if ids.numel():
-            self._apply(embedding, storage.owned_index(ids), grads, group)
+            index = storage.owned_index(ids)
+            if kernels.usable_for(embedding.weight):
+                # One fused pass per row; a stable sort keeps index_add_'s summation order.
+                index, order = torch.sort(index, stable=True)
+                self._fused_update(embedding, index, order, grads.contiguous(), divisor, group)
+            else:
+                index, grads = coalesce_rows(index, grads, self._workspace)
+                if divisor != 1:
+                    grads.div_(divisor)
+                self._apply(embedding, index, grads, group)
         storage.after_update(f"end of {type(self).__name__} step {self._steps_taken}")
+
+    def _fused_update(
+        self, embedding: NodeEmbedding, index: torch.Tensor, order: torch.Tensor,
+        grads: torch.Tensor, divisor: int, group: dict,
+    ) -> None:
+        """Update the rows of sorted ``index`` with :mod:`graphemb.optim.kernels`: sum the
+        ``grads`` rows ``order`` of each run of equal indices, divide by ``divisor``, apply
+        the formula to weight and state in place."""
+        raise NotImplementedError
 
     def _apply(
         self, embedding: NodeEmbedding, index: torch.Tensor, grads: torch.Tensor, group: dict

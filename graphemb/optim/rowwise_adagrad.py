@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 from ..embedding import NodeEmbedding
 from . import functional as F
+from . import kernels
 from .optimizer import SparseOptimizer, check_number
 
 __all__ = ["SparseRowWiseAdagrad"]
@@ -55,4 +56,10 @@ class SparseRowWiseAdagrad(SparseOptimizer):
     def _update_rows(self, weight, grad, state, group, scratch):
         F.rowwise_adagrad_rows_(
             weight, grad, state["sum"], lr=float(group["lr"]), eps=float(group["eps"])
+        )
+
+    def _fused_update(self, embedding, index, order, grads, divisor, group):
+        kernels.module().rowwise_adagrad_(
+            embedding.weight, self.state[embedding]["sum"], index, order, grads, divisor,
+            float(group["lr"]), float(group["eps"]),
         )

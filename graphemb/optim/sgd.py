@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 from ..embedding import NodeEmbedding
 from . import functional as F
+from . import kernels
 from .optimizer import SparseOptimizer, check_number
 
 __all__ = ["SparseSGD"]
@@ -41,3 +42,6 @@ class SparseSGD(SparseOptimizer):
 
     def _update_rows(self, weight, grad, state, group, scratch):
         F.sgd_rows_(weight, grad, lr=float(group["lr"]))
+
+    def _fused_update(self, embedding, index, order, grads, divisor, group):
+        kernels.module().sgd_(embedding.weight, index, order, grads, divisor, float(group["lr"]))

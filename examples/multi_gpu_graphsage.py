@@ -1,0 +1,201 @@
+"""GraphSAGE with learnable node embeddings on N processes (GPUs, or CPU processes).
+
+The training of ``examples/node_classification.py`` (whose helpers this file reuses), made
+data-parallel:
+
+* the dense layers are wrapped in ``DistributedDataParallel`` (DDP averages their gradients);
+* the :class:`graphemb.NodeEmbedding` is created by every rank with the same arguments.
+  With ``--device cpu`` it lives once in shared memory, mapped by every process; with
+  ``--device cuda`` it is partitioned over the GPUs (rank r keeps the rows
+  ``id % N == r``, and lookups fetch rows from their owners over NCCL). ``SparseAdam``
+  averages the rows' gradients over ranks, as DDP does, and each row's owner updates it;
+* each rank samples its own share of the training nodes (``DataLoader(use_ddp=True)``),
+  with ``--batch-size / N`` nodes per step, so that one step of N processes sees as many
+  nodes as one step of the single-process example. Every rank runs the same number of
+  steps: optimizer steps (and, when partitioned, lookups) are collective;
+* evaluation is shared out the same way; rank 0 prints.
+
+Usage (dgl stack)::
+
+    # N GPUs of one machine, torchrun starting the processes
+    torchrun --standalone --nproc_per_node 4 examples/multi_gpu_graphsage.py --device cuda
+    # CPU processes, started by torchrun or by this script itself
+    torchrun --standalone --nproc_per_node 2 examples/multi_gpu_graphsage.py
+    python examples/multi_gpu_graphsage.py --num-procs 2
+    python examples/multi_gpu_graphsage.py --num-procs 2 --quick --checkpoint runs/c.ckpt
+    python examples/multi_gpu_graphsage.py --num-procs 2 --checkpoint runs/c.ckpt --resume
+
+Checkpoints hold the unwrapped model, so this script and the single-process example resume
+each other's checkpoints, whatever the number of processes. The last line printed is
+``RESULT {json}``, as in the single-process example, with ``world_size`` and ``device``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from datetime import timedelta
+
+os.environ.setdefault("DGLBACKEND", "pytorch")
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.multiprocessing as mp  # noqa: E402
+from torch.nn.parallel import DistributedDataParallel  # noqa: E402
+from tqdm import tqdm  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import node_classification as single  # noqa: E402
+from graphemb.optim import SparseAdam  # noqa: E402
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = single.build_parser(__doc__.split("\n\n")[0])
+    group = parser.add_argument_group("processes")
+    group.add_argument("--num-procs", type=int, default=None,
+                       help="start this many processes here (default: the number of GPUs with "
+                       "--device cuda, else 2); ignored under torchrun, which starts them")
+    group.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                       help="cpu: gloo, embedding in shared memory; cuda: one GPU per process, "
+                       "NCCL, embedding partitioned over the GPUs")
+    group.add_argument("--timeout", type=float, default=300.0,
+                       help="seconds any process waits for the others before failing")
+    args = single.finish_arguments(parser, parser.parse_args(argv))
+    if args.emb_dim == 0:
+        parser.error("this example trains an embedding: --emb-dim must be > 0")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: no CUDA device is visible")
+    if args.num_procs is not None and args.num_procs < 1:
+        parser.error("--num-procs must be >= 1")
+    return args
+
+
+# ---------------------------------------------------------------------------- one rank
+def train(rank: int, world_size: int, local_rank: int, args: argparse.Namespace) -> None:
+    """The training of one rank, inside an initialised process group."""
+    started = time.perf_counter()
+    is_main = rank == 0
+    device = torch.device("cuda", local_rank) if args.device == "cuda" else torch.device("cpu")
+
+    graph, num_classes = single.load_graph(args)
+    # Collective: every rank creates the same embedding. CPU: shared memory; CUDA: partitioned.
+    embedding = single.make_embedding(args, graph.num_nodes(), device=device, timeout=args.timeout)
+    model = single.make_model(args, graph, num_classes, embedding).to(device)
+    # DDP sees model.parameters(): the dense layers only (the embedding is a plain attribute).
+    ddp_model = DistributedDataParallel(model, device_ids=[local_rank] if device.type == "cuda" else None)
+    dense_opt = torch.optim.Adam(ddp_model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+    sparse_opt = SparseAdam([embedding], lr=args.emb_lr)
+
+    first_epoch, best = 1, single.Best()
+    if args.resume:
+        done, best = single.load_checkpoint(args.checkpoint, embedding, sparse_opt, model, dense_opt)
+        first_epoch = done + 1
+        if is_main:
+            print(f"RESUMED from {args.checkpoint} after epoch {done} "
+                  f"(best val {best.val:.4f} at epoch {best.epoch})", flush=True)
+
+    train_nodes = single.split_nodes(graph, "train")
+    eval_nodes = {"val": single.split_nodes(graph, "val"), "test": single.split_nodes(graph, "test")}
+    per_rank_batch = max(1, args.batch_size // world_size)
+    if is_main:
+        print(f"{args.dataset}: {graph.num_nodes()} nodes, {len(train_nodes)} training nodes; "
+              f"{world_size} processes on {args.device}, {per_rank_batch} nodes per process per "
+              f"step; embedding storage: {embedding.storage_kind}", flush=True)
+
+    last: dict[str, float] = {}
+    epochs = tqdm(range(first_epoch, args.epochs + 1), desc="epochs", file=sys.stderr,
+                  disable=args.no_progress or not is_main, initial=first_epoch - 1,
+                  total=args.epochs)
+    for epoch in epochs:
+        single.seed_epoch(args.seed, epoch, rank)
+        loader = single.train_loader(graph, train_nodes, args, device, use_ddp=True,
+                                     batch_size=per_rank_batch)
+        loss = single.train_epoch(ddp_model, loader, graph.ndata["label"], dense_opt, sparse_opt)
+        # Every rank gets the same accuracies, so best-epoch bookkeeping agrees everywhere.
+        last = single.evaluate(model, graph, eval_nodes, args.eval_batch_size, device, use_ddp=True)
+        best.update(epoch, last)
+        if is_main:
+            epochs.set_postfix(loss=f"{loss:.3f}", val=f"{last['val']:.3f}")
+            if epoch % args.log_every == 0 or epoch in (first_epoch, args.epochs):
+                tqdm.write(single.epoch_line(epoch, loss, last) + "  (rank 0 loss)", file=sys.stdout)
+        if args.checkpoint is not None:
+            # Collective; the unwrapped model's state_dict has no "module." prefix.
+            single.save_checkpoint(args.checkpoint, embedding, sparse_opt, model, dense_opt, epoch, best)
+    epochs.close()
+
+    if not last:
+        last = single.evaluate(model, graph, eval_nodes, args.eval_batch_size, device, use_ddp=True)
+    if is_main:
+        print(single.result_line(args, num_classes, best, last, time.perf_counter() - started,
+                                 start_epoch=first_epoch, world_size=world_size,
+                                 device=args.device), flush=True)
+
+
+def run_rank(rank: int, world_size: int, local_rank: int, args: argparse.Namespace,
+             store: dist.Store | None = None) -> None:
+    """Join the process group (from torchrun's environment, or ``store``), train, leave."""
+    torch.set_num_threads(args.num_threads)
+    timeout = timedelta(seconds=args.timeout)
+    if args.device == "cuda":
+        torch.cuda.set_device(local_rank)  # before NCCL touches a device
+    backend = "nccl" if args.device == "cuda" else "gloo"
+    if store is None:  # torchrun: MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE
+        dist.init_process_group(backend, timeout=timeout)
+    else:
+        dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
+                                timeout=timeout)
+    try:
+        train(rank, world_size, local_rank, args)
+        dist.barrier()  # nobody tears the group down while the others still use it
+    finally:
+        dist.destroy_process_group()
+
+
+# ---------------------------------------------------------------------------- launchers
+def _spawned(rank: int, world_size: int, port: int, args: argparse.Namespace) -> None:
+    store = dist.TCPStore("127.0.0.1", port, is_master=False,
+                          timeout=timedelta(seconds=args.timeout))
+    run_rank(rank, world_size, rank, args, store)
+
+
+def spawn(args: argparse.Namespace, num_procs: int) -> None:
+    """Start ``num_procs`` ranks on this machine and wait for them.
+
+    This process hosts the TCPStore that the ranks meet at, on a port the OS picks (port 0:
+    never a fixed, possibly taken one). A rank that fails ends the run: the others are
+    stopped and its traceback is raised here.
+    """
+    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                          timeout=timedelta(seconds=args.timeout))
+    context = mp.start_processes(_spawned, args=(num_procs, store.port, args), nprocs=num_procs,
+                                 join=False, start_method="spawn")
+    try:
+        # join() returns False while ranks run; a rank's failure raises and stops the rest.
+        # Ranks never wait on each other longer than --timeout, so this loop ends.
+        while not context.join(timeout=1.0):
+            pass
+    except (mp.ProcessRaisedException, mp.ProcessExitedException) as error:
+        sys.exit(f"a rank failed:\n{error}")
+    finally:
+        for process in context.processes:
+            if process.is_alive():
+                process.kill()
+                process.join(timeout=10)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    if "LOCAL_RANK" in os.environ and "WORLD_SIZE" in os.environ:  # started by torchrun
+        run_rank(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]),
+                 int(os.environ["LOCAL_RANK"]), args)
+        return
+    num_procs = args.num_procs or (torch.cuda.device_count() if args.device == "cuda" else 2)
+    if args.device == "cuda" and num_procs > torch.cuda.device_count():
+        sys.exit(f"--num-procs {num_procs} needs as many GPUs, {torch.cuda.device_count()} visible")
+    spawn(args, num_procs)
+
+
+if __name__ == "__main__":
+    main()

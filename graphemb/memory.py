@@ -1,0 +1,75 @@
+"""Allocation of large CPU tensors: huge pages where Linux allows them.
+
+Huge pages matter twice for sparse embeddings. Tables are read and written at rows
+scattered over hundreds of MB, so with 4 KiB pages nearly every row access misses the TLB;
+and every lookup writes a fresh result whose pages the kernel faults in one by one. Measured
+here (N=1M rows, D=128, batch 100k): the fused Adam step of 95k rows took ~120 ms with
+4 KiB pages and ~60 ms with 2 MiB pages (one thread); a lookup into a fresh result 21 ms
+and 7 ms. Transparent huge pages are usually in "madvise" mode, hence the advice; where
+they are disabled, or off Linux, these functions are plain allocations.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import sys
+
+import torch
+
+__all__ = ["advise_huge_pages", "advise_huge_pages_of_mapping", "empty_rows", "zeros_table",
+           "index_rows"]
+
+_HUGE_PAGE = 2 << 20
+_MADV_HUGEPAGE = 14  # linux/mman.h
+_HUGE_PAGES_FROM = 16 << 20  # smaller tensors gain little
+
+
+def advise_huge_pages(table: torch.Tensor) -> None:
+    """Ask Linux for 2 MiB pages under a large CPU tensor that has not been touched yet."""
+    nbytes = table.numel() * table.element_size()
+    if nbytes < _HUGE_PAGES_FROM or not sys.platform.startswith("linux"):
+        return
+    start = -(-table.data_ptr() // _HUGE_PAGE) * _HUGE_PAGE
+    stop = (table.data_ptr() + nbytes) // _HUGE_PAGE * _HUGE_PAGE
+    if stop > start:
+        libc = _libc()
+        if libc is not None:
+            libc.madvise(ctypes.c_void_p(start), ctypes.c_size_t(stop - start), _MADV_HUGEPAGE)
+
+
+@functools.lru_cache(maxsize=1)
+def _libc():
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+
+def advise_huge_pages_of_mapping(buffer, nbytes: int) -> None:
+    """The same for an ``mmap`` object (honoured for shared memory where Linux's
+    ``shmem_enabled`` allows "advise")."""
+    if nbytes >= _HUGE_PAGES_FROM and hasattr(buffer, "madvise"):
+        try:
+            buffer.madvise(_MADV_HUGEPAGE)
+        except OSError:
+            pass
+
+
+def empty_rows(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """An uninitialised tensor; large CPU ones are backed by huge pages."""
+    out = torch.empty(shape, dtype=dtype, device=device)
+    if device.type == "cpu":
+        advise_huge_pages(out)  # before the first touch
+    return out
+
+
+def zeros_table(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """A zero table (see :func:`empty_rows`)."""
+    return empty_rows(shape, dtype, device).zero_()
+
+
+def index_rows(table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """``table[ids]`` into a fresh tensor of :func:`empty_rows`."""
+    out = empty_rows((ids.numel(), *table.shape[1:]), table.dtype, table.device)
+    return torch.index_select(table, 0, ids, out=out)

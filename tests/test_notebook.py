@@ -1,0 +1,101 @@
+"""notebooks/explore_embeddings.ipynb runs top to bottom, plots, reloads its checkpoint, and
+survives re-running cells, on a kernel of this very interpreter."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat", reason="needs nbformat (requirements/dev.txt)")
+
+REPO = Path(__file__).resolve().parent.parent
+NOTEBOOK = REPO / "notebooks" / "explore_embeddings.ipynb"
+KERNEL = "graphemb-test-python"
+CELL_TIMEOUT_S = 120
+
+
+def planetoid_dir() -> str:
+    for candidate in (os.environ.get("GRAPHEMB_PLANETOID_DIR"), REPO.parent / "shared/datasets/planetoid"):
+        if candidate and (Path(candidate) / "ind.cora.graph").exists():
+            return str(candidate)
+    pytest.skip("Planetoid files not found: set GRAPHEMB_PLANETOID_DIR to a folder holding ind.cora.*")
+
+
+@pytest.fixture
+def kernel_of_this_interpreter(tmp_path, monkeypatch):
+    """Skips without DGL/nbclient; else a kernelspec that starts ``sys.executable``: the notebook runs on the stack under test,
+    whatever `python3` kernel a machine has installed."""
+    pytest.importorskip("dgl", reason="the notebook uses graphemb.nn, which needs DGL (the dgl stack)")
+    pytest.importorskip("nbclient", reason="needs nbclient (requirements/dev.txt)")
+    pytest.importorskip("ipykernel", reason="needs ipykernel (requirements/dev.txt)")
+    spec_dir = tmp_path / "jupyter" / "kernels" / KERNEL
+    spec_dir.mkdir(parents=True)
+    spec = {"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+            "display_name": "graphemb test", "language": "python"}
+    (spec_dir / "kernel.json").write_text(json.dumps(spec))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    monkeypatch.setenv("DGLBACKEND", "pytorch")
+    monkeypatch.setenv("GRAPHEMB_PLANETOID_DIR", planetoid_dir())
+    monkeypatch.setenv("GRAPHEMB_NOTEBOOK_DIR", str(tmp_path / "outputs"))
+    return tmp_path / "outputs"
+
+
+def outputs_of(cell) -> tuple[str, list[str]]:
+    """(printed text, MIME types of displayed data) of an executed cell."""
+    text = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+    mimes = [m for o in cell.outputs for m in o.get("data", {})]
+    return text, mimes
+
+
+def tagged(notebook, tag: str) -> list[int]:
+    return [i for i, c in enumerate(notebook.cells) if tag in c.metadata.get("tags", [])]
+
+
+def test_committed_notebook_has_no_outputs():
+    notebook = nbformat.read(NOTEBOOK, as_version=4)
+    nbformat.validate(notebook)
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None
+
+
+@pytest.mark.dgl
+def test_notebook_runs_plots_reloads_and_reruns(kernel_of_this_interpreter):
+    output_dir = kernel_of_this_interpreter
+    notebook = nbformat.read(NOTEBOOK, as_version=4)
+    import nbclient
+
+    client = nbclient.NotebookClient(notebook, kernel_name=KERNEL, timeout=CELL_TIMEOUT_S,
+                                     resources={"metadata": {"path": str(output_dir.parent)}})
+    (train_cell,) = tagged(notebook, "train")
+    (model_cell,) = tagged(notebook, "model")
+    (reload_cell,) = tagged(notebook, "reload")
+    with client.setup_kernel():
+        # Top to bottom; a cell that raises fails here with its traceback (CellExecutionError).
+        for index, cell in enumerate(notebook.cells):
+            client.execute_cell(cell, index)
+
+        errors = [o for c in notebook.cells if c.cell_type == "code" for o in c.outputs
+                  if o.output_type == "error"]
+        assert not errors
+        plots = [c for c in tagged(notebook, "plot") if "image/png" in outputs_of(notebook.cells[c])[1]]
+        assert len(plots) == 2  # the curves and the projection, displayed
+        assert {"curves.png", "embedding_pca.png", "cora_nodes.ckpt"} <= {
+            p.name for p in output_dir.iterdir()}
+        assert "same table: True" in outputs_of(notebook.cells[reload_cell])[0]
+        trained = outputs_of(notebook.cells[train_cell])[0]
+        assert "epoch 30:" in trained
+        assert float(re.search(r"val (\d\.\d+)", trained).group(1)) > 2 / 7  # chance: 1/7
+
+        # Re-running the training cell continues training the same model...
+        client.execute_cell(notebook.cells[train_cell], train_cell)
+        assert "epoch 60:" in outputs_of(notebook.cells[train_cell])[0]
+        # ...and re-running the model cell (a new NodeEmbedding of the same name) starts over.
+        client.execute_cell(notebook.cells[model_cell], model_cell)
+        client.execute_cell(notebook.cells[train_cell], train_cell)
+        assert "epoch 30:" in outputs_of(notebook.cells[train_cell])[0]
