@@ -13,9 +13,10 @@ MODERN_PY := $(VENV)/modern/bin/python
 
 .PHONY: demo test test-dgl test-modern envs kernels bench clean
 
-## demo: train GraphSAGE with learnable node embeddings on Cora (dgl stack)
+## demo: train GraphSAGE with learnable node embeddings on Cora (dgl stack); the checkpoint
+## it saves resumes with `examples/node_classification.py --checkpoint runs/cora.ckpt --resume`
 demo: $(VENV)/dgl/.ready $(VENV)/dgl/.kernels
-	$(DGL_PY) examples/node_classification.py
+	$(DGL_PY) examples/node_classification.py --checkpoint runs/cora.ckpt
 
 ## test: the whole suite on both stacks; fails if either fails (no tests collected = failure)
 test: envs

@@ -28,6 +28,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .graphs import NodeSplits, symmetric_simple_edges
+
 __all__ = [
     "CACHE_DIR_ENV",
     "DEFAULT_PLANETOID_URL",
@@ -80,7 +82,7 @@ _NUM_VAL = 500
 
 
 @dataclass(frozen=True, eq=False, repr=False)
-class PlanetoidDataset:
+class PlanetoidDataset(NodeSplits):
     """A Planetoid citation graph with its standard public split.
 
     ``eq=False``: datasets compare by identity (element-wise tensor equality has no
@@ -125,26 +127,6 @@ class PlanetoidDataset:
     def num_features(self) -> int:
         """Feature dimension ``F``."""
         return int(self.features.shape[1])
-
-    @property
-    def num_edges(self) -> int:
-        """Number of directed edges ``E`` (twice the number of undirected edges)."""
-        return int(self.src.numel())
-
-    @property
-    def train_mask(self) -> torch.Tensor:
-        """``bool [N]``, True on :attr:`train_idx`."""
-        return _index_to_mask(self.train_idx, self.num_nodes)
-
-    @property
-    def val_mask(self) -> torch.Tensor:
-        """``bool [N]``, True on :attr:`val_idx`."""
-        return _index_to_mask(self.val_idx, self.num_nodes)
-
-    @property
-    def test_mask(self) -> torch.Tensor:
-        """``bool [N]``, True on :attr:`test_idx`."""
-        return _index_to_mask(self.test_idx, self.num_nodes)
 
     def row_normalized_features(self) -> torch.Tensor:
         """Return a copy of :attr:`features` with every row scaled to sum to 1.
@@ -406,20 +388,10 @@ def _undirected_edge_list(
     tails = np.fromiter(
         (n for neighbours in adjacency.values() for n in neighbours), dtype=np.int64
     )
-    src = np.concatenate((heads, tails))
-    dst = np.concatenate((tails, heads))
-    if src.size and (src.min() < 0 or src.max() >= num_nodes):
+    ends = np.concatenate((heads, tails))
+    if ends.size and (ends.min() < 0 or ends.max() >= num_nodes):
         raise ValueError(
             f"ind.{name}.graph refers to node ids outside [0, {num_nodes}); "
             "the files do not belong together"
         )
-    keep = src != dst
-    # One int64 key per edge: np.unique both deduplicates and sorts by (src, dst).
-    keys = np.unique(src[keep] * num_nodes + dst[keep])
-    return keys // num_nodes, keys % num_nodes
-
-
-def _index_to_mask(index: torch.Tensor, num_nodes: int) -> torch.Tensor:
-    mask = torch.zeros(num_nodes, dtype=torch.bool)
-    mask[index] = True
-    return mask
+    return symmetric_simple_edges(heads, tails)

@@ -17,13 +17,15 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .graphs import NodeSplits, symmetric_simple_edges
+
 __all__ = ["SyntheticGraph", "stochastic_block_model"]
 
 _MAX_NODES = 2**31
 
 
 @dataclass(frozen=True, eq=False, repr=False)
-class SyntheticGraph:
+class SyntheticGraph(NodeSplits):
     """A generated graph whose node labels are its planted communities.
 
     Field names match :class:`~graphemb.datasets.PlanetoidDataset`, so code written for
@@ -58,26 +60,6 @@ class SyntheticGraph:
     val_idx: torch.Tensor
     test_idx: torch.Tensor
     features: None = None
-
-    @property
-    def num_edges(self) -> int:
-        """Number of directed edges ``E`` (twice the number of undirected edges)."""
-        return int(self.src.numel())
-
-    @property
-    def train_mask(self) -> torch.Tensor:
-        """``bool [N]``, True on :attr:`train_idx`."""
-        return _index_to_mask(self.train_idx, self.num_nodes)
-
-    @property
-    def val_mask(self) -> torch.Tensor:
-        """``bool [N]``, True on :attr:`val_idx`."""
-        return _index_to_mask(self.val_idx, self.num_nodes)
-
-    @property
-    def test_mask(self) -> torch.Tensor:
-        """``bool [N]``, True on :attr:`test_idx`."""
-        return _index_to_mask(self.test_idx, self.num_nodes)
 
     def __repr__(self) -> str:
         return (
@@ -176,7 +158,7 @@ def stochastic_block_model(
     position = np.where(inside, head_offset + slot, outside_position)
     tails = members[position]
 
-    src, dst = _symmetric_simple_edges(heads, tails)
+    src, dst = symmetric_simple_edges(heads, tails)
     train_idx, val_idx, test_idx = _random_split(rng, num_nodes, train_fraction, val_fraction)
     return SyntheticGraph(
         name="sbm",
@@ -222,33 +204,6 @@ def _check_arguments(
         )
 
 
-def _symmetric_simple_edges(heads: np.ndarray, tails: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Both directions of every drawn edge, without self loops or duplicates, sorted.
-
-    Duplicates are removed so that sum-aggregating GNN layers see a simple graph, as
-    with the Planetoid datasets; at sparse degrees they are rare anyway.
-    """
-    keep = heads != tails
-    heads, tails = heads[keep], tails[keep]
-    # One int64 key per directed edge, ordered like (src, dst). Written in place into
-    # one buffer: at millions of edges, fresh temporaries cost more than the arithmetic.
-    num = heads.size
-    keys = np.empty(2 * num, dtype=np.int64)
-    forward, backward = keys[:num], keys[num:]
-    np.left_shift(heads, 32, out=forward)
-    forward |= tails
-    np.left_shift(tails, 32, out=backward)
-    backward |= heads
-    # Sort, then drop repeats: what np.unique does, without its extra bookkeeping.
-    keys.sort()
-    if keys.size:
-        first = np.empty(keys.size, dtype=bool)
-        first[0] = True
-        np.not_equal(keys[1:], keys[:-1], out=first[1:])
-        keys = keys[first]
-    return keys >> 32, keys & 0xFFFFFFFF
-
-
 def _random_split(
     rng: np.random.Generator, num_nodes: int, train_fraction: float, val_fraction: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -257,9 +212,3 @@ def _random_split(
     num_val = min(int(round(val_fraction * num_nodes)), num_nodes - num_train)
     train, val, test = np.split(order.astype(np.int64), [num_train, num_train + num_val])
     return np.sort(train), np.sort(val), np.sort(test)
-
-
-def _index_to_mask(index: torch.Tensor, num_nodes: int) -> torch.Tensor:
-    mask = torch.zeros(num_nodes, dtype=torch.bool)
-    mask[index] = True
-    return mask
