@@ -601,6 +601,9 @@ def instrument_graphemb(emb, opt, rec: PhaseRecorder, sync=None):
         (optimizer_module, "gather_rows", wrap("step: gather weight+state rows")),
         (opt, "_update_rows", wrap("step: update formula")),
         (optimizer_module, "scatter_rows", wrap("step: scatter rows back")),
+        # the fused CPU path: sort the rows, then one kernel call
+        (optimizer_module.torch, "sort", wrap("step: fused: sort rows")),
+        (opt, "_fused_update", wrap("step: fused: kernel (sum, formula, in place)")),
     ]
     if getattr(storage, "distributed", False):
         patches += [

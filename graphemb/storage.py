@@ -69,6 +69,9 @@ class RowStorage(ABC):
     """
 
     kind: str = "abstract"
+    # Sum duplicate rows before pushing them: worth a sort when rows cross a network, not
+    # when they are copied through shared memory (the owner sums duplicates anyway).
+    coalesce_before_push: bool = True
 
     def __init__(
         self,
@@ -197,6 +200,7 @@ class SharedMemoryStorage(RowStorage):
     """Every row in shared memory that all ranks of one machine map; owners write rows."""
 
     kind = "shared"
+    coalesce_before_push = False  # measured: -14 ms of a ~96 ms step per rank (2 ranks)
 
     def __init__(
         self,

@@ -154,7 +154,8 @@ class SparseOptimizer(torch.optim.Optimizer):
         divisor = 1  # gradients are averaged over ranks: the global mean, as DDP's
         if storage.distributed:
             what = f"gradient push of {type(self).__name__} step {self._steps_taken}"
-            ids, grads = coalesce_rows(ids, grads, self._workspace)  # fewer rows to send
+            if storage.coalesce_before_push:  # fewer rows to send
+                ids, grads = coalesce_rows(ids, grads, self._workspace)
             ids, (grads,) = storage.push(ids, [grads], what)
             divisor = storage.world_size
         if ids.numel():
