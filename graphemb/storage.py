@@ -25,6 +25,7 @@ storage              chosen when         rows in this process update written by
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from datetime import timedelta
@@ -288,7 +289,9 @@ class PartitionedStorage(RowStorage):
         out = None
         if wanted:
             out = torch.empty((self.num_embeddings, *table.shape[1:]), dtype=table.dtype)
-        row_bytes = max(1, table[:1].numel() * table.element_size())
+        # From the row shape, not the local rows: every rank must agree on the rounds, also
+        # a rank that owns no rows.
+        row_bytes = max(1, math.prod(table.shape[1:]) * table.element_size())
         chunk = max(1, _CHUNK_BYTES // row_bytes)
         for start in range(0, self.num_embeddings, chunk):
             end = min(start + chunk, self.num_embeddings)
