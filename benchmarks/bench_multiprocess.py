@@ -63,9 +63,7 @@ def parse_args(argv=None):
 def build_ranks(rank: int, world_size: int, spec: dict) -> dict:
     """Runs on each rank: the multi-process contenders, built collectively."""
     n, d = spec["num_embeddings"], spec["dim"]
-    batches = [common.rank_slice(b, rank, world_size)
-               for b in common.make_batches(n, spec["batch"], 8, spec["seed"])]
-    loss = common.make_loss(spec["loss"], d)
+    batches, loss = common.rank_workload(spec, rank, world_size)
     contenders = {}
     name = spec["graphemb"]
     contenders[name] = common.graphemb_contender(name, spec["optimizer"], n, d, batches, loss,

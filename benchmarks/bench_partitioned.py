@@ -67,9 +67,7 @@ def build_ranks(rank: int, world_size: int, spec: dict) -> dict:
     from graphemb import Partition
 
     n, d = spec["num_embeddings"], spec["dim"]
-    batches = [common.rank_slice(b, rank, world_size)
-               for b in common.make_batches(n, spec["batch"], 8, spec["seed"])]
-    loss = common.make_loss(spec["loss"], d)
+    batches, loss = common.rank_workload(spec, rank, world_size)
     contenders = {}
     for key, partition, kind in (("partitioned", Partition.remainder(n, world_size), "partitioned"),
                                  ("shared", None, "shared")):

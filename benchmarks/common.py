@@ -208,6 +208,14 @@ def make_loss(kind: str, dim: int, device="cpu") -> Callable[[torch.Tensor], tor
     raise ValueError(f"unknown loss {kind!r}")
 
 
+def rank_workload(spec: dict, rank: int, world_size: int):
+    """This rank's share of every batch and the loss, from a run's ``spec`` (built the
+    same way on every rank)."""
+    batches = [rank_slice(b, rank, world_size)
+               for b in make_batches(spec["num_embeddings"], spec["batch"], 8, spec["seed"])]
+    return batches, make_loss(spec["loss"], spec["dim"])
+
+
 def unique_name(label: str) -> str:
     """A table name no other process on this machine uses (for shared-memory names)."""
     return f"bench-{label}-{os.getpid()}-{secrets.token_hex(3)}"
