@@ -161,17 +161,8 @@ def main(argv=None):
     print(f"  ranks done in {time.perf_counter() - t0:.1f} s")
 
     # ------------------------------------------------------------------ results
-    stats = {name: common.stats_ms(common.flat(t)) for name, t in times.items()}
-    results, rows = {}, []
-    for name, t in times.items():
-        s = stats[name]
-        vs_single = common.round_ratios(times[single], t)
-        results[name] = {**s, "rows_per_s": b / (s["median_ms"] / 1e3),
-                         "throughput_vs_single_graphemb": vs_single,
-                         "fraction_of_bound": bound / s["median_ms"]}
-        rows.append([name, f"{s['median_ms']:.1f}", f"{s['p10_ms']:.1f}-{s['p90_ms']:.1f}",
-                     f"{b / s['median_ms'] / 1e3:.3f}", common.fmt_ratio(vs_single),
-                     f"{100 * bound / s['median_ms']:.0f}%"])
+    results, rows = common.throughput_results(times, single, b, bound,
+                                              "throughput_vs_single_graphemb")
     print("\nResults (throughput = total ids per second; ratio = throughput / (a)'s "
           "[range of per-round ratios])")
     common.print_table(["contender", "ms/step", "p10-p90", "M ids/s", "vs (a)", "of bound"],
@@ -193,7 +184,7 @@ def main(argv=None):
         print(f"(c) DGL multi-process skipped: {dgl_multi_note}")
 
     for name, per_rank in profiles.items():
-        print_rank_phases(name, per_rank, stats[name]["median_ms"])
+        print_rank_phases(name, per_rank, results[name]["median_ms"])
 
     common.emit_summary({
         "bench": "multiprocess",

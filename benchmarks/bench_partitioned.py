@@ -116,17 +116,7 @@ def cpu_part(args) -> dict:
             profiles[shared] = pool.profile(shared, start, count)
     local.close()
 
-    stats = {name: common.stats_ms(common.flat(t)) for name, t in times.items()}
-    results, rows = {}, []
-    for name, t in times.items():
-        s = stats[name]
-        vs_part = common.round_ratios(times[part], t)
-        results[name] = {**s, "rows_per_s": b / (s["median_ms"] / 1e3),
-                         "throughput_vs_partitioned": vs_part,
-                         "fraction_of_bound": bound / s["median_ms"]}
-        rows.append([name, f"{s['median_ms']:.1f}", f"{s['p10_ms']:.1f}-{s['p90_ms']:.1f}",
-                     f"{b / s['median_ms'] / 1e3:.3f}", common.fmt_ratio(vs_part),
-                     f"{100 * bound / s['median_ms']:.0f}%"])
+    results, rows = common.throughput_results(times, part, b, bound, "throughput_vs_partitioned")
     print("\nCPU results (throughput = total ids per second; ratio = this throughput / the "
           "partitioned one [range of per-round ratios])")
     common.print_table(["contender", "ms/step", "p10-p90", "M ids/s", "vs partitioned",
@@ -138,7 +128,7 @@ def cpu_part(args) -> dict:
     for name, per_rank in profiles.items():
         for rank, phases in enumerate(per_rank):
             common.print_phases(f"Phases of {name}, rank {rank}", phases,
-                                stats[name]["median_ms"])
+                                results[name]["median_ms"])
     return {"unique_rows": unique, "bandwidth": bandwidth, "bound_ms": bound,
             "results": results, "partitioned_vs_shared": part_vs_shared,
             "partitioned_vs_single": part_vs_single, "phases": profiles}

@@ -216,6 +216,22 @@ def rank_workload(spec: dict, rank: int, world_size: int):
     return batches, make_loss(spec["loss"], spec["dim"])
 
 
+def throughput_results(times: dict, reference: str, batch: int, bound: float,
+                       ratio_key: str) -> tuple[dict, list]:
+    """Per-contender summary (for the JSON) and table rows of a throughput comparison
+    against ``reference``; ``ratio_key`` names the ratio in the summary."""
+    results, rows = {}, []
+    for name, t in times.items():
+        s = stats_ms(flat(t))
+        ratio = round_ratios(times[reference], t)
+        results[name] = {**s, "rows_per_s": batch / (s["median_ms"] / 1e3), ratio_key: ratio,
+                         "fraction_of_bound": bound / s["median_ms"]}
+        rows.append([name, f"{s['median_ms']:.1f}", f"{s['p10_ms']:.1f}-{s['p90_ms']:.1f}",
+                     f"{batch / s['median_ms'] / 1e3:.3f}", fmt_ratio(ratio),
+                     f"{100 * bound / s['median_ms']:.0f}%"])
+    return results, rows
+
+
 def unique_name(label: str) -> str:
     """A table name no other process on this machine uses (for shared-memory names)."""
     return f"bench-{label}-{os.getpid()}-{secrets.token_hex(3)}"
