@@ -1,7 +1,8 @@
-# graphemb: two stacks, one command each for the main job and for the tests.
-#   dgl stack    : torch 2.2.1 + DGL 2.1.0 (everything, DGL integration included)
-#   modern stack : torch 2.13, no DGL (the core; DGL tests skip with a reason)
+# graphemb: one command for the main job and one for the tests.
+#   modern stack : torch 2.13 (CPU wheel), PyG, no DGL -- the demo's stack
+#   dgl stack    : torch 2.2.1 + DGL 2.1.0 + PyG (the DGL adapters and the DGL oracles)
 # Environments are built on first use under .venv/ and rebuilt when their pins change.
+# Dependencies live in pyproject.toml's extras; requirements/*-stack.txt only pin versions.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -10,52 +11,74 @@ PYTEST_ARGS ?=
 
 DGL_PY    := $(VENV)/dgl/bin/python
 MODERN_PY := $(VENV)/modern/bin/python
+# Extras each stack's test environment installs beyond "dev".
+EXTRAS_dgl    := ,dgl
+EXTRAS_modern :=
 
-.PHONY: demo test test-dgl test-modern envs kernels bench clean
+.PHONY: demo test test-dgl test-modern test-gpu lint envs kernels bench clean
 
-## demo: train GraphSAGE with learnable node embeddings on Cora (dgl stack); the checkpoint
-## it saves resumes with `examples/node_classification.py --checkpoint runs/cora.ckpt --resume`
-demo: $(VENV)/dgl/.ready $(VENV)/dgl/.kernels
-	$(DGL_PY) examples/node_classification.py --checkpoint runs/cora.ckpt
+## demo: train GraphSAGE with learnable node embeddings on Cora (modern stack, CPU); the
+## checkpoint it saves resumes with `examples/node_classification.py --checkpoint runs/cora.ckpt --resume`
+demo: $(VENV)/modern/.base
+	$(MODERN_PY) examples/node_classification.py --checkpoint runs/cora.ckpt
 
-## test: the whole suite on both stacks; fails if either fails (no tests collected = failure)
+## test: lint + types, then the whole suite on both stacks; fails if any part fails
+## (no tests collected = failure)
 test: envs
 	@status=0; \
+	echo "=== lint: ruff + mypy ==="; \
+	$(MAKE) --no-print-directory lint || status=1; \
 	echo "=== dgl stack: torch 2.2.1 + DGL 2.1.0 ==="; \
 	$(MAKE) --no-print-directory test-dgl || status=1; \
 	echo "=== modern stack: torch 2.13, no DGL ==="; \
 	$(MAKE) --no-print-directory test-modern || status=1; \
 	exit $$status
 
-test-dgl: $(VENV)/dgl/.ready $(VENV)/dgl/.kernels
+test-dgl: $(VENV)/dgl/.ready
 	$(DGL_PY) -m pytest $(PYTEST_ARGS)
 
-test-modern: $(VENV)/modern/.ready $(VENV)/modern/.kernels
+test-modern: $(VENV)/modern/.ready
 	$(MODERN_PY) -m pytest $(PYTEST_ARGS)
+
+## test-gpu: on a CUDA machine with torch already installed: the CUDA tests and both
+## examples on the GPU (no venv; installs graphemb's test needs into the current Python)
+test-gpu:
+	$(PYTHON) -m pip install --quiet --no-deps -e .
+	$(PYTHON) -m pytest -m cuda -p no:cacheprovider tests $(PYTEST_ARGS)
+
+lint: $(VENV)/modern/.ready
+	$(VENV)/modern/bin/ruff check graphemb tests examples benchmarks
+	$(VENV)/modern/bin/ruff format --check graphemb tests examples benchmarks
+	$(VENV)/modern/bin/mypy graphemb
 
 envs: $(VENV)/dgl/.ready $(VENV)/modern/.ready
 
-## bench: the CPU benchmarks of benchmarks/ (dgl stack, so DGL is measured too)
-bench: $(VENV)/dgl/.ready
-	$(DGL_PY) benchmarks/bench_sparse_step.py
-
-$(VENV)/%/.ready: requirements/%-stack.txt requirements/dev.txt
+# .base: the package with the examples' needs (what `make demo` uses); .ready adds the
+# test tooling and the optional C++ kernels.
+$(VENV)/%/.base: requirements/%-stack.txt pyproject.toml
 	rm -rf $(VENV)/$*
 	$(PYTHON) -m venv $(VENV)/$*
-	$(VENV)/$*/bin/$(PIP) -r requirements/$*-stack.txt -r requirements/dev.txt
-	$(VENV)/$*/bin/$(PIP) --no-deps -e .
+	$(VENV)/$*/bin/$(PIP) -c requirements/$*-stack.txt -e ".[examples]"
+	touch $@
+
+$(VENV)/%/.ready: $(VENV)/%/.base
+	$(VENV)/$*/bin/$(PIP) -c requirements/$*-stack.txt -e ".[dev$(EXTRAS_$*)]"
 	$(MAKE) --no-print-directory $(VENV)/$*/.kernels
 	touch $@
 
 # The optional fused CPU kernels, compiled against each stack's own torch. Built from a
 # copy inside the environment so that the two stacks never share build files.
-$(VENV)/%/.kernels: csrc/setup.py csrc/graphemb_kernels/sparse_rows.cpp
+$(VENV)/%/.kernels: $(VENV)/%/.base csrc/setup.py csrc/graphemb_kernels/sparse_rows.cpp
 	rm -rf $(VENV)/$*/kernels-src && cp -r csrc $(VENV)/$*/kernels-src
 	cd $(VENV)/$*/kernels-src && ../bin/$(PIP) --no-build-isolation --no-deps .
 	$(VENV)/$*/bin/python -c "import torch, graphemb_kernels"
 	touch $@
 
 kernels: $(VENV)/dgl/.kernels $(VENV)/modern/.kernels
+
+## bench: the CPU benchmarks of benchmarks/ (dgl stack, so DGL is measured too)
+bench: $(VENV)/dgl/.ready
+	$(DGL_PY) benchmarks/bench_sparse_step.py
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache

@@ -1,0 +1,294 @@
+"""``Graph``: a directed graph in compressed sparse column form, on CPU or one GPU.
+
+Column ``v`` of the adjacency lists the *in*-neighbours of ``v`` (the sources of the edges
+that end at ``v``): exactly what neighbour sampling for message passing reads, since a node
+aggregates messages from its in-neighbours. Pure torch: every method runs on CPU and CUDA
+tensors alike, with no compiled extension.
+
+Example
+-------
+>>> import torch
+>>> from graphemb.graph import Graph
+>>> g = Graph.from_edges(torch.tensor([0, 0, 1, 2]), torch.tensor([1, 2, 2, 0]), num_nodes=3)
+>>> g
+Graph(num_nodes=3, num_edges=4, device=cpu)
+>>> g.in_degrees()
+tensor([1, 1, 2])
+>>> g.in_neighbors(2)
+tensor([0, 1])
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from ._checks import as_size
+
+__all__ = ["Graph"]
+
+
+class Graph:
+    """A directed graph stored as CSC arrays: in-neighbours per node.
+
+    Prefer the constructors :meth:`from_edges`, :meth:`from_dataset`, :meth:`from_scipy`,
+    :meth:`from_networkx` and :meth:`from_dgl`.
+
+    Parameters
+    ----------
+    indptr : Tensor of int64, shape (N + 1,)
+        ``indices[indptr[v]:indptr[v + 1]]`` are the in-neighbours of node ``v``.
+    indices : Tensor of int64, shape (E,)
+        Source node of each edge, grouped by destination.
+    edge_ids : Tensor of int64, shape (E,), optional
+        Id of each stored edge in the edge list the graph was built from (its position
+        there). Default: ``arange(E)``.
+
+    Attributes
+    ----------
+    indptr, indices, edge_ids : Tensor
+        As above, all on :attr:`device`.
+    """
+
+    def __init__(
+        self,
+        indptr: torch.Tensor,
+        indices: torch.Tensor,
+        edge_ids: torch.Tensor | None = None,
+    ) -> None:
+        for what, tensor in (("indptr", indptr), ("indices", indices), ("edge_ids", edge_ids)):
+            if tensor is None:
+                continue
+            _check_integer_vector(what, tensor)
+        if indptr.numel() == 0 or int(indptr[0]) != 0 or int(indptr[-1]) != indices.numel():
+            raise ValueError(
+                f"indptr must start at 0 and end at len(indices) = {indices.numel()}, got "
+                f"{indptr[:1].tolist()} ... {indptr[-1:].tolist()}"
+            )
+        if indptr.numel() > 1 and bool((indptr[1:] < indptr[:-1]).any()):
+            raise ValueError("indptr must be non-decreasing")
+        num_nodes = indptr.numel() - 1
+        _check_node_ids("indices", indices, num_nodes)
+        if edge_ids is not None and edge_ids.numel() != indices.numel():
+            raise ValueError(
+                f"edge_ids has {edge_ids.numel()} entries but there are {indices.numel()} edges"
+            )
+        device = indices.device
+        self.indptr = indptr.to(device=device, dtype=torch.int64)
+        self.indices = indices.to(dtype=torch.int64)
+        self.edge_ids = (
+            torch.arange(indices.numel(), device=device)
+            if edge_ids is None
+            else edge_ids.to(device=device, dtype=torch.int64)
+        )
+        self._csr: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+
+    # ------------------------------------------------------------------ constructors
+    @classmethod
+    def from_edges(
+        cls,
+        src: Any,
+        dst: Any,
+        num_nodes: int | None = None,
+        device: torch.device | str | None = None,
+    ) -> Graph:
+        """A graph with the edges ``src[i] -> dst[i]``.
+
+        Parameters
+        ----------
+        src, dst : Tensor, numpy array or sequence of integers, shape (E,)
+            Endpoints of the directed edges; duplicates and self-loops are kept as given.
+        num_nodes : int, optional
+            Number of nodes ``N``; ids must lie in ``[0, N)``. Default: the largest id + 1.
+        device : torch.device or str, optional
+            Where the graph lives. Default: the device of ``src`` (CPU for non-tensors).
+
+        Returns
+        -------
+        Graph
+            Edge ``i`` of the input has edge id ``i``.
+        """
+        src = _as_id_tensor("src", src)
+        dst = _as_id_tensor("dst", dst)
+        if src.shape != dst.shape:
+            raise ValueError(
+                f"src and dst must have the same length, got {src.numel()} and {dst.numel()}"
+            )
+        device = src.device if device is None else torch.device(device)
+        src, dst = src.to(device), dst.to(device)
+        if num_nodes is None:
+            num_nodes = int(torch.maximum(src.max(), dst.max())) + 1 if src.numel() else 0
+        num_nodes = as_size("num_nodes", num_nodes)
+        _check_node_ids("src", src, num_nodes)
+        _check_node_ids("dst", dst, num_nodes)
+        order = torch.sort(dst, stable=True).indices  # CSC: group edges by destination
+        counts = torch.bincount(dst, minlength=num_nodes)
+        indptr = torch.zeros(num_nodes + 1, dtype=torch.int64, device=device)
+        torch.cumsum(counts, 0, out=indptr[1:])
+        return cls(indptr, src[order], order)
+
+    @classmethod
+    def from_dataset(cls, dataset: Any, device: torch.device | str | None = None) -> Graph:
+        """The graph of a :mod:`graphemb.datasets` dataset (fields ``src``, ``dst``,
+        ``num_nodes``)."""
+        return cls.from_edges(dataset.src, dataset.dst, dataset.num_nodes, device)
+
+    @classmethod
+    def from_scipy(cls, matrix: Any, device: torch.device | str | None = None) -> Graph:
+        """A graph from a square scipy sparse adjacency matrix: ``matrix[u, v] != 0`` is an
+        edge ``u -> v`` (stored zeros count as edges, as in DGL)."""
+        if not hasattr(matrix, "tocoo") or len(getattr(matrix, "shape", ())) != 2:
+            raise TypeError(f"expected a scipy sparse matrix, got {type(matrix).__name__}")
+        rows, cols = matrix.shape
+        if rows != cols:
+            raise ValueError(f"an adjacency matrix must be square, got shape {matrix.shape}")
+        coo = matrix.tocoo()
+        src = torch.from_numpy(np.asarray(coo.row, dtype=np.int64))
+        dst = torch.from_numpy(np.asarray(coo.col, dtype=np.int64))
+        return cls.from_edges(src, dst, rows, device)
+
+    @classmethod
+    def from_networkx(cls, nx_graph: Any, device: torch.device | str | None = None) -> Graph:
+        """A graph from a networkx graph whose nodes are ``0 .. N-1``.
+
+        An undirected networkx graph gives both directions of every edge (as DGL does).
+        """
+        nodes = list(nx_graph.nodes)
+        if sorted(nodes) != list(range(len(nodes))):
+            raise ValueError(
+                "networkx nodes must be the integers 0..N-1; relabel them first "
+                "(networkx.convert_node_labels_to_integers)"
+            )
+        edges = list(nx_graph.edges())
+        pairs = torch.tensor(edges, dtype=torch.int64).reshape(-1, 2)
+        src, dst = pairs[:, 0], pairs[:, 1]
+        if not nx_graph.is_directed():
+            src, dst = torch.cat([src, dst]), torch.cat([dst, src])
+        return cls.from_edges(src, dst, len(nodes), device)
+
+    @classmethod
+    def from_dgl(cls, dgl_graph: Any, device: torch.device | str | None = None) -> Graph:
+        """A graph from a homogeneous ``DGLGraph`` (edge ids are DGL's)."""
+        if not hasattr(dgl_graph, "edges") or not hasattr(dgl_graph, "num_nodes"):
+            raise TypeError(f"expected a DGLGraph, got {type(dgl_graph).__name__}")
+        src, dst = dgl_graph.edges(order="eid")
+        return cls.from_edges(src, dst, dgl_graph.num_nodes(), device)
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def num_nodes(self) -> int:
+        return self.indptr.numel() - 1
+
+    @property
+    def num_edges(self) -> int:
+        return self.indices.numel()
+
+    @property
+    def device(self) -> torch.device:
+        return self.indices.device
+
+    def in_degrees(self, nodes: torch.Tensor | None = None) -> torch.Tensor:
+        """Number of in-edges of ``nodes`` (default: every node), int64."""
+        degrees = self.indptr[1:] - self.indptr[:-1]
+        return degrees if nodes is None else degrees[nodes]
+
+    def out_degrees(self, nodes: torch.Tensor | None = None) -> torch.Tensor:
+        """Number of out-edges of ``nodes`` (default: every node), int64."""
+        degrees = torch.bincount(self.indices, minlength=self.num_nodes)
+        return degrees if nodes is None else degrees[nodes]
+
+    def in_neighbors(self, node: int) -> torch.Tensor:
+        """Sources of the edges into ``node`` (with repeats for parallel edges)."""
+        node = as_size("node", node)
+        if node >= self.num_nodes:
+            raise ValueError(f"node {node} out of range [0, {self.num_nodes})")
+        return self.indices[self.indptr[node] : self.indptr[node + 1]]
+
+    def edges(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(src, dst)`` of every edge, in storage order (grouped by destination)."""
+        dst = torch.repeat_interleave(
+            torch.arange(self.num_nodes, device=self.device), self.in_degrees()
+        )
+        return self.indices, dst
+
+    def csr(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Out-neighbours per node: ``(indptr, indices, edge_ids)`` of the CSR arrays.
+
+        ``indices[indptr[u]:indptr[u + 1]]`` are the destinations of the edges leaving
+        ``u``. Built on first use and cached (random walks follow out-edges).
+        """
+        if self._csr is None:
+            reverse = self.reverse()
+            self._csr = (reverse.indptr, reverse.indices, reverse.edge_ids)
+        return self._csr
+
+    # ------------------------------------------------------------------ transforms
+    def to(self, device: torch.device | str) -> Graph:
+        """This graph on ``device`` (``self`` if it is there already)."""
+        device = torch.device(device)
+        if device == self.device:
+            return self
+        return Graph(self.indptr.to(device), self.indices.to(device), self.edge_ids.to(device))
+
+    def reverse(self) -> Graph:
+        """The graph with every edge turned around (edge ids kept)."""
+        src, dst = self.edges()
+        reverse = Graph.from_edges(dst, src, self.num_nodes)
+        reverse.edge_ids = self.edge_ids[reverse.edge_ids]
+        return reverse
+
+    def add_reverse_edges(self) -> Graph:
+        """Every edge plus its reverse (edge ids renumbered: ``i`` and ``E + i``)."""
+        src, dst = self._edges_by_id()
+        return Graph.from_edges(torch.cat([src, dst]), torch.cat([dst, src]), self.num_nodes)
+
+    def remove_self_loops(self) -> Graph:
+        """The graph without edges ``v -> v`` (edge ids renumbered)."""
+        src, dst = self._edges_by_id()
+        keep = src != dst
+        return Graph.from_edges(src[keep], dst[keep], self.num_nodes)
+
+    def add_self_loops(self) -> Graph:
+        """Exactly one edge ``v -> v`` per node: existing self-loops are removed first."""
+        src, dst = self.remove_self_loops()._edges_by_id()
+        loops = torch.arange(self.num_nodes, device=self.device)
+        return Graph.from_edges(torch.cat([src, loops]), torch.cat([dst, loops]), self.num_nodes)
+
+    def _edges_by_id(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(src, dst)`` ordered by edge id."""
+        src, dst = self.edges()
+        order = torch.argsort(self.edge_ids)
+        return src[order], dst[order]
+
+    def __repr__(self) -> str:
+        return f"Graph(num_nodes={self.num_nodes}, num_edges={self.num_edges}, device={self.device})"
+
+
+def _as_id_tensor(what: str, values: Any) -> torch.Tensor:
+    if not isinstance(values, torch.Tensor):
+        array = np.asarray(values)
+        if array.dtype.kind not in "iu" and array.size:
+            raise TypeError(f"{what} must hold integer node ids, got dtype {array.dtype}")
+        values = torch.from_numpy(array.astype(np.int64, copy=False).reshape(-1))
+    _check_integer_vector(what, values)
+    return values.to(torch.int64)
+
+
+def _check_integer_vector(what: str, tensor: torch.Tensor) -> None:
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"{what} must be a tensor, got {type(tensor).__name__}")
+    if tensor.dtype == torch.bool or tensor.is_floating_point() or tensor.is_complex():
+        raise TypeError(f"{what} must hold integer node ids, got dtype {tensor.dtype}")
+    if tensor.dim() != 1:
+        raise ValueError(f"{what} must be 1-dimensional, got shape {tuple(tensor.shape)}")
+
+
+def _check_node_ids(what: str, ids: torch.Tensor, num_nodes: int) -> None:
+    if not ids.numel():
+        return
+    low, high = (int(v) for v in torch.aminmax(ids))
+    if low < 0 or high >= num_nodes:
+        bad = low if low < 0 else high
+        raise ValueError(f"{what} holds node id {bad}, outside [0, {num_nodes})")

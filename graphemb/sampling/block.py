@@ -1,0 +1,125 @@
+"""``Block``: one layer's message-flow graph, in DGL's node-order convention.
+
+A block is a bipartite graph from ``num_src_nodes`` source nodes to ``num_dst_nodes``
+destination nodes. As in DGL, the destination nodes come first among the source nodes
+(``src_nodes[:num_dst_nodes] == dst_nodes``), so a layer can read the destination nodes'
+own representation as ``h[:num_dst_nodes]``.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+
+__all__ = ["Block"]
+
+
+class Block:
+    """A message-flow graph for one GNN layer.
+
+    Parameters
+    ----------
+    src_nodes : Tensor of int64, shape (S,)
+        Global ids of the source nodes; the first ``num_dst_nodes`` are the destinations.
+    num_dst_nodes : int
+        ``D``, the number of destination nodes.
+    edge_index : Tensor of int64, shape (2, E)
+        Edges in local ids, sorted by destination: row 0 indexes ``src_nodes``, row 1
+        indexes ``dst_nodes``. This is the ``edge_index`` of PyG's bipartite layers:
+        ``conv((x_src, x_dst), block.edge_index)``.
+    edge_ids : Tensor of int64, shape (E,), optional
+        Ids of the sampled edges in the original graph.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from graphemb.sampling import Block
+    >>> block = Block(torch.tensor([7, 3, 5]), 1, torch.tensor([[1, 2], [0, 0]]))
+    >>> block.dst_nodes, block.num_src_nodes, block.num_edges
+    (tensor([7]), 3, 2)
+    """
+
+    def __init__(
+        self,
+        src_nodes: torch.Tensor,
+        num_dst_nodes: int,
+        edge_index: torch.Tensor,
+        edge_ids: torch.Tensor | None = None,
+    ) -> None:
+        if edge_index.dim() != 2 or edge_index.shape[0] != 2:
+            raise ValueError(f"edge_index must have shape (2, E), got {tuple(edge_index.shape)}")
+        if not 0 <= num_dst_nodes <= src_nodes.numel():
+            raise ValueError(
+                f"num_dst_nodes = {num_dst_nodes} must lie in [0, num_src_nodes = "
+                f"{src_nodes.numel()}]"
+            )
+        self.src_nodes = src_nodes
+        self.num_dst_nodes = int(num_dst_nodes)
+        self.edge_index = edge_index
+        self.edge_ids = edge_ids
+        self._adj_t: torch.Tensor | None = None
+
+    @property
+    def dst_nodes(self) -> torch.Tensor:
+        """Global ids of the destination nodes, shape (D,)."""
+        return self.src_nodes[: self.num_dst_nodes]
+
+    @property
+    def num_src_nodes(self) -> int:
+        return self.src_nodes.numel()
+
+    @property
+    def num_edges(self) -> int:
+        return self.edge_index.shape[1]
+
+    @property
+    def device(self) -> torch.device:
+        return self.src_nodes.device
+
+    def in_degrees(self) -> torch.Tensor:
+        """Number of sampled in-edges of every destination node, shape (D,)."""
+        return torch.bincount(self.edge_index[1], minlength=self.num_dst_nodes)
+
+    @property
+    def adj_t(self) -> torch.Tensor:
+        """The transposed adjacency as a sparse CSR tensor of shape (D, S), values 1.
+
+        Row ``d`` holds the sources of destination ``d``. PyG layers that support sparse
+        input (``SAGEConv``, ``GCNConv``, ...) aggregate with one fused sparse-dense product
+        when given ``adj_t`` instead of ``edge_index`` -- about twice as fast on CPU.
+        Built on first use (edges are already sorted by destination) and cached.
+        """
+        if self._adj_t is None:
+            counts = torch.bincount(self.edge_index[1], minlength=self.num_dst_nodes)
+            crow = torch.zeros(self.num_dst_nodes + 1, dtype=torch.int64, device=self.device)
+            torch.cumsum(counts, 0, out=crow[1:])
+            values = torch.ones(self.num_edges, device=self.device)
+            with warnings.catch_warnings():  # "sparse CSR support is in beta"
+                warnings.simplefilter("ignore", UserWarning)
+                self._adj_t = torch.sparse_csr_tensor(
+                    crow,
+                    self.edge_index[0],
+                    values,
+                    (self.num_dst_nodes, self.num_src_nodes),
+                    check_invariants=False,  # built sorted and in range above
+                )
+        return self._adj_t
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> Block:
+        """This block on ``device``."""
+        device = torch.device(device)
+        if device == self.device:
+            return self
+        return Block(
+            self.src_nodes.to(device, non_blocking=non_blocking),
+            self.num_dst_nodes,
+            self.edge_index.to(device, non_blocking=non_blocking),
+            None if self.edge_ids is None else self.edge_ids.to(device, non_blocking=non_blocking),
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"Block(num_src_nodes={self.num_src_nodes}, num_dst_nodes={self.num_dst_nodes}, "
+            f"num_edges={self.num_edges}, device={self.device})"
+        )
