@@ -14,6 +14,13 @@ MODERN_PY := $(VENV)/modern/bin/python
 # Extras each stack's test environment installs beyond "dev".
 EXTRAS_dgl    := ,dgl
 EXTRAS_modern :=
+# The environments depend on pyproject.toml's [project] table only (its dependencies and
+# extras), not on tool settings: this file is rewritten only when that table changes.
+PROJECT_DEPS := $(VENV)/project-deps.json
+$(shell mkdir -p $(VENV) && $(PYTHON) -c "import json, tomllib; print(json.dumps(tomllib.load(open('pyproject.toml', 'rb'))['project'], sort_keys=True))" > $(PROJECT_DEPS).new && (cmp -s $(PROJECT_DEPS).new $(PROJECT_DEPS) || mv $(PROJECT_DEPS).new $(PROJECT_DEPS)); rm -f $(PROJECT_DEPS).new)
+
+# Stamps of pattern rules are kept (make would delete them as intermediate files).
+.PRECIOUS: $(VENV)/%/.base $(VENV)/%/.ready $(VENV)/%/.kernels
 
 .PHONY: demo test test-dgl test-modern test-gpu lint envs kernels bench clean
 
@@ -55,7 +62,7 @@ envs: $(VENV)/dgl/.ready $(VENV)/modern/.ready
 
 # .base: the package with the examples' needs (what `make demo` uses); .ready adds the
 # test tooling and the optional C++ kernels.
-$(VENV)/%/.base: requirements/%-stack.txt pyproject.toml
+$(VENV)/%/.base: requirements/%-stack.txt $(PROJECT_DEPS)
 	rm -rf $(VENV)/$*
 	$(PYTHON) -m venv $(VENV)/$*
 	$(VENV)/$*/bin/$(PIP) -c requirements/$*-stack.txt -e ".[examples]"
