@@ -92,11 +92,23 @@ class Coordinator:
     def agree(self, key: str, error: BaseException | None, what: str) -> None:
         """Every rank reports how a phase went; if any rank failed, every rank raises.
 
-        A rank re-raises its own error; the others raise an error of the same type (for
-        the built-in types below) naming the failed rank and its message. ``key`` must be
-        unique to this phase (use :meth:`next_generation`).
+        Call it on every rank, with the exception this rank's part of the phase raised (or
+        None), as soon as that part is over: a rank that fails must not skip the call, or
+        the others wait for its report until the timeout. A rank re-raises its own error;
+        the others raise an error of the same built-in type (the first of
+        ``ValueError, TypeError, KeyError, FileNotFoundError, FileExistsError, OSError`` the
+        failed error derives from, else :class:`CoordinationError`) whose message names
+        every failed rank, its error type and message. ``key`` must be unique to this phase
+        (use :meth:`next_generation`).
         """
-        report = None if error is None else {"type": type(error).__name__, "message": str(error)}
+        report = None
+        if error is not None:
+            report = {
+                "type": type(error).__name__,
+                "bases": [cls.__name__ for cls in type(error).__mro__],
+                "message": str(error),
+            }
+            self._store.set(f"{key}/failed", str(self.rank))  # see failed(): others stop early
         self.publish(f"{key}/{self.rank}", {"error": report})
         reports = []
         for rank in range(self.world_size):
@@ -107,9 +119,28 @@ class Coordinator:
         if error is not None:
             raise error
         if reports:
-            rank, report = reports[0]
-            kind = _REPORTABLE.get(report["type"], CoordinationError)
-            raise kind(f"{what} failed on rank {rank}: {report['message']}")
+            described = "; ".join(
+                f"rank {rank}: {report['type']}: {report['message']}" for rank, report in reports
+            )
+            first = reports[0][1]
+            kind = next(
+                (
+                    _REPORTABLE[name]
+                    for name in first.get("bases", [first["type"]])
+                    if name in _REPORTABLE
+                ),
+                CoordinationError,
+            )
+            ranks = ", ".join(str(rank) for rank, _ in reports)
+            raise kind(
+                f"rank {self.rank} of {self.world_size}: {what} failed on rank {ranks} "
+                f"({described})"
+            )
+
+    def failed(self, key: str) -> bool:
+        """Whether a rank has already reported a failure of the phase ``key`` to
+        :meth:`agree` (does not wait): lets long work stop as soon as a peer failed."""
+        return self._exists(f"{key}/failed")
 
     def wait(self, keys: list[str], what: str) -> None:
         """Block until every key exists; on timeout name the rank and the missing keys."""

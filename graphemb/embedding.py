@@ -12,6 +12,7 @@ from datetime import timedelta
 
 import torch
 
+from ._checks import as_size
 from .coordination import DEFAULT_TIMEOUT, as_timedelta
 from .partition import Partition
 from .storage import RowStorage, create_storage
@@ -45,7 +46,8 @@ class NodeEmbedding:
     Parameters
     ----------
     num_embeddings : int
-        Number of rows (nodes).
+        Number of rows (nodes). Sizes may be any integer-like value (a numpy integer such as
+        ``np.int64(2708)``, a 0-d integer tensor).
     embedding_dim : int
         Size of each row.
     name : str
@@ -93,8 +95,8 @@ class NodeEmbedding:
         *,
         timeout: timedelta | float = DEFAULT_TIMEOUT,
     ) -> None:
-        _check_positive_int("num_embeddings", num_embeddings)
-        _check_positive_int("embedding_dim", embedding_dim)
+        num_embeddings = as_size("num_embeddings", num_embeddings, minimum=1)
+        embedding_dim = as_size("embedding_dim", embedding_dim, minimum=1)
         if not isinstance(name, str) or not name:
             raise ValueError(f"name must be a non-empty str, got {name!r}")
         if init_func is not None and not callable(init_func):
@@ -109,15 +111,16 @@ class NodeEmbedding:
         self._name = name
         self._num_embeddings = num_embeddings
         self._embedding_dim = embedding_dim
-        self._storage: RowStorage = create_storage(
-            name, num_embeddings, device, partition, timeout
-        )
+        self._storage: RowStorage = create_storage(name, num_embeddings, device, partition, timeout)
         init = None if init_func is None else _checked_init(init_func, name)
         self._weight = self._storage.create_table("weight", (embedding_dim,), dtype, init)
         # Lookups under autograd hang off this zero-size leaf, so that backward reaches
         # _TracedLookup.backward, which records the rows' gradient for the optimizer.
         self._anchor = torch.empty(0, requires_grad=True)
         self._gradients: list[tuple[torch.Tensor, torch.Tensor]] = []
+        # Range check of ids looked up on the GPU, pending on the device: (any bad, first
+        # bad id). Read by check_ids(), so that a lookup never waits for the GPU.
+        self._pending_check: tuple[torch.Tensor, torch.Tensor] | None = None
 
     # ------------------------------------------------------------------ lookup
     def __call__(
@@ -138,10 +141,23 @@ class NodeEmbedding:
         Tensor of shape ``node_ids.shape + (embedding_dim,)`` and the table's dtype.
             When autograd is recording, the result requires grad and its gradient is kept
             for the next optimizer step; under ``torch.no_grad()`` nothing is kept.
+
+        Raises
+        ------
+        TypeError
+            ``node_ids`` is not a tensor of integers.
+        IndexError
+            An id is outside ``[0, num_embeddings)`` (the message names it). Raised here,
+            before anything is read or recorded -- except for CUDA ids looked up in a
+            single-process CUDA table: checking them here would make every lookup wait for
+            the GPU, so the check runs on the device, out-of-range ids read a clamped (valid)
+            row, and the IndexError is raised by the next :meth:`check_ids` -- called by the
+            next optimizer ``step()`` (before any row changes) and by
+            :meth:`all_get_embedding`.
         """
-        ids = self._checked_ids(node_ids)
+        ids = self._checked_type(node_ids)
         out_device = ids.device if device is None else torch.device(device)
-        flat = ids.reshape(-1).to(device=self._storage.device, dtype=torch.int64)
+        flat = self._checked_flat_ids(ids)
         if torch.is_grad_enabled():
             rows = _TracedLookup.apply(self._anchor, self, flat, out_device)
         else:
@@ -151,7 +167,7 @@ class NodeEmbedding:
     def _read(self, flat_ids: torch.Tensor) -> torch.Tensor:
         return self._storage.read_rows(self._weight, flat_ids, "row lookup")
 
-    def _checked_ids(self, node_ids: torch.Tensor) -> torch.Tensor:
+    def _checked_type(self, node_ids: torch.Tensor) -> torch.Tensor:
         if not isinstance(node_ids, torch.Tensor):
             raise TypeError(
                 f"NodeEmbedding {self._name!r}: node ids must be a torch.Tensor of integers, "
@@ -161,15 +177,76 @@ class NodeEmbedding:
             raise TypeError(
                 f"NodeEmbedding {self._name!r}: node ids must be integers, got {node_ids.dtype}"
             )
-        if node_ids.numel():
-            low, high = (int(v) for v in torch.aminmax(node_ids))
-            if low < 0 or high >= self._num_embeddings:
-                bad = low if low < 0 else high
-                raise IndexError(
-                    f"NodeEmbedding {self._name!r}: node id {bad} out of range "
-                    f"[0, {self._num_embeddings})"
-                )
         return node_ids
+
+    def _checked_flat_ids(self, ids: torch.Tensor) -> torch.Tensor:
+        """``ids`` as int64 (M,) on the storage device, every id in range.
+
+        Checked at once where the lookup waits for the device anyway (CPU ids, a copy to
+        the CPU, the pull of partitioned storage); on the device otherwise (see __call__).
+        """
+        flat = ids.reshape(-1)
+        storage = self._storage
+        if not self._defers_range_check(flat):
+            if storage.device.type == "cpu":
+                flat = flat.to(storage.device)  # check on the CPU, after the copy
+            if flat.numel():
+                low, high = (int(v) for v in torch.aminmax(flat))
+                if low < 0 or high >= self._num_embeddings:
+                    self._raise_bad_id(low if low < 0 else high, "")
+            return flat.to(device=storage.device, dtype=torch.int64)
+        flat = flat.to(torch.int64)
+        if flat.numel():
+            lowest, highest = torch.aminmax(flat)
+            bad = (lowest < 0) | (highest >= self._num_embeddings)
+            first = torch.where(lowest < 0, lowest, highest)
+            if self._pending_check is not None:  # keep the earliest bad id
+                seen, seen_id = self._pending_check
+                first = torch.where(seen, seen_id, first)
+                bad = bad | seen
+            self._pending_check = (bad, first)
+            # Never read out of bounds: a bad id reads a valid row until check_ids() raises.
+            flat = flat.clamp(0, self._num_embeddings - 1)
+        return flat
+
+    def _defers_range_check(self, flat_ids: torch.Tensor) -> bool:
+        """Whether checking the range now would make the lookup wait for a GPU that it
+        otherwise never waits for: CUDA ids into a single-process table on their device."""
+        storage = self._storage
+        return (
+            flat_ids.device.type == "cuda"
+            and flat_ids.device == storage.device
+            and not storage.distributed
+        )
+
+    def check_ids(self) -> None:
+        """Raise the ``IndexError`` of ids out of range in CUDA lookups since the last check.
+
+        Lookups of CUDA ids in a single-process CUDA table check their range on the device,
+        without waiting for it; this reads the result (a host-device synchronisation). The
+        optimizers' ``step()`` and :meth:`all_get_embedding` call it; call it yourself after
+        lookups that no step follows (inference) to be sure. A no-op when no such lookup
+        happened.
+
+        Raises
+        ------
+        IndexError
+            Naming the first out-of-range id. The gradients recorded since the last step
+            are discarded (some of them belong to rows read in place of the bad ids).
+        """
+        pending, self._pending_check = self._pending_check, None
+        if pending is None:
+            return
+        bad, first = pending
+        if bool(bad):
+            self._clear_gradients()
+            self._raise_bad_id(int(first), " (in a CUDA lookup since the last check)")
+
+    def _raise_bad_id(self, bad: int, when: str) -> None:
+        raise IndexError(
+            f"NodeEmbedding {self._name!r}: node id {bad} out of range "
+            f"[0, {self._num_embeddings}){when}"
+        )
 
     # ------------------------------------------------------------------ gradients
     def _record_gradient(self, flat_ids: torch.Tensor, grad: torch.Tensor) -> None:
@@ -180,14 +257,14 @@ class NodeEmbedding:
         records, self._gradients = self._gradients, []
         device = self._storage.device
         if not records:
-            empty = torch.empty((0, self._embedding_dim), dtype=self._compute_dtype, device=device)
+            empty = torch.empty((0, self._embedding_dim), dtype=self.compute_dtype, device=device)
             return torch.empty(0, dtype=torch.int64, device=device), empty
         ids = torch.cat([i for i, _ in records]) if len(records) > 1 else records[0][0]
         grads = torch.cat([g.to(device) for _, g in records]) if len(records) > 1 else records[0][1]
-        return ids, grads.to(device=device, dtype=self._compute_dtype)
+        return ids, grads.to(device=device, dtype=self.compute_dtype)
 
     @property
-    def _compute_dtype(self) -> torch.dtype:
+    def compute_dtype(self) -> torch.dtype:
         """Dtype of gradients and optimizer state: float64 for float64 tables, else float32."""
         return torch.float64 if self._weight.dtype == torch.float64 else torch.float32
 
@@ -205,6 +282,7 @@ class NodeEmbedding:
         -------
         Tensor of shape (num_embeddings, embedding_dim), or None.
         """
+        self.check_ids()
         return self._storage.gather(self._weight, dst)
 
     def all_set_embedding(self, values: torch.Tensor) -> None:
@@ -273,6 +351,13 @@ class NodeEmbedding:
         """``"local"``, ``"shared"`` or ``"partitioned"``."""
         return self._storage.kind
 
+    @property
+    def storage(self) -> RowStorage:
+        """Where the rows live: the interface optimizers and checkpoints use to create
+        per-row state tables in the same layout, read and write rows by global id, and map
+        global ids to this process's rows (see :mod:`graphemb.storage`)."""
+        return self._storage
+
     def __repr__(self) -> str:
         return (
             f"NodeEmbedding(name={self._name!r}, num_embeddings={self._num_embeddings}, "
@@ -301,11 +386,6 @@ class _TracedLookup(torch.autograd.Function):
         (flat_ids,) = ctx.saved_tensors
         ctx.embedding._record_gradient(flat_ids, grad)
         return None, None, None, None
-
-
-def _check_positive_int(what: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{what} must be a positive int, got {value!r}")
 
 
 def _checked_init(init_func, name: str) -> Callable[[torch.Tensor], None]:

@@ -140,23 +140,34 @@ class Exchange:
         """
         self._run(what, lambda: dist.barrier(group=self.group))
 
+    def any(self, flag: bool, what: str) -> bool:
+        """Whether ``flag`` is true on any rank (one small all-reduce).
+
+        Lets ranks that work in lockstep rounds -- a checkpoint streaming rows -- stop in
+        the same round as soon as one of them failed, instead of running on into
+        collectives the failed rank no longer joins.
+        """
+        vote = torch.tensor([1 if flag else 0], dtype=torch.int64, device=self.device)
+        self._run(what, lambda: dist.all_reduce(vote, dist.ReduceOp.MAX, group=self.group))
+        return bool(vote.item())
+
     def broadcast_bytes(self, data: bytes | None, src: int, what: str) -> bytes:
         """``data`` of rank ``src`` on every rank (others pass ``None``)."""
-        size = torch.tensor([len(data) if self.rank == src else 0], device=self.device)
+        if self.rank == src and data is None:
+            raise TypeError(f"broadcast_bytes: rank {src} (the source) passed no data")
+        size = torch.tensor([len(data) if data is not None else 0], device=self.device)
         self._run(what, lambda: dist.broadcast(size, src, group=self.group))
         if int(size.item()) == 0:
             return b""
         payload = torch.empty(int(size.item()), dtype=torch.uint8)
-        if self.rank == src:
+        if data is not None and self.rank == src:
             payload = torch.frombuffer(bytearray(data), dtype=torch.uint8)
         payload = payload.to(self.device)
         self._run(what, lambda: dist.broadcast(payload, src, group=self.group))
         return payload.cpu().numpy().tobytes()
 
     # ------------------------------------------------------------------ internals
-    def _route(
-        self, owners: torch.Tensor, what: str
-    ) -> tuple[torch.Tensor, list[int], list[int]]:
+    def _route(self, owners: torch.Tensor, what: str) -> tuple[torch.Tensor, list[int], list[int]]:
         """Group rows by owner; agree with every rank on how many rows travel where."""
         order = torch.argsort(owners, stable=True)
         send_counts = torch.bincount(owners, minlength=self.world_size)

@@ -30,6 +30,8 @@ from collections.abc import Sequence
 
 import torch
 
+from ._checks import as_size, is_integer_like
+
 __all__ = ["Partition"]
 
 _MODES = ("remainder", "range")
@@ -43,14 +45,14 @@ class Partition:
     Parameters
     ----------
     num_embeddings : int
-        Number of rows of the table.
+        Number of rows of the table (any integer-like value: numpy integer, 0-d tensor).
     num_parts : int
         Number of owners (the world size of the process group that stores the table).
     mode : {"remainder", "range"}
         The assignment rule.
     boundaries : sequence of int, optional
         For ``mode="range"``: ``num_parts + 1`` non-decreasing offsets, starting at 0 and
-        ending at ``num_embeddings``.
+        ending at ``num_embeddings`` (a list, a numpy array or a 1-d integer tensor).
     """
 
     def __init__(
@@ -60,10 +62,8 @@ class Partition:
         mode: str = "remainder",
         boundaries: Sequence[int] | torch.Tensor | None = None,
     ) -> None:
-        if not isinstance(num_embeddings, int) or num_embeddings <= 0:
-            raise ValueError(f"num_embeddings must be a positive int, got {num_embeddings!r}")
-        if not isinstance(num_parts, int) or num_parts <= 0:
-            raise ValueError(f"num_parts must be a positive int, got {num_parts!r}")
+        num_embeddings = as_size("num_embeddings", num_embeddings, minimum=1)
+        num_parts = as_size("num_parts", num_parts, minimum=1)
         if mode not in _MODES:
             raise ValueError(f"partition mode must be one of {_MODES}, got {mode!r}")
         self._num_embeddings = num_embeddings
@@ -72,7 +72,9 @@ class Partition:
         if mode == "range":
             if boundaries is None:
                 raise ValueError("a 'range' partition needs boundaries")
-            self._boundaries = _checked_boundaries(boundaries, num_embeddings, num_parts)
+            self._boundaries: torch.Tensor | None = _checked_boundaries(
+                boundaries, num_embeddings, num_parts
+            )
         else:
             if boundaries is not None:
                 raise ValueError("a 'remainder' partition takes no boundaries")
@@ -100,6 +102,8 @@ class Partition:
     @classmethod
     def even_range(cls, num_embeddings: int, num_parts: int) -> Partition:
         """Contiguous parts of (almost) equal size, the first ones one row larger."""
+        num_embeddings = as_size("num_embeddings", num_embeddings, minimum=1)
+        num_parts = as_size("num_parts", num_parts, minimum=1)
         base, extra = divmod(num_embeddings, num_parts)
         sizes = [base + (1 if p < extra else 0) for p in range(num_parts)]
         return cls.range(num_embeddings, [0, *itertools.accumulate(sizes)])
@@ -124,7 +128,7 @@ class Partition:
 
     def local_size(self, part: int) -> int:
         """Number of rows owned by ``part``."""
-        self._check_part(part)
+        part = self._check_part(part)
         if self._boundaries is None:
             # ids part, part + P, part + 2P, ... below num_embeddings
             return max(0, (self._num_embeddings - part + self._num_parts - 1) // self._num_parts)
@@ -162,13 +166,14 @@ class Partition:
 
     def to_global(self, local_ids: torch.Tensor, part: int) -> torch.Tensor:
         """Global ids of the local rows ``local_ids`` of ``part``."""
-        self._check_part(part)
+        part = self._check_part(part)
         if self._boundaries is None:
             return local_ids * self._num_parts + part
         return local_ids + int(self._boundaries[part])
 
     def global_ids(self, part: int, device: torch.device | str | None = None) -> torch.Tensor:
         """All global ids owned by ``part``, in local order."""
+        part = self._check_part(part)
         local = torch.arange(self.local_size(part), dtype=torch.int64, device=device)
         return self.to_global(local, part)
 
@@ -198,13 +203,18 @@ class Partition:
         return f"Partition.range({self._num_embeddings}, {self.boundaries})"
 
     # ----------------------------------------------------------------- helpers
-    def _check_part(self, part: int) -> None:
+    def _check_part(self, part: int) -> int:
+        if not is_integer_like(part):
+            raise ValueError(f"part must be an integer in [0, {self._num_parts}), got {part!r}")
+        part = int(part)
         if not 0 <= part < self._num_parts:
             raise ValueError(f"part {part} out of range [0, {self._num_parts})")
+        return part
 
     def _boundaries_for(self, device: torch.device) -> torch.Tensor:
         cached = self._boundaries_on.get(device)
         if cached is None:
+            assert self._boundaries is not None  # only range partitions have boundaries
             cached = self._boundaries.to(device)
             self._boundaries_on[device] = cached
         return cached
@@ -213,19 +223,24 @@ class Partition:
 def _checked_boundaries(
     boundaries: Sequence[int] | torch.Tensor, num_embeddings: int, num_parts: int
 ) -> torch.Tensor:
-    values = boundaries.tolist() if isinstance(boundaries, torch.Tensor) else list(boundaries)
+    if isinstance(boundaries, torch.Tensor) and (
+        boundaries.is_floating_point() or boundaries.dtype == torch.bool
+    ):
+        raise ValueError(f"partition boundaries must be ints, got a tensor of {boundaries.dtype}")
+    raw = boundaries.tolist() if isinstance(boundaries, torch.Tensor) else list(boundaries)
+    if any(not is_integer_like(v) for v in raw):
+        raise ValueError(f"partition boundaries must be ints (integer-like), got {raw}")
+    values = [int(v) for v in raw]
     if len(values) != num_parts + 1:
         raise ValueError(
             f"a range partition of {num_parts} parts needs {num_parts + 1} boundaries, "
             f"got {len(values)}: {values}"
         )
-    if any(not isinstance(v, int) for v in values):
-        raise ValueError(f"partition boundaries must be ints, got {values}")
     if values[0] != 0 or values[-1] != num_embeddings:
         raise ValueError(
             f"partition boundaries must start at 0 and end at num_embeddings={num_embeddings}, "
             f"got {values}"
         )
-    if any(b < a for a, b in zip(values, values[1:])):
+    if any(b < a for a, b in zip(values, values[1:], strict=False)):
         raise ValueError(f"partition boundaries must be non-decreasing, got {values}")
     return torch.tensor(values, dtype=torch.int64)

@@ -1,16 +1,20 @@
 """Where rows live: one process, one machine's shared memory, or partitions across ranks.
 
 A storage holds the tables of one embedding: its weight and the per-row state of its
-optimizer (moments, step counts, sums), all in the same layout. It answers three questions
-for the rest of the package, the same way for every layout:
+optimizer (moments, step counts, sums), all in the same layout. It is the embedding's
+public storage interface (:attr:`graphemb.NodeEmbedding.storage`), the only way optimizers
+and checkpoints reach rows, the same for every layout:
 
-* ``read_rows(table, ids)`` -- the rows of any global ids (a collective *pull* when rows are
-  partitioned);
-* ``push(ids, values)`` + ``owned_index(ids)`` -- send rows to the rank that owns them, and
-  find an owned row inside this rank's table;
-* ``gather(table)`` / ``write_all(table, values)`` -- whole-table copies to and from CPU;
-  ``write_rows(tables, ids, rows)`` -- rows held by any rank written at their owner (loading
-  a checkpoint).
+* rows of any table of the layout (the weight, or one from ``create_table``):
+  ``read_rows(table, ids)`` -- the rows of global ids (a collective *pull* when rows are
+  partitioned); ``write_rows(tables, ids, rows)`` -- rows held by any rank written at their
+  owner; ``gather(table)`` / ``write_all(table, values)`` -- whole-table copies to and from
+  CPU;
+* local ids <-> global ids: ``owned_ids()`` -- the global ids whose rows this rank writes;
+  ``local_index(ids)`` -- where owned global ids sit in this process's tables;
+* a step: ``push(ids, values)`` sends rows to their owners, ``after_update`` ends it;
+* the process group: ``rank``, ``world_size``, ``distributed``, ``coordinator`` (the job's
+  store) and ``exchange`` (the table's collectives).
 
 ===================  ==================  ===================  =============================
 storage              chosen when         rows in this process update written by
@@ -122,8 +126,25 @@ class RowStorage(ABC):
         """
 
     @abstractmethod
-    def owned_index(self, ids: torch.Tensor) -> torch.Tensor:
-        """Index into this rank's tables of global ids that this rank owns."""
+    def local_index(self, ids: torch.Tensor) -> torch.Tensor:
+        """Positions in this process's tables of global ``ids`` that this rank owns.
+
+        Parameters
+        ----------
+        ids : Tensor of int64 (M,), on ``device``
+            Global ids owned by this rank (``partition.owner(ids) == rank``).
+
+        Returns
+        -------
+        Tensor of int64 (M,): row indices into this process's tables.
+        """
+
+    def owned_ids(self) -> torch.Tensor:
+        """Global ids of the rows this rank owns (writes), ascending, on ``device``.
+
+        ``local_index(owned_ids())`` are their rows in this process's tables.
+        """
+        return self.partition.global_ids(self.rank, device=self.device)
 
     def push(
         self, ids: torch.Tensor, values: Sequence[torch.Tensor], what: str
@@ -134,21 +155,24 @@ class RowStorage(ABC):
         return self.exchange.push(ids, self.partition.owner(ids), values, what)
 
     def write_rows(
-        self, tables: Sequence[torch.Tensor], ids: torch.Tensor, rows: Sequence[torch.Tensor],
+        self,
+        tables: Sequence[torch.Tensor],
+        ids: torch.Tensor,
+        rows: Sequence[torch.Tensor],
         what: str,
     ) -> None:
         """Write ``rows[k]`` into ``tables[k]`` at the global ``ids``, wherever they live.
 
         Collective for partitioned storage (rows travel to their owners); every rank calls
         it, ranks with nothing to write pass no ids. The ids held by different ranks must be
-        disjoint. Call :meth:`after_update` once all writes are done.
+        disjoint. Call :meth:`after_update` once all writes are done (before anyone reads).
         """
         ids, rows = self.push(ids, rows, what)
-        index = self.owned_index(ids)
-        for table, values in zip(tables, rows):
+        index = self.local_index(ids)
+        for table, values in zip(tables, rows, strict=True):
             table.index_copy_(0, index, values.to(table.dtype))
 
-    def after_update(self, what: str) -> None:
+    def after_update(self, what: str) -> None:  # noqa: B027 - a hook; most layouts need nothing
         """Called once this rank has written rows (an optimizer step, a checkpoint load)."""
 
     # ------------------------------------------------------------------ whole tables
@@ -190,7 +214,7 @@ class LocalStorage(RowStorage):
     def read_rows(self, table, ids, what):
         return index_rows(table, ids)
 
-    def owned_index(self, ids):
+    def local_index(self, ids):
         return ids
 
     def write_all(self, table, values):
@@ -224,7 +248,7 @@ class SharedMemoryStorage(RowStorage):
     def read_rows(self, table, ids, what):
         return index_rows(table, ids)
 
-    def owned_index(self, ids):
+    def local_index(self, ids):
         return ids  # the shared table holds every row at its global index
 
     def push(self, ids, values, what):
@@ -233,7 +257,7 @@ class SharedMemoryStorage(RowStorage):
 
     def write_rows(self, tables, ids, rows, what):
         # Every rank can address every row: write in place, no traffic (after_update syncs).
-        for table, values in zip(tables, rows):
+        for table, values in zip(tables, rows, strict=True):
             table.index_copy_(0, ids, values.to(table.dtype))
 
     def after_update(self, what):
@@ -281,7 +305,7 @@ class PartitionedStorage(RowStorage):
 
         return self.exchange.pull(ids, self.partition.owner(ids), serve, what)
 
-    def owned_index(self, ids):
+    def local_index(self, ids):
         return self.partition.to_local(ids)
 
     def gather(self, table, dst=None):

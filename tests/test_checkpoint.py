@@ -7,7 +7,9 @@ with batches from 2 data ranks, so runs on 1, 2 or 3 processes train on the same
 
 from __future__ import annotations
 
+import ast
 import gc
+import json
 import os
 import pickle
 import signal
@@ -16,28 +18,45 @@ import sys
 from pathlib import Path
 
 import pytest
+import scenarios
 import torch
+from _multiprocess import run_ranks
 
 import graphemb
-import scenarios
-from _multiprocess import run_ranks
 from graphemb import NodeEmbedding, Partition
 from graphemb.optim import SparseAdagrad, SparseAdam
 from graphemb.tensorfile import TensorFileReader, TensorFileWriter, TensorSpec
 
-BEFORE, AFTER = 8, 6          # steps before the save, steps after it
-DATA_WORLD = 2                # batches of 2 data ranks, whatever the number of processes
+BEFORE, AFTER = 8, 6  # steps before the save, steps after it
+DATA_WORLD = 2  # batches of 2 data ranks, whatever the number of processes
 TESTS = Path(__file__).parent
 
 LAYOUTS = {  # name -> (processes, make_embedding factory)
     "local": (1, lambda world, name: NodeEmbedding(scenarios.NUM, scenarios.DIM, name)),
-    "shared2": (2, lambda world, name: NodeEmbedding(scenarios.NUM, scenarios.DIM, name, timeout=30)),
-    "remainder2": (2, lambda world, name: NodeEmbedding(
-        scenarios.NUM, scenarios.DIM, name, timeout=30,
-        partition=Partition.remainder(scenarios.NUM, world))),
-    "range3": (3, lambda world, name: NodeEmbedding(
-        scenarios.NUM, scenarios.DIM, name, timeout=30,
-        partition=Partition.range(scenarios.NUM, [0, 20, 20, scenarios.NUM]))),
+    "shared2": (
+        2,
+        lambda world, name: NodeEmbedding(scenarios.NUM, scenarios.DIM, name, timeout=30),
+    ),
+    "remainder2": (
+        2,
+        lambda world, name: NodeEmbedding(
+            scenarios.NUM,
+            scenarios.DIM,
+            name,
+            timeout=30,
+            partition=Partition.remainder(scenarios.NUM, world),
+        ),
+    ),
+    "range3": (
+        3,
+        lambda world, name: NodeEmbedding(
+            scenarios.NUM,
+            scenarios.DIM,
+            name,
+            timeout=30,
+            partition=Partition.range(scenarios.NUM, [0, 20, 20, scenarios.NUM]),
+        ),
+    ),
 }
 
 
@@ -49,8 +68,13 @@ def save_all(directory: Path, embeddings, optimizers, sharded: bool) -> None:
     """One checkpoint per embedding (each has its own optimizer)."""
     directory.mkdir(exist_ok=True)
     for name in embeddings:
-        graphemb.save(directory / name, embeddings[name], optimizers[name], sharded=sharded,
-                      extra={"step": BEFORE, "name": name})
+        graphemb.save(
+            directory / name,
+            embeddings[name],
+            optimizers[name],
+            sharded=sharded,
+            extra={"step": BEFORE, "name": name},
+        )
 
 
 def load_all(directory: Path, embeddings, optimizers) -> None:
@@ -60,8 +84,9 @@ def load_all(directory: Path, embeddings, optimizers) -> None:
 
 
 def continue_training(embeddings, optimizers, rank, world):
-    scenarios.train_steps(embeddings, optimizers, rank, world, range(BEFORE, BEFORE + AFTER),
-                          data_world=DATA_WORLD)
+    scenarios.train_steps(
+        embeddings, optimizers, rank, world, range(BEFORE, BEFORE + AFTER), data_world=DATA_WORLD
+    )
     return scenarios.snapshot(embeddings, optimizers)
 
 
@@ -73,7 +98,9 @@ def round_trip(rank, world, layout, root):
     scenarios.train_steps(embeddings, optimizers, rank, world, range(BEFORE), data_world=DATA_WORLD)
     saved = scenarios.snapshot(embeddings, optimizers)
     for sharded in (False, True):
-        save_all(root / f"{layout}-{'sharded' if sharded else 'single'}", embeddings, optimizers, sharded)
+        save_all(
+            root / f"{layout}-{'sharded' if sharded else 'single'}", embeddings, optimizers, sharded
+        )
     continued = continue_training(embeddings, optimizers, rank, world)
     del embeddings, optimizers
     gc.collect()  # shared-memory names are free again
@@ -116,19 +143,22 @@ def trained(tmp_path_factory):
 def test_save_train_equals_load_train_exactly(trained, layout):
     _, results = trained
     for saved, continued, resumed in results[layout]:
-        for kind, (loaded, after) in resumed.items():
+        for _kind, (loaded, after) in resumed.items():
             scenarios.assert_same_training(loaded, saved, exact=True)
             scenarios.assert_same_training(after, continued, exact=True)
 
 
 @pytest.mark.multiprocess
-@pytest.mark.parametrize("source, target", [
-    ("shared2-single", "local"),      # 2 -> 1 (a notebook loads a job's checkpoint)
-    ("local-single", "range3"),       # 1 -> 3, uneven range partitions
-    ("shared2-single", "remainder2"),  # shared memory -> partitioned
-    ("shared2-sharded", "range3"),     # sharded 2 -> 3: resharding
-    ("range3-sharded", "local"),       # sharded 3 -> 1
-])
+@pytest.mark.parametrize(
+    "source, target",
+    [
+        ("shared2-single", "local"),  # 2 -> 1 (a notebook loads a job's checkpoint)
+        ("local-single", "range3"),  # 1 -> 3, uneven range partitions
+        ("shared2-single", "remainder2"),  # shared memory -> partitioned
+        ("shared2-sharded", "range3"),  # sharded 2 -> 3: resharding
+        ("range3-sharded", "local"),  # sharded 3 -> 1
+    ],
+)
 def test_load_into_another_layout_and_world_size(trained, source, target):
     """The loaded tables and states are bitwise the saved ones; continuing trains like the
     saving layout did (up to the order of floating-point sums across ranks)."""
@@ -151,8 +181,11 @@ def small_training(name="victim", optimizer=SparseAdam):
 
 
 def state_of(emb, opt):
-    return {"weight": emb.weight.clone(), **{k: v.clone() for k, v in opt.state[emb].items()},
-            "groups": [{k: v for k, v in g.items() if k != "params"} for g in opt.param_groups]}
+    return {
+        "weight": emb.weight.clone(),
+        **{k: v.clone() for k, v in opt.state[emb].items()},
+        "groups": [{k: v for k, v in g.items() if k != "params"} for g in opt.param_groups],
+    }
 
 
 def assert_unchanged(before, emb, opt):
@@ -198,7 +231,9 @@ def test_sigkill_during_save_keeps_the_previous_checkpoint(tmp_path, sharded):
     path = tmp_path / "ckpt"
     job = subprocess.Popen(
         [sys.executable, str(TESTS / "checkpoint_writer_job.py"), str(path), str(int(sharded))],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         for line in job.stdout:
@@ -247,8 +282,11 @@ def make_bad(kind: str, tmp_path: Path, monkeypatch) -> Path:
         return path
     if kind in ("other name", "other num_embeddings", "other embedding_dim", "other dtype"):
         shape = {"other num_embeddings": (51, 4), "other embedding_dim": (50, 5)}.get(kind, (50, 4))
-        other = NodeEmbedding(*shape, "elsewhere" if kind == "other name" else "victim",
-                              dtype=torch.float16 if kind == "other dtype" else torch.float32)
+        other = NodeEmbedding(
+            *shape,
+            "elsewhere" if kind == "other name" else "victim",
+            dtype=torch.float16 if kind == "other dtype" else torch.float32,
+        )
         graphemb.save(path, other, SparseAdam([other]))
         return path
     graphemb.save(path, emb, opt)
@@ -262,7 +300,27 @@ def make_bad(kind: str, tmp_path: Path, monkeypatch) -> Path:
         path.write_bytes(bytes(data))
     elif kind == "empty file":
         path.write_bytes(b"")
+    elif kind == "malformed metadata":  # valid JSON, wrong types: no KeyError/TypeError escapes
+        reader = TensorFileReader(path)
+        meta = json.loads(reader.metadata["graphemb"])
+        meta["embeddings"] = ["victim"]
+        rewrite(path, reader, {**reader.metadata, "graphemb": json.dumps(meta)})
+    elif kind == "malformed optimizer metadata":
+        reader = TensorFileReader(path)
+        meta = json.loads(reader.metadata["graphemb"])
+        meta["optimizer"]["param_groups"] = {"lr": 0.1}
+        rewrite(path, reader, {**reader.metadata, "graphemb": json.dumps(meta)})
     return path
+
+
+def rewrite(path: Path, reader: TensorFileReader, metadata: dict) -> None:
+    """The same tensors under other metadata."""
+    tensors = {name: reader.read(name) for name in reader.specs}
+    specs = list(reader.specs.values())
+    with TensorFileWriter(path, specs, metadata) as writer:
+        for spec in specs:
+            writer.write(spec.name, tensors[spec.name])
+        writer.commit()
 
 
 BAD = {  # kind -> (exception, message fragment)
@@ -279,6 +337,8 @@ BAD = {  # kind -> (exception, message fragment)
     "other num_embeddings": (ValueError, "num_embeddings=51"),
     "other embedding_dim": (ValueError, "embedding_dim=5"),
     "other dtype": (ValueError, "dtype='float16'"),
+    "malformed metadata": (ValueError, "malformed checkpoint metadata"),
+    "malformed optimizer metadata": (ValueError, "param_groups"),
 }
 
 
@@ -341,9 +401,12 @@ def test_loading_never_unpickles_arbitrary_objects(tmp_path):
     marker = Path("/tmp/graphemb-pwned")
     marker.unlink(missing_ok=True)
     fresh = NodeEmbedding(50, 4, "victim")
+    fresh_opt = SparseAdam([fresh])
+    before = state_of(fresh, fresh_opt)
     with pytest.raises(pickle.UnpicklingError, match="system"):
-        graphemb.load(forged, fresh, SparseAdam([fresh]))
+        graphemb.load(forged, fresh, fresh_opt)
     assert not marker.exists(), "load executed code from the checkpoint"
+    assert_unchanged(before, fresh, fresh_opt)  # the extra is read before any row changes
 
 
 def test_lr_of_each_group_and_extra_survive(tmp_path):
@@ -352,8 +415,12 @@ def test_lr_of_each_group_and_extra_survive(tmp_path):
     opt.step()
     scheduler.step()
     model = torch.nn.Linear(3, 2)
-    graphemb.save(tmp_path / "c", emb, opt, extra={"model": model.state_dict(),
-                                                   "scheduler": scheduler.state_dict()})
+    graphemb.save(
+        tmp_path / "c",
+        emb,
+        opt,
+        extra={"model": model.state_dict(), "scheduler": scheduler.state_dict()},
+    )
     fresh = NodeEmbedding(50, 4, "victim")
     fresh_opt = SparseAdam([fresh], lr=0.1)
     meta = graphemb.load(tmp_path / "c", fresh, fresh_opt)
@@ -374,9 +441,58 @@ def test_checkpoint_opens_with_the_safetensors_layout(tmp_path):
     graphemb.save(tmp_path / "c", emb, opt)
     data = (tmp_path / "c").read_bytes()
     (length,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + length])
+    header = json.loads(data[8 : 8 + length])
     entry = header["embedding/victim/weight"]
     begin, end = entry["data_offsets"]
-    weight = torch.frombuffer(bytearray(data[8 + length + begin:8 + length + end]),
-                              dtype=torch.float32).view(entry["shape"])
+    weight = torch.frombuffer(
+        bytearray(data[8 + length + begin : 8 + length + end]), dtype=torch.float32
+    ).view(entry["shape"])
     assert entry["dtype"] == "F32" and torch.equal(weight, emb.weight)
+
+
+@pytest.mark.parametrize("sharded", [False, True])
+@pytest.mark.parametrize("error", [RuntimeError("boom"), KeyError("boom"), TypeError("boom")])
+def test_any_exception_during_save_keeps_the_previous_checkpoint(
+    tmp_path, monkeypatch, sharded, error
+):
+    emb, opt = small_training()
+    path = tmp_path / "ckpt"
+    graphemb.save(path, emb, opt, sharded=sharded)
+    files = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    emb.all_set_embedding(emb.all_get_embedding() + 100)
+
+    def failing_write(self, name, rows):
+        raise error
+
+    monkeypatch.setattr(TensorFileWriter, "write", failing_write)
+    with pytest.raises(type(error), match="boom"):
+        graphemb.save(path, emb, opt, sharded=sharded)
+    monkeypatch.undo()
+    after = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    assert after == files, "the previous checkpoint changed or files were left behind"
+
+
+def test_an_extra_that_cannot_be_encoded_keeps_the_previous_checkpoint(tmp_path):
+    emb, opt = small_training()
+    graphemb.save(tmp_path / "c", emb, opt, extra={"epoch": 1})
+    before = (tmp_path / "c").read_bytes()
+    with pytest.raises(TypeError, match="weights_only"):
+        graphemb.save(tmp_path / "c", emb, opt, extra={"epoch": 2, "bad": object()})
+    assert (tmp_path / "c").read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c"]
+
+
+def test_checkpoint_uses_only_public_attributes_of_other_objects():
+    """One owner per concern: the checkpoint reaches embeddings, storages and optimizers
+    through their public interfaces, never through private attributes."""
+    tree = ast.parse(Path(graphemb.checkpoint.__file__).read_text())
+    private = sorted(
+        {
+            node.attr
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute)
+            and node.attr.startswith("_")
+            and not (node.attr.startswith("__") and node.attr.endswith("__"))
+        }
+    )
+    assert private == [], f"graphemb/checkpoint.py uses private attributes {private}"

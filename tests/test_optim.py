@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from oracles import DenseLazyReference
 
 from graphemb import NodeEmbedding
 from graphemb.optim import SparseAdagrad, SparseAdam, SparseRowWiseAdagrad, SparseSGD
-from oracles import DenseLazyReference
 
 NUM, DIM, STEPS = 50, 8, 30
 F32 = {"rtol": 1e-5, "atol": 1e-6}
@@ -42,8 +42,9 @@ def initial_table(seed=1):
 
 
 def train_graphemb(make_opt, device, dtype=torch.float32, **batch_kwargs):
-    emb = NodeEmbedding(NUM, DIM, "table", device=device, dtype=dtype,
-                        init_func=lambda t: t.copy_(initial_table()))
+    emb = NodeEmbedding(
+        NUM, DIM, "table", device=device, dtype=dtype, init_func=lambda t: t.copy_(initial_table())
+    )
     opt = make_opt([emb])
     for ids, target in batches(**batch_kwargs):
         ids, target = ids.to(device), target.to(device)
@@ -83,16 +84,18 @@ def test_sgd_equals_torch_sgd(device):
 
 def test_adagrad_equals_torch_adagrad(device):
     emb, opt = train_graphemb(lambda p: SparseAdagrad(p, lr=0.2, eps=1e-10), device)
-    ref, ref_opt = train_torch(lambda p: torch.optim.Adagrad(p, lr=0.2, eps=1e-10), device,
-                               sparse=True)
+    ref, ref_opt = train_torch(
+        lambda p: torch.optim.Adagrad(p, lr=0.2, eps=1e-10), device, sparse=True
+    )
     torch.testing.assert_close(emb.weight, ref.weight.detach(), **F32)
     torch.testing.assert_close(opt.state[emb]["sum"], ref_opt.state[ref.weight]["sum"], **F32)
 
 
 def test_adam_equals_torch_adam_when_every_row_is_hit(device):
     emb, opt = train_graphemb(lambda p: SparseAdam(p, lr=0.05), device, cover_all=True)
-    ref, ref_opt = train_torch(lambda p: torch.optim.Adam(p, lr=0.05), device, sparse=False,
-                               cover_all=True)
+    ref, ref_opt = train_torch(
+        lambda p: torch.optim.Adam(p, lr=0.05), device, sparse=False, cover_all=True
+    )
     torch.testing.assert_close(emb.weight, ref.weight.detach(), **F32)
     ref_state = ref_opt.state[ref.weight]
     torch.testing.assert_close(opt.state[emb]["exp_avg"], ref_state["exp_avg"], **F32)
@@ -101,8 +104,7 @@ def test_adam_equals_torch_adam_when_every_row_is_hit(device):
 
 
 def test_adam_is_lazy_per_row(device):
-    emb, opt = train_graphemb(lambda p: SparseAdam(p, lr=0.05, betas=(0.8, 0.99), eps=1e-6),
-                              device)
+    emb, opt = train_graphemb(lambda p: SparseAdam(p, lr=0.05, betas=(0.8, 0.99), eps=1e-6), device)
     ref = train_reference("adam", 0.05, betas=(0.8, 0.99), eps=1e-6)
     steps = opt.state[emb]["step"].cpu()
     assert steps.min() < STEPS and steps.max() > 0, "batches must leave rows out of steps"
@@ -126,19 +128,29 @@ def test_half_precision_table_uses_float32_math(dtype):
     assert emb.weight.dtype == dtype and opt.state[emb]["exp_avg"].dtype == torch.float32
     ref = DenseLazyReference(initial_table().to(dtype), "adam", 0.05, eps=1e-8)
     for ids, target in batches():
-        w = ref.weight.to(dtype).float().requires_grad_()   # what the lookups returned
+        w = ref.weight.to(dtype).float().requires_grad_()  # what the lookups returned
         loss_of(w.to(dtype)[ids].float(), target).backward()
         ref.weight = ref.weight.to(dtype).double()
         ref.apply(ids, w.grad)
     torch.testing.assert_close(emb.weight, ref.weight.to(dtype), rtol=0, atol=0.02)
-    torch.testing.assert_close(opt.state[emb]["exp_avg"].double(), ref.exp_avg, rtol=0.05, atol=1e-3)
+    torch.testing.assert_close(
+        opt.state[emb]["exp_avg"].double(), ref.exp_avg, rtol=0.05, atol=1e-3
+    )
 
 
-@pytest.mark.parametrize("make_scheduler, expected", [
-    (lambda opt: torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5), [1.0, 0.5, 0.25]),
-    (lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, lambda epoch: 0.1 ** epoch),
-     [1.0, 0.1, 0.01]),
-])
+@pytest.mark.parametrize(
+    "make_scheduler, expected",
+    [
+        (
+            lambda opt: torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5),
+            [1.0, 0.5, 0.25],
+        ),
+        (
+            lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, lambda epoch: 0.1**epoch),
+            [1.0, 0.1, 0.01],
+        ),
+    ],
+)
 def test_lr_schedulers_change_the_step(make_scheduler, expected):
     emb = NodeEmbedding(4, 2, "sched", init_func=lambda t: t.fill_(1.0))
     opt = SparseSGD([emb], lr=1.0)
@@ -205,10 +217,15 @@ def test_several_lookups_and_backwards_accumulate():
     assert emb.weight.flatten().tolist() == [-2.0, -6.0, 0.0]
 
 
-@pytest.mark.parametrize("make", [
-    lambda p: SparseAdam(p, lr=0.05), lambda p: SparseAdagrad(p, lr=0.1),
-    lambda p: SparseRowWiseAdagrad(p, lr=0.1), lambda p: SparseSGD(p, lr=0.1),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda p: SparseAdam(p, lr=0.05),
+        lambda p: SparseAdagrad(p, lr=0.1),
+        lambda p: SparseRowWiseAdagrad(p, lr=0.1),
+        lambda p: SparseSGD(p, lr=0.1),
+    ],
+)
 def test_state_dict_round_trip_continues_exactly(make):
     """Train 5 steps, snapshot, train 5 more -> A; restore the snapshot in fresh objects,
     train the same 5 -> B; A and B are bitwise equal."""
@@ -248,6 +265,7 @@ def test_state_dict_is_a_copy_with_names():
 
 def _mangled(sd, how):
     import copy
+
     sd = copy.deepcopy(sd)
     if how == "shape":
         sd["state"][0]["exp_avg"] = torch.zeros(NUM + 1, DIM)
@@ -270,9 +288,20 @@ def _mangled(sd, how):
     return sd
 
 
-@pytest.mark.parametrize("how", ["shape", "dtype", "missing state key", "extra state key", "name",
-                                 "groups", "hyper-parameter", "missing hyper-parameter",
-                                 "state index"])
+@pytest.mark.parametrize(
+    "how",
+    [
+        "shape",
+        "dtype",
+        "missing state key",
+        "extra state key",
+        "name",
+        "groups",
+        "hyper-parameter",
+        "missing hyper-parameter",
+        "state index",
+    ],
+)
 def test_mismatched_state_dict_raises_and_changes_nothing(how):
     emb = NodeEmbedding(NUM, DIM, "victim", init_func=lambda t: t.copy_(initial_table()))
     opt = SparseAdam([emb], lr=0.05)
@@ -291,19 +320,22 @@ def test_mismatched_state_dict_raises_and_changes_nothing(how):
     assert other_opt.param_groups == groups_before
 
 
-@pytest.mark.parametrize("make, message", [
-    (lambda p: SparseAdam(p, lr=-0.1), "-0.1"),
-    (lambda p: SparseAdam(p, eps=-1e-8), "-1e-08"),
-    (lambda p: SparseAdam(p, betas=(1.0, 0.999)), "1.0"),
-    (lambda p: SparseAdam(p, betas=(0.9, -0.5)), "-0.5"),
-    (lambda p: SparseAdam(p, betas=(0.9,)), "(0.9,)"),
-    (lambda p: SparseAdam(p, lr=float("nan")), "nan"),
-    (lambda p: SparseAdagrad(p, lr=-1.0), "-1.0"),
-    (lambda p: SparseAdagrad(p, lr=0.1, eps=-1.0), "-1.0"),
-    (lambda p: SparseRowWiseAdagrad(p, lr="fast"), "fast"),
-    (lambda p: SparseSGD(p, lr=-3), "-3"),
-    (lambda p: SparseSGD([{"params": p, "lr": -2.0}], lr=0.1), "-2.0"),
-])
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda p: SparseAdam(p, lr=-0.1), "-0.1"),
+        (lambda p: SparseAdam(p, eps=-1e-8), "-1e-08"),
+        (lambda p: SparseAdam(p, betas=(1.0, 0.999)), "1.0"),
+        (lambda p: SparseAdam(p, betas=(0.9, -0.5)), "-0.5"),
+        (lambda p: SparseAdam(p, betas=(0.9,)), "(0.9,)"),
+        (lambda p: SparseAdam(p, lr=float("nan")), "nan"),
+        (lambda p: SparseAdagrad(p, lr=-1.0), "-1.0"),
+        (lambda p: SparseAdagrad(p, lr=0.1, eps=-1.0), "-1.0"),
+        (lambda p: SparseRowWiseAdagrad(p, lr="fast"), "fast"),
+        (lambda p: SparseSGD(p, lr=-3), "-3"),
+        (lambda p: SparseSGD([{"params": p, "lr": -2.0}], lr=0.1), "-2.0"),
+    ],
+)
 def test_bad_hyper_parameters_name_the_value(make, message):
     emb = NodeEmbedding(3, 2, "hp")
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -320,3 +352,145 @@ def test_bad_params():
         SparseAdam(emb)
     with pytest.raises(ValueError, match="twice"):
         SparseAdam([emb, emb])
+
+
+# ---------------------------------------------------------------------- one update hook
+class FakeFusedBackend:
+    """Stands in for graphemb.optim.triton_update (the contract of the fused kernels),
+    written from the formulas in float64: checks what the step hands over, then updates."""
+
+    def __init__(self):
+        self.calls = []
+
+    def available(self, tensor):
+        return True
+
+    def fused_update(self, formula, weight, state, index, order, grads, divisor, group):
+        self.calls.append(formula)
+        assert torch.equal(index, torch.sort(index).values), "index must be sorted"
+        assert torch.equal(torch.sort(order).values, torch.arange(order.numel())), "order"
+        rows, inverse = torch.unique_consecutive(index, return_inverse=True)
+        g = torch.zeros(rows.numel(), grads.shape[1], dtype=torch.float64)
+        g.index_add_(0, inverse, grads[order].double())
+        g /= divisor
+        w = weight[rows].double()
+        lr = group["lr"]
+        if formula == "sgd":
+            w -= lr * g
+        elif formula == "adagrad":
+            s = state["sum"][rows].double() + g * g
+            w -= lr * g / (s.sqrt() + group["eps"])
+            state["sum"][rows] = s.float()
+        elif formula == "adam":
+            (b1, b2), eps = group["betas"], group["eps"]
+            t = state["step"][rows] + 1
+            m = b1 * state["exp_avg"][rows].double() + (1 - b1) * g
+            v = b2 * state["exp_avg_sq"][rows].double() + (1 - b2) * g * g
+            tt = t.double()[:, None]
+            w -= lr * (m / (1 - b1**tt)) / ((v / (1 - b2**tt)).sqrt() + eps)
+            state["step"][rows], state["exp_avg"][rows], state["exp_avg_sq"][rows] = (
+                t,
+                m.float(),
+                v.float(),
+            )
+        else:
+            raise AssertionError(formula)
+        weight[rows] = w.to(weight.dtype)
+
+
+@pytest.fixture
+def fake_fused(monkeypatch):
+    """Route every step through a fused backend other than the C++ kernels."""
+    import graphemb.optim.optimizer as optimizer_module
+
+    fake = FakeFusedBackend()
+    monkeypatch.setattr(optimizer_module, "_cpu_kernels_usable", lambda weight, state: False)
+    monkeypatch.setattr(optimizer_module, "_triton_usable", lambda weight, state: True)
+    monkeypatch.setattr(optimizer_module, "_triton_module", lambda: fake)
+    return fake
+
+
+@pytest.mark.parametrize(
+    "make_ours, make_torch, sparse, cover_all",
+    [
+        (lambda p: SparseSGD(p, lr=0.3), lambda p: torch.optim.SGD(p, lr=0.3), True, False),
+        (
+            lambda p: SparseAdagrad(p, lr=0.2),
+            lambda p: torch.optim.Adagrad(p, lr=0.2, eps=1e-10),
+            True,
+            False,
+        ),
+        (
+            lambda p: SparseAdam(p, lr=0.05, betas=(0.8, 0.99)),
+            lambda p: torch.optim.Adam(p, lr=0.05, betas=(0.8, 0.99)),
+            False,
+            True,
+        ),
+    ],
+    ids=["sgd", "adagrad", "adam"],
+)
+def test_fused_backend_gets_sorted_rows_order_divisor_and_group(
+    fake_fused, make_ours, make_torch, sparse, cover_all
+):
+    emb, _ = train_graphemb(make_ours, "cpu", steps=5, cover_all=cover_all)
+    ref, _ = train_torch(make_torch, "cpu", sparse=sparse, steps=5, cover_all=cover_all)
+    assert len(fake_fused.calls) == 5, "the step did not go through the fused backend"
+    torch.testing.assert_close(emb.weight, ref.weight.detach(), **F32)
+
+
+def test_optimizers_state_their_formula_once():
+    """No optimizer keeps its own update hooks: the base class picks the backend."""
+    from graphemb.optim.functional import FORMULAS
+
+    for cls in (SparseSGD, SparseAdagrad, SparseRowWiseAdagrad, SparseAdam):
+        assert cls.formula in FORMULAS
+        for hook in ("_update_rows", "_fused_update", "_update", "_torch_update"):
+            assert hook not in vars(cls), f"{cls.__name__} overrides {hook}"
+
+
+def test_step_counter_survives_load_state_dict_and_checkpoints(tmp_path):
+    """One owner of optimizer state: load_state_dict and graphemb.load restore the same
+    things -- groups, per-row state and the optimizer's step counter."""
+    import graphemb
+
+    emb, opt = train_graphemb(lambda p: SparseAdam(p, lr=0.05), "cpu", steps=4)
+    opt.param_groups[0]["lr"] = 0.02
+    saved = opt.state_dict()
+    graphemb.save(tmp_path / "c", emb, opt)
+    for restore in ("state_dict", "checkpoint"):
+        fresh = NodeEmbedding(NUM, DIM, "table")
+        fresh_opt = SparseAdam([fresh], lr=0.05)
+        if restore == "state_dict":
+            fresh_opt.load_state_dict(saved)
+        else:
+            graphemb.load(tmp_path / "c", fresh, fresh_opt)
+        assert fresh_opt.steps_taken == 4, restore
+        assert fresh_opt.param_groups[0]["lr"] == 0.02, restore
+        assert torch.equal(fresh_opt.state[fresh]["step"], opt.state[emb]["step"]), restore
+    older = {k: v for k, v in saved.items() if k != "steps_taken"}  # a dict of older versions
+    fresh_opt.load_state_dict(older)
+    assert fresh_opt.steps_taken == 0
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_steps_use_triton_when_it_is_available(monkeypatch):
+    import graphemb.optim.optimizer as optimizer_module
+
+    module = optimizer_module._triton_module()
+    if module is None or not module.available(torch.zeros(2, 2, device="cuda")):
+        pytest.skip("graphemb.optim.triton_update cannot run here")
+    calls = []
+    original = module.fused_update
+
+    def counted(*args, **kwargs):
+        calls.append(args[0])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(module, "fused_update", counted)
+    emb, opt = train_graphemb(lambda p: SparseAdagrad(p, lr=0.2), "cuda", steps=5)
+    ref, ref_opt = train_torch(
+        lambda p: torch.optim.Adagrad(p, lr=0.2, eps=1e-10), "cuda", sparse=True, steps=5
+    )
+    assert calls == ["adagrad"] * 5
+    torch.testing.assert_close(emb.weight, ref.weight.detach(), **F32)

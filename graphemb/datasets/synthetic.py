@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .._checks import as_size
 from .graphs import NodeSplits, symmetric_simple_edges
 
 __all__ = ["SyntheticGraph", "stochastic_block_model"]
@@ -96,7 +97,7 @@ def stochastic_block_model(
     Parameters
     ----------
     num_nodes : int
-        Number of nodes ``N`` (>= 1).
+        Number of nodes ``N`` (>= 1; sizes may be numpy integers or 0-d integer tensors).
     num_communities : int
         Number of communities ``C``, ``1 <= C <= N``. With ``C == 1`` every edge is
         inside the single community.
@@ -128,7 +129,7 @@ def stochastic_block_model(
     >>> abs(same - 0.9) < 0.01
     True
     """
-    _check_arguments(
+    num_nodes, num_communities = _check_arguments(
         num_nodes, num_communities, avg_degree, intra_fraction, train_fraction, val_fraction
     )
     rng = np.random.default_rng(seed)
@@ -180,13 +181,14 @@ def _check_arguments(
     intra_fraction: float,
     train_fraction: float,
     val_fraction: float,
-) -> None:
-    if not isinstance(num_nodes, (int, np.integer)) or num_nodes < 1:
-        raise ValueError(f"num_nodes must be a positive integer, got {num_nodes!r}")
+) -> tuple[int, int]:
+    """The sizes as Python ints; ValueError naming the first bad argument."""
+    num_nodes = as_size("num_nodes", num_nodes, minimum=1)
     if num_nodes > _MAX_NODES:
         # Edges are deduplicated through the int64 key (src << 32) | dst.
         raise ValueError(f"num_nodes must be at most 2**31, got {num_nodes!r}")
-    if not isinstance(num_communities, (int, np.integer)) or not 1 <= num_communities <= num_nodes:
+    num_communities = as_size("num_communities", num_communities, minimum=1)
+    if num_communities > num_nodes:
         raise ValueError(
             f"num_communities must be an integer in [1, num_nodes={num_nodes}], "
             f"got {num_communities!r}"
@@ -202,6 +204,7 @@ def _check_arguments(
             f"val_fraction must be in [0, 1 - train_fraction = {1.0 - train_fraction}], "
             f"got {val_fraction!r}"
         )
+    return num_nodes, num_communities
 
 
 def _random_split(

@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..embedding import NodeEmbedding
-from . import functional as F
-from . import kernels
 from .optimizer import SparseOptimizer, check_number
 
 __all__ = ["SparseAdagrad"]
@@ -39,6 +37,8 @@ class SparseAdagrad(SparseOptimizer):
     tensor([-0.1000, -0.1000, -0.1000, -0.1000])
     """
 
+    formula = "adagrad"
+
     def __init__(
         self, params: Iterable[NodeEmbedding] | Iterable[dict], lr: float, eps: float = 1e-10
     ) -> None:
@@ -47,18 +47,3 @@ class SparseAdagrad(SparseOptimizer):
     def _check_group(self, group):
         check_number("learning rate (lr)", group["lr"], 0.0)
         check_number("epsilon (eps)", group["eps"], 0.0)
-
-    def _state_layout(self, embedding):
-        return {"sum": ((embedding.embedding_dim,), embedding._compute_dtype)}
-
-    def _update_rows(self, weight, grad, state, group, scratch):
-        F.adagrad_rows_(
-            weight, grad, state["sum"], lr=float(group["lr"]), eps=float(group["eps"]),
-            scratch=scratch,
-        )
-
-    def _fused_update(self, embedding, index, order, grads, divisor, group):
-        kernels.module().adagrad_(
-            embedding.weight, self.state[embedding]["sum"], index, order, grads, divisor,
-            float(group["lr"]), float(group["eps"]),
-        )

@@ -4,11 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import torch
-
 from ..embedding import NodeEmbedding
-from . import functional as F
-from . import kernels
 from .optimizer import SparseOptimizer, check_number
 
 __all__ = ["SparseAdam"]
@@ -49,6 +45,8 @@ class SparseAdam(SparseOptimizer):
     tensor([0, 1])
     """
 
+    formula = "adam"
+
     def __init__(
         self,
         params: Iterable[NodeEmbedding] | Iterable[dict],
@@ -67,26 +65,11 @@ class SparseAdam(SparseOptimizer):
         check_number("beta parameter at index 0", betas[0], 0.0, 1.0)
         check_number("beta parameter at index 1", betas[1], 0.0, 1.0)
 
-    def _state_layout(self, embedding):
-        dim, compute = embedding.embedding_dim, embedding._compute_dtype
+    def _hyper_parameters(self, group):
+        beta1, beta2 = group["betas"]
         return {
-            "exp_avg": ((dim,), compute),
-            "exp_avg_sq": ((dim,), compute),
-            "step": ((), torch.int64),
+            "lr": float(group["lr"]),
+            "beta1": float(beta1),
+            "beta2": float(beta2),
+            "eps": float(group["eps"]),
         }
-
-    def _update_rows(self, weight, grad, state, group, scratch):
-        beta1, beta2 = group["betas"]
-        F.adam_rows_(
-            weight, grad, state["exp_avg"], state["exp_avg_sq"], state["step"],
-            lr=float(group["lr"]), beta1=float(beta1), beta2=float(beta2),
-            eps=float(group["eps"]), scratch=scratch,
-        )
-
-    def _fused_update(self, embedding, index, order, grads, divisor, group):
-        state = self.state[embedding]
-        beta1, beta2 = group["betas"]
-        kernels.module().adam_(
-            embedding.weight, state["exp_avg"], state["exp_avg_sq"], state["step"], index, order,
-            grads, divisor, float(group["lr"]), float(beta1), float(beta2), float(group["eps"]),
-        )

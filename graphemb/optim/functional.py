@@ -16,13 +16,28 @@ Formulas (``g`` = summed gradient of a row, all operations per element unless no
 * Adam with a step count per row ("lazy" Adam, as :class:`torch.optim.SparseAdam` but with
   per-row bias correction): ``t += 1``; ``m = b1*m + (1-b1)*g``; ``v = b2*v + (1-b2)*g*g``;
   ``w -= lr / (1 - b1**t) * m / (sqrt(v) / sqrt(1 - b2**t) + eps)``
+
+Each formula is also described once by a :class:`Formula` in :data:`FORMULAS` -- its name,
+its per-row state and its scalar hyper-parameters, in the order the fused kernels
+(:mod:`graphemb.optim.kernels`, ``graphemb.optim.triton_update``) take them -- so that an
+optimizer names its formula and the step picks a backend for it in one place.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
 import torch
 
-__all__ = ["sgd_rows_", "adagrad_rows_", "rowwise_adagrad_rows_", "adam_rows_"]
+__all__ = [
+    "sgd_rows_",
+    "adagrad_rows_",
+    "rowwise_adagrad_rows_",
+    "adam_rows_",
+    "Formula",
+    "FORMULAS",
+]
 
 
 def sgd_rows_(weight: torch.Tensor, grad: torch.Tensor, *, lr: float) -> None:
@@ -129,3 +144,113 @@ def adam_rows_(
     denom = torch.sqrt(exp_avg_sq, out=scratch) if scratch is not None else exp_avg_sq.sqrt()
     denom.mul_(scale).add_(shift)  # two in-place passes beat one broadcasting addcmul here
     weight.addcdiv_(exp_avg, denom, value=-1.0)
+
+
+# ---------------------------------------------------------------------- formula registry
+# Shapes of a per-row state: one value per element of the row, one per row, or a per-row
+# update count (int64, whatever the compute dtype).
+_STATE_KINDS = ("element", "row", "count")
+
+
+@dataclass(frozen=True)
+class Formula:
+    """An update rule: the pure-torch function, its per-row state and its hyper-parameters.
+
+    Parameters
+    ----------
+    name : str
+        The formula's name, also the name of its fused kernels (``kernels.module().<name>_``).
+    rows_ : callable
+        ``rows_(weight, grad, *state, **hyper[, scratch=])``: the formula over gathered rows,
+        in place (the functions of this module).
+    state : tuple of (str, str)
+        Per-row state tables in kernel argument order: ``(key, kind)`` with kind
+        ``"element"`` (shape ``(N, dim)``, compute dtype), ``"row"`` (``(N,)``, compute
+        dtype) or ``"count"`` (``(N,)``, int64).
+    hyper : tuple of str
+        Scalar hyper-parameters in kernel argument order (keyword names of ``rows_``).
+    uses_scratch : bool
+        Whether ``rows_`` takes an optional ``(U, dim)`` ``scratch`` buffer.
+
+    Examples
+    --------
+    >>> import torch
+    >>> adam = FORMULAS["adam"]
+    >>> adam.state_layout(4, torch.float32)["step"]
+    ((), torch.int64)
+    >>> w, g = torch.zeros(1, 2), torch.ones(1, 2)
+    >>> FORMULAS["sgd"].apply_(w, g, {}, {"lr": 0.5})
+    >>> w
+    tensor([[-0.5000, -0.5000]])
+    """
+
+    name: str
+    rows_: Callable[..., None]
+    state: tuple[tuple[str, str], ...]
+    hyper: tuple[str, ...]
+    uses_scratch: bool = False
+
+    def __post_init__(self) -> None:
+        for key, kind in self.state:
+            if kind not in _STATE_KINDS:
+                raise ValueError(f"state {key!r} of formula {self.name!r}: unknown kind {kind!r}")
+
+    @property
+    def state_keys(self) -> tuple[str, ...]:
+        """Names of the per-row state tables, in kernel argument order."""
+        return tuple(key for key, _ in self.state)
+
+    def state_layout(
+        self, embedding_dim: int, dtype: torch.dtype
+    ) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+        """Row shape and dtype of each state table for rows of ``embedding_dim`` elements
+        computed in ``dtype``."""
+        shapes = {
+            "element": ((embedding_dim,), dtype),
+            "row": ((), dtype),
+            "count": ((), torch.int64),
+        }
+        return {key: shapes[kind] for key, kind in self.state}
+
+    def apply_(
+        self,
+        weight: torch.Tensor,
+        grad: torch.Tensor,
+        state: Mapping[str, torch.Tensor],
+        hyper: Mapping[str, float],
+        scratch: torch.Tensor | None = None,
+    ) -> None:
+        """Run the formula on gathered rows in place.
+
+        Parameters
+        ----------
+        weight : Tensor (U, dim), compute dtype, updated in place
+        grad : Tensor (U, dim)
+            Summed (and averaged over ranks) gradient of each row.
+        state : mapping of str to Tensor
+            Gathered state rows, ``(U, dim)`` or ``(U,)`` per :meth:`state_layout`.
+        hyper : mapping of str to float
+            Every name of :attr:`hyper`.
+        scratch : Tensor (U, dim), optional
+        """
+        extra = {"scratch": scratch} if self.uses_scratch else {}
+        arguments = {name: hyper[name] for name in self.hyper}
+        self.rows_(weight, grad, *(state[key] for key in self.state_keys), **arguments, **extra)
+
+
+FORMULAS: dict[str, Formula] = {
+    formula.name: formula
+    for formula in (
+        Formula("sgd", sgd_rows_, (), ("lr",)),
+        Formula("adagrad", adagrad_rows_, (("sum", "element"),), ("lr", "eps"), True),
+        Formula("rowwise_adagrad", rowwise_adagrad_rows_, (("sum", "row"),), ("lr", "eps")),
+        Formula(
+            "adam",
+            adam_rows_,
+            (("exp_avg", "element"), ("exp_avg_sq", "element"), ("step", "count")),
+            ("lr", "beta1", "beta2", "eps"),
+            True,
+        ),
+    )
+}
+"""Every update formula by name."""

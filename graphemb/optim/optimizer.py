@@ -6,14 +6,25 @@ One step, per embedding (see ``DESIGN.md``)::
         --> sum duplicates, / world_size, update formula on weight and state rows
         --> after_update (barrier for shared memory)
 
-The middle line runs as one fused pass per row on CPU (:mod:`graphemb.optim.kernels`), or
-as coalesce -> gather rows -> formula (:mod:`graphemb.optim.functional`) -> scatter rows
-in pure torch (GPUs, or without the compiled kernels).
+The middle line is :meth:`SparseOptimizer._update`, the one place that picks a backend for
+the optimizer's formula:
 
-Subclasses declare their per-row state (:meth:`_state_layout`), check their
-hyper-parameters (:meth:`_check_group`) and call a formula of
-:mod:`graphemb.optim.functional` (:meth:`_update_rows`). Everything else -- param groups,
-``state_dict``, LR schedulers, processes -- is here.
+* the fused C++ CPU kernels (:mod:`graphemb.optim.kernels`) for contiguous CPU tables,
+* the fused Triton kernels (``graphemb.optim.triton_update``, when present and Triton is
+  importable) for CUDA tables,
+* otherwise pure torch: coalesce -> gather rows -> formula
+  (:mod:`graphemb.optim.functional`) -> scatter rows.
+
+``GRAPHEMB_DISABLE_KERNELS=1`` forces pure torch everywhere. Both fused backends take the
+same arguments: the owned rows as a stably sorted ``index``, the ``order`` of ``grads`` rows
+behind it, the ``divisor`` (world size), the state tables and the hyper-parameters (the C++
+kernels as floats in the formula's order, Triton as the param group).
+
+A subclass names its formula (:attr:`SparseOptimizer.formula`, a key of
+:data:`graphemb.optim.functional.FORMULAS`, which also gives its per-row state), checks its
+hyper-parameters (:meth:`_check_group`) and, if they are not plain floats of the formula's
+names, maps a param group to them (:meth:`_hyper_parameters`). Everything else -- param
+groups, ``state_dict``, LR schedulers, processes -- is here.
 
 The class derives from :class:`torch.optim.Optimizer` so that ``torch.optim.lr_scheduler``
 accepts it; its "parameters" are :class:`~graphemb.NodeEmbedding` objects, not tensors.
@@ -21,19 +32,27 @@ accepts it; its "parameters" are :class:`~graphemb.NodeEmbedding` objects, not t
 
 from __future__ import annotations
 
+import functools
+import importlib
 import math
-from collections.abc import Iterable
+import os
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import torch
 
+from .._checks import as_size
 from ..embedding import NodeEmbedding
 from . import kernels
+from .functional import FORMULAS, Formula
 from .rows import Workspace, coalesce_rows, gather_rows, scatter_rows
 
-__all__ = ["SparseOptimizer"]
+__all__ = ["SparseOptimizer", "StateLayout"]
 
 StateLayout = dict[str, tuple[tuple[int, ...], torch.dtype]]
+
+# The Triton kernels' module: same contract as the C++ kernels, for CUDA tables.
+_TRITON_MODULE = "graphemb.optim.triton_update"
 
 
 class SparseOptimizer(torch.optim.Optimizer):
@@ -52,40 +71,70 @@ class SparseOptimizer(torch.optim.Optimizer):
       is updated by its owner rank only.
     * ``step()`` is collective with a process group: every rank calls it, also when its
       batch was empty or did not use an embedding.
+    * Ids out of range in a lookup on a CUDA table are reported by the next ``step()``
+      (:meth:`graphemb.NodeEmbedding.check_ids`), which then raises before any row changes.
     """
 
+    formula: str = ""
+    """Name of the update formula in :data:`graphemb.optim.functional.FORMULAS`."""
+
     def __init__(self, params: Iterable[NodeEmbedding] | Iterable[dict], defaults: dict) -> None:
+        if self.formula not in FORMULAS:
+            raise TypeError(
+                f"{type(self).__name__}.formula must name one of {sorted(FORMULAS)}, "
+                f"got {self.formula!r}"
+            )
         if isinstance(params, (NodeEmbedding, torch.Tensor)):
             raise TypeError(
                 f"{type(self).__name__}: params must be a list of NodeEmbedding, got a single "
                 f"{type(params).__name__}"
             )
-        params = list(params)
+        params = list(params)  # type: ignore[assignment]
         if not params:
-            raise ValueError(f"{type(self).__name__}: params is empty; pass a list of NodeEmbedding")
+            raise ValueError(
+                f"{type(self).__name__}: params is empty; pass a list of NodeEmbedding"
+            )
         self._check_group(defaults)
         self._workspace = Workspace()
         self._steps_taken = 0
-        super().__init__(params, defaults)
+        super().__init__(params, defaults)  # type: ignore[arg-type]  # embeddings
 
     # ------------------------------------------------------------------ subclass hooks
-    def _state_layout(self, embedding: NodeEmbedding) -> StateLayout:
-        """Per-row state of ``embedding``: name -> (row shape, dtype)."""
-        return {}
-
     def _check_group(self, group: dict) -> None:
         """Raise ``ValueError`` naming any hyper-parameter out of range."""
 
-    def _update_rows(
-        self,
-        weight: torch.Tensor,
-        grad: torch.Tensor,
-        state: dict[str, torch.Tensor],
-        group: dict,
-        scratch: torch.Tensor,
-    ) -> None:
-        """Apply the formula to gathered rows, in place."""
-        raise NotImplementedError
+    def _hyper_parameters(self, group: Mapping[str, Any]) -> dict[str, float]:
+        """The formula's scalar hyper-parameters (``Formula.hyper``) from a param group."""
+        return {name: float(group[name]) for name in self._formula.hyper}
+
+    # ------------------------------------------------------------------ description
+    @property
+    def _formula(self) -> Formula:
+        return FORMULAS[self.formula]
+
+    @property
+    def embeddings(self) -> list[NodeEmbedding]:
+        """Every embedding this optimizer trains, in param-group order."""
+        return [e for g in self.param_groups for e in g["params"]]
+
+    @property
+    def steps_taken(self) -> int:
+        """Number of ``step()`` calls so far (restored by ``load_state_dict`` and
+        :func:`graphemb.load`); quoted in error messages of collectives."""
+        return self._steps_taken
+
+    def state_layout(self, embedding: NodeEmbedding) -> StateLayout:
+        """Per-row state of ``embedding``: name -> (row shape, dtype).
+
+        Examples
+        --------
+        >>> import graphemb
+        >>> from graphemb.optim import SparseAdam
+        >>> emb = graphemb.NodeEmbedding(10, 4, "layout-demo")
+        >>> SparseAdam([emb]).state_layout(emb)["exp_avg"]
+        ((4,), torch.float32)
+        """
+        return self._formula.state_layout(embedding.embedding_dim, embedding.compute_dtype)
 
     # ------------------------------------------------------------------ param groups
     def add_param_group(self, param_group: dict[str, Any]) -> None:
@@ -114,34 +163,40 @@ class SparseOptimizer(torch.optim.Optimizer):
         group = {**self.defaults, **param_group, "params": embeddings}
         self._check_group(group)
         for embedding in embeddings:
-            self.state[embedding] = self._allocate_state(embedding)
+            self.state[embedding] = {  # type: ignore[index]  # keyed by embeddings
+                key: embedding.storage.create_table(
+                    f"{type(self).__name__}.{key}", row_shape, dtype
+                )
+                for key, (row_shape, dtype) in self.state_layout(embedding).items()
+            }
         self.param_groups.append(group)
-
-    def _allocate_state(self, embedding: NodeEmbedding) -> dict[str, torch.Tensor]:
-        return {
-            key: embedding._storage.create_table(
-                f"{type(self).__name__}.{key}", row_shape, dtype
-            )
-            for key, (row_shape, dtype) in self._state_layout(embedding).items()
-        }
 
     # ------------------------------------------------------------------ step
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Discard the gradients recorded so far by this optimizer's embeddings."""
-        for group in self.param_groups:
-            for embedding in group["params"]:
-                embedding._clear_gradients()
+        for embedding in self.embeddings:
+            embedding._clear_gradients()
 
     @torch.no_grad()
     def step(self, closure=None):
         """Apply the recorded gradients to the rows they belong to.
 
         Collective with a process group. Returns the closure's loss, if one is given.
+
+        Raises
+        ------
+        IndexError
+            A lookup on a CUDA table since the last step had an id out of range (checked
+            here rather than at the lookup, which never waits for the GPU). Nothing is
+            updated and the recorded gradients of that embedding are discarded.
         """
         loss = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        embeddings = self.embeddings
+        for embedding in embeddings:  # before any row changes
+            embedding.check_ids()
         self._steps_taken += 1
         for group in self.param_groups:
             for embedding in group["params"]:
@@ -149,7 +204,7 @@ class SparseOptimizer(torch.optim.Optimizer):
         return loss
 
     def _step_embedding(self, embedding: NodeEmbedding, group: dict) -> None:
-        storage = embedding._storage
+        storage = embedding.storage
         ids, grads = embedding._take_gradients()
         divisor = 1  # gradients are averaged over ranks: the global mean, as DDP's
         if storage.distributed:
@@ -159,72 +214,81 @@ class SparseOptimizer(torch.optim.Optimizer):
             ids, (grads,) = storage.push(ids, [grads], what)
             divisor = storage.world_size
         if ids.numel():
-            index = storage.owned_index(ids)
-            if kernels.usable_for(embedding.weight):
-                # One fused pass per row; a stable sort keeps index_add_'s summation order.
-                index, order = torch.sort(index, stable=True)
-                self._fused_update(embedding, index, order, grads.contiguous(), divisor, group)
-            else:
-                index, grads = coalesce_rows(index, grads, self._workspace)
-                if divisor != 1:
-                    grads.div_(divisor)
-                self._apply(embedding, index, grads, group)
+            self._update(embedding, storage.local_index(ids), grads, divisor, group)
         storage.after_update(f"end of {type(self).__name__} step {self._steps_taken}")
 
-    def _fused_update(
-        self, embedding: NodeEmbedding, index: torch.Tensor, order: torch.Tensor,
-        grads: torch.Tensor, divisor: int, group: dict,
+    def _update(
+        self,
+        embedding: NodeEmbedding,
+        index: torch.Tensor,
+        grads: torch.Tensor,
+        divisor: int,
+        group: dict,
     ) -> None:
-        """Update the rows of sorted ``index`` with :mod:`graphemb.optim.kernels`: sum the
-        ``grads`` rows ``order`` of each run of equal indices, divide by ``divisor``, apply
-        the formula to weight and state in place."""
-        raise NotImplementedError
+        """The one update hook: for the rows ``index`` of this rank's tables (duplicates
+        allowed), sum their ``grads`` rows, divide by ``divisor`` and apply the formula to
+        the weight and state rows in place, with the backend chosen here."""
+        formula = self._formula
+        hyper = self._hyper_parameters(group)
+        weight, state = embedding.weight, self.state[embedding]  # type: ignore[index]
+        fused = _fused_backend(weight, state)
+        if fused is not None:
+            # A stable sort keeps the summation order of index_add_ (the pure-torch path).
+            index, order = torch.sort(index, stable=True)
+            fused(formula, weight, state, index, order, grads.contiguous(), divisor, hyper, group)
+            return
+        index, grads = coalesce_rows(index, grads, self._workspace)
+        if divisor != 1:
+            grads.div_(divisor)
+        self._torch_update(formula, weight, state, index, grads, hyper)
 
-    def _apply(
-        self, embedding: NodeEmbedding, index: torch.Tensor, grads: torch.Tensor, group: dict
+    def _torch_update(
+        self,
+        formula: Formula,
+        table: torch.Tensor,
+        tables: Mapping[str, torch.Tensor],
+        index: torch.Tensor,
+        grads: torch.Tensor,
+        hyper: Mapping[str, float],
     ) -> None:
-        """Gather the owned rows ``index``, run the formula, scatter the rows back."""
+        """Gather the distinct rows ``index``, run the formula, scatter the rows back."""
         rows, dim = index.numel(), grads.shape[1]
         compute, device = grads.dtype, grads.device
         take = self._workspace.take
-        weight = gather_rows(
-            embedding.weight, index, compute, take("weight", rows, (dim,), compute, device)
-        )
-        tables = self.state[embedding]
+        weight = gather_rows(table, index, compute, take("weight", rows, (dim,), compute, device))
         state = {
             key: gather_rows(
-                table, index, table.dtype,
-                take(f"state.{key}", rows, table.shape[1:], table.dtype, device),
+                t, index, t.dtype, take(f"state.{key}", rows, t.shape[1:], t.dtype, device)
             )
-            for key, table in tables.items()
+            for key, t in tables.items()
         }
-        self._update_rows(weight, grads, state, group, take("scratch", rows, (dim,), compute, device))
-        scatter_rows(embedding.weight, index, weight)
-        for key, table in tables.items():
-            scatter_rows(table, index, state[key])
+        scratch = take("scratch", rows, (dim,), compute, device) if formula.uses_scratch else None
+        formula.apply_(weight, grads, state, hyper, scratch)
+        scatter_rows(table, index, weight)
+        for key, t in tables.items():
+            scatter_rows(t, index, state[key])
 
     # ------------------------------------------------------------------ state dict
-    def _embeddings(self) -> list[NodeEmbedding]:
-        return [e for g in self.param_groups for e in g["params"]]
+    def state_dict(self, *, with_state: bool = True) -> dict[str, Any]:
+        """Hyper-parameters, step counter and per-row state, as full CPU tensors.
 
-    def state_dict(self) -> dict[str, Any]:
-        """Hyper-parameters and per-row state, as full CPU tensors.
+        Collective for partitioned embeddings (unless ``with_state=False``). For tables too
+        large to copy at once use :func:`graphemb.save`, which stores the same thing.
 
-        Collective for partitioned embeddings. For tables too large to copy at once use
-        :func:`graphemb.save`.
+        Parameters
+        ----------
+        with_state : bool
+            Include the per-row state tensors (``False``: only what :func:`graphemb.save`
+            writes as metadata).
 
         Returns
         -------
         dict
-            ``{"state": {i: {name: Tensor (num_embeddings, ...)}}, "param_groups": [...]}``
-            where ``i`` indexes the embeddings in group order and each group lists its
-            embeddings' indices in ``"params"`` and names in ``"param_names"``.
+            ``{"state": {i: {name: Tensor (num_embeddings, ...)}}, "param_groups": [...],
+            "steps_taken": int}`` where ``i`` indexes the embeddings in group order and each
+            group lists its embeddings' indices in ``"params"`` and names in
+            ``"param_names"``.
         """
-        embeddings = self._embeddings()
-        state = {
-            i: {key: e._storage.gather(t) for key, t in self.state[e].items()}
-            for i, e in enumerate(embeddings)
-        }
         groups, offset = [], 0
         for group in self.param_groups:
             count = len(group["params"])
@@ -233,33 +297,81 @@ class SparseOptimizer(torch.optim.Optimizer):
             saved["param_names"] = [e.name for e in group["params"]]
             groups.append(saved)
             offset += count
-        return {"state": state, "param_groups": groups}
+        result: dict[str, Any] = {"param_groups": groups, "steps_taken": self._steps_taken}
+        if with_state:
+            result["state"] = {
+                i: {key: e.storage.gather(t) for key, t in self.state[e].items()}  # type: ignore[index]
+                for i, e in enumerate(self.embeddings)
+            }
+        return result
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`'s output. Everything is checked before anything
         changes: a mismatch raises ``ValueError`` naming the field and leaves the optimizer
         as it was. Collective with a process group."""
-        new_groups = self._checked_groups(state_dict)
-        embeddings = self._embeddings()
-        saved_state = state_dict.get("state")
-        if not isinstance(saved_state, dict) or set(saved_state) != set(range(len(embeddings))):
-            raise ValueError(
-                f"state_dict['state'] must map embedding indices 0..{len(embeddings) - 1} to "
-                f"their state, got keys {sorted(saved_state) if isinstance(saved_state, dict) else saved_state!r}"
-            )
-        for i, embedding in enumerate(embeddings):
-            self._check_saved_state(embedding, saved_state[i])
+        self.prepare_load(state_dict)()
 
-        for i, embedding in enumerate(embeddings):
-            for key, table in self.state[embedding].items():
-                embedding._storage.write_all(table, saved_state[i][key].to(table.device))
-        for group, new in zip(self.param_groups, new_groups):
-            group.clear()
-            group.update(new)
+    def prepare_load(
+        self, state_dict: dict[str, Any], *, with_state: bool = True
+    ) -> Callable[[], None]:
+        """Check ``state_dict`` completely; return the function that loads it.
+
+        The one owner of what restoring an optimizer means, shared by
+        :meth:`load_state_dict` and :func:`graphemb.load`: param groups (hyper-parameters,
+        embedding names; lists of a JSON round trip become tuples again where the live group
+        holds tuples), the step counter and, with ``with_state``, the per-row state tensors.
+        Nothing changes until the returned function is called.
+
+        Parameters
+        ----------
+        state_dict : dict
+            The output of :meth:`state_dict`; without ``with_state`` its ``"state"`` is not
+            read (:func:`graphemb.load` streams the per-row state itself) and may be absent.
+            A missing ``"steps_taken"`` (dicts of older versions) restores 0.
+        with_state : bool
+            Check and load the per-row state tensors.
+
+        Returns
+        -------
+        callable
+            ``apply()``: installs everything (collective with a process group when
+            ``with_state``).
+
+        Raises
+        ------
+        ValueError
+            Anything that does not fit this optimizer, naming the field.
+        """
+        new_groups = self._checked_groups(state_dict)
+        steps = as_size("state_dict['steps_taken']", state_dict.get("steps_taken", 0))
+        embeddings = self.embeddings
+        saved_state: dict = {}
+        if with_state:
+            saved_state = state_dict.get("state")  # type: ignore[assignment]
+            if not isinstance(saved_state, dict) or set(saved_state) != set(range(len(embeddings))):
+                keys = sorted(saved_state) if isinstance(saved_state, dict) else saved_state
+                raise ValueError(
+                    f"state_dict['state'] must map embedding indices 0..{len(embeddings) - 1} "
+                    f"to their state, got keys {keys!r}"
+                )
+            for i, embedding in enumerate(embeddings):
+                self._check_saved_state(embedding, saved_state[i])
+
+        def apply() -> None:
+            if with_state:
+                for i, embedding in enumerate(embeddings):
+                    for key, table in self.state[embedding].items():  # type: ignore[index]
+                        embedding.storage.write_all(table, saved_state[i][key].to(table.device))
+            for group, new in zip(self.param_groups, new_groups, strict=True):
+                group.clear()
+                group.update(new)
+            self._steps_taken = steps
+
+        return apply
 
     def _checked_groups(self, state_dict: dict[str, Any]) -> list[dict]:
-        if not isinstance(state_dict, dict) or "param_groups" not in state_dict:
-            raise ValueError("state_dict must be a dict with 'state' and 'param_groups'")
+        if not isinstance(state_dict, dict) or not isinstance(state_dict.get("param_groups"), list):
+            raise ValueError("state_dict must be a dict with a list of 'param_groups'")
         saved_groups = state_dict["param_groups"]
         if len(saved_groups) != len(self.param_groups):
             raise ValueError(
@@ -267,10 +379,18 @@ class SparseOptimizer(torch.optim.Optimizer):
                 f"{len(self.param_groups)}"
             )
         new_groups = []
-        for index, (group, saved) in enumerate(zip(self.param_groups, saved_groups)):
+        for index, (group, saved) in enumerate(zip(self.param_groups, saved_groups, strict=True)):
+            if not isinstance(saved, dict):
+                raise ValueError(f"param_groups[{index}] must be a dict, got {saved!r}")
             names = [e.name for e in group["params"]]
             saved_names = saved.get("param_names", names)
-            if len(saved.get("params", ())) != len(names) or saved_names != names:
+            # "params" (indices) is optional: checkpoints identify embeddings by name only.
+            saved_params = saved.get("params", names)
+            if (
+                not isinstance(saved_params, (list, tuple))
+                or len(saved_params) != len(names)
+                or (saved_names != names)
+            ):
                 raise ValueError(
                     f"param_groups[{index}] holds embeddings {saved_names}, the optimizer's "
                     f"group holds {names}"
@@ -279,13 +399,16 @@ class SparseOptimizer(torch.optim.Optimizer):
             if missing:
                 raise ValueError(f"param_groups[{index}] lacks hyper-parameters {sorted(missing)}")
             new = {k: v for k, v in saved.items() if k not in ("params", "param_names")}
+            for key, value in new.items():
+                if isinstance(group.get(key), tuple) and isinstance(value, list):
+                    new[key] = tuple(value)
             new["params"] = group["params"]
             self._check_group(new)
             new_groups.append(new)
         return new_groups
 
     def _check_saved_state(self, embedding: NodeEmbedding, saved: dict) -> None:
-        layout = self._state_layout(embedding)
+        layout = self.state_layout(embedding)
         if not isinstance(saved, dict) or set(saved) != set(layout):
             raise ValueError(
                 f"state of NodeEmbedding {embedding.name!r} must hold {sorted(layout)}, got "
@@ -295,9 +418,10 @@ class SparseOptimizer(torch.optim.Optimizer):
             tensor = saved[key]
             expected = (embedding.num_embeddings, *row_shape)
             if not isinstance(tensor, torch.Tensor) or tuple(tensor.shape) != expected:
+                found = tuple(getattr(tensor, "shape", ())) or type(tensor).__name__
                 raise ValueError(
                     f"state {key!r} of NodeEmbedding {embedding.name!r} must have shape "
-                    f"{expected}, got {tuple(getattr(tensor, 'shape', ())) or type(tensor).__name__}"
+                    f"{expected}, got {found}"
                 )
             if tensor.dtype != dtype:
                 raise ValueError(
@@ -306,8 +430,84 @@ class SparseOptimizer(torch.optim.Optimizer):
                 )
 
 
-def check_number(name: str, value: Any, low: float, high: float = math.inf,
-                 high_inclusive: bool = False) -> None:
+# ---------------------------------------------------------------------- backends
+# (formula, weight, state, sorted index, order, grads, divisor, hyper-parameters, group)
+FusedUpdate = Callable[
+    [
+        Formula,
+        torch.Tensor,
+        Mapping[str, torch.Tensor],
+        torch.Tensor,
+        torch.Tensor,
+        torch.Tensor,
+        int,
+        Mapping[str, float],
+        Mapping[str, Any],
+    ],
+    None,
+]
+
+
+def _fused_backend(weight: torch.Tensor, state: Mapping[str, torch.Tensor]) -> FusedUpdate | None:
+    """The fused kernel for these tables, or None for the pure-torch path."""
+    if _cpu_kernels_usable(weight, state):
+        return _cpu_kernels_update
+    if _triton_usable(weight, state):
+        return _triton_update_
+    return None
+
+
+def _kernels_disabled() -> bool:
+    return os.environ.get(kernels.DISABLE_VARIABLE, "") in ("1", "true")
+
+
+def _cpu_kernels_usable(weight: torch.Tensor, state: Mapping[str, torch.Tensor]) -> bool:
+    return kernels.usable_for(weight) and all(t.is_contiguous() for t in state.values())
+
+
+def _cpu_kernels_update(formula, weight, state, index, order, grads, divisor, hyper, group):
+    kernel = getattr(kernels.module(), f"{formula.name}_")
+    kernel(
+        weight,
+        *(state[key] for key in formula.state_keys),
+        index,
+        order,
+        grads,
+        divisor,
+        *(hyper[name] for name in formula.hyper),
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def _triton_module():
+    """``graphemb.optim.triton_update``, or None where it (or Triton) is not installed."""
+    try:
+        module = importlib.import_module(_TRITON_MODULE)
+    except ImportError:
+        return None
+    has_api = callable(getattr(module, "fused_update", None)) and callable(
+        getattr(module, "available", None)
+    )
+    return module if has_api else None
+
+
+def _triton_usable(weight: torch.Tensor, state: Mapping[str, torch.Tensor]) -> bool:
+    if weight.device.type != "cuda" or _kernels_disabled():
+        return False
+    module = _triton_module()
+    return module is not None and bool(module.available(weight))
+
+
+def _triton_update_(formula, weight, state, index, order, grads, divisor, hyper, group):
+    # triton_update reads the hyper-parameters of a param group ("betas", not "beta1").
+    _triton_module().fused_update(
+        formula.name, weight, dict(state), index, order, grads, divisor, group
+    )
+
+
+def check_number(
+    name: str, value: Any, low: float, high: float = math.inf, high_inclusive: bool = False
+) -> None:
     """``ValueError`` naming ``name`` unless ``low <= value < high`` (``<=`` if inclusive)."""
     ok_type = isinstance(value, (int, float)) and not isinstance(value, bool)
     in_range = ok_type and low <= value and (value <= high if high_inclusive else value < high)

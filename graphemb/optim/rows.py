@@ -26,7 +26,11 @@ class Workspace:
         self._buffers: dict[tuple, torch.Tensor] = {}
 
     def take(
-        self, purpose: str, rows: int, row_shape: Sequence[int], dtype: torch.dtype,
+        self,
+        purpose: str,
+        rows: int,
+        row_shape: Sequence[int],
+        dtype: torch.dtype,
         device: torch.device,
     ) -> torch.Tensor:
         """A buffer of shape ``(rows, *row_shape)``; its content is undefined."""

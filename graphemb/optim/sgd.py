@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..embedding import NodeEmbedding
-from . import functional as F
-from . import kernels
 from .optimizer import SparseOptimizer, check_number
 
 __all__ = ["SparseSGD"]
@@ -34,14 +32,10 @@ class SparseSGD(SparseOptimizer):
     tensor([0., 0., 0., 0.])
     """
 
+    formula = "sgd"
+
     def __init__(self, params: Iterable[NodeEmbedding] | Iterable[dict], lr: float) -> None:
         super().__init__(params, {"lr": lr})
 
     def _check_group(self, group):
         check_number("learning rate (lr)", group["lr"], 0.0)
-
-    def _update_rows(self, weight, grad, state, group, scratch):
-        F.sgd_rows_(weight, grad, lr=float(group["lr"]))
-
-    def _fused_update(self, embedding, index, order, grads, divisor, group):
-        kernels.module().sgd_(embedding.weight, index, order, grads, divisor, float(group["lr"]))

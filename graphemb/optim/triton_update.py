@@ -1,0 +1,530 @@
+"""Fused sparse update in Triton: one kernel launch per embedding and step, for GPUs.
+
+The contract of the fused CPU kernels (:mod:`graphemb.optim.kernels`, ``csrc/``): given the
+owned table rows ``index`` of a step sorted ascending (runs of equal rows are duplicate ids,
+or rows pushed by several ranks) and ``order``, the ``grads`` row of each sorted position,
+one kernel sums the gradient rows of each run in order, divides the sum by ``divisor`` (the
+world size), and applies the formula of :mod:`graphemb.optim.functional` to the weight row
+and its optimizer state in place. Tables may be float32, float16 or bfloat16; gradients,
+state and all arithmetic are float32, and the weight is rounded to the table's dtype once,
+when it is stored.
+
+Each program of the kernel owns one sorted position. If the position starts a run (its
+left neighbour in ``index`` differs: no ``torch.unique``, no host synchronisation), it
+walks to the end of the run, then over the row in chunks of ``BLOCK_D`` columns. Runs are
+distinct rows, so no two programs write the same memory.
+
+Triton is imported on first use, not with :mod:`graphemb`. Under ``TRITON_INTERPRET=1``
+(set before Triton is imported: the mode is per process) the kernel runs in Triton's
+interpreter, also on CPU tensors: that is how it is tested without a GPU. The interpreter is
+for tests only, so :func:`available` accepts it only when asked to.
+
+Examples
+--------
+>>> import torch
+>>> from graphemb.optim import triton_update
+>>> weight = torch.ones(4, 3)
+>>> ids = torch.tensor([2, 0, 2])                                   # row 2 twice
+>>> grads = torch.tensor([[1.0, 1.0, 1.0], [2.0, 2.0, 2.0], [3.0, 3.0, 3.0]])
+>>> index, order = torch.sort(ids, stable=True)
+>>> if triton_update.available(weight, interpret=True):            # TRITON_INTERPRET=1
+...     triton_update.fused_update("sgd", weight, {}, index, order, grads, 1, {"lr": 0.5})
+... else:                                                           # the same, in torch
+...     _ = weight.index_add_(0, ids, grads, alpha=-0.5)
+>>> weight
+tensor([[ 0.,  0.,  0.],
+        [ 1.,  1.,  1.],
+        [-1., -1., -1.],
+        [ 1.,  1.,  1.]])
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from . import kernels
+
+__all__ = [
+    "FORMULAS",
+    "STATE_KEYS",
+    "available",
+    "fused_update",
+    "interpreted",
+    "triton_version",
+]
+
+#: The formulas, as in :mod:`graphemb.optim.functional`.
+FORMULAS = ("sgd", "adagrad", "rowwise_adagrad", "adam")
+#: The optimizer state each formula updates (the optimizers' state tables).
+STATE_KEYS: dict[str, tuple[str, ...]] = {
+    "sgd": (),
+    "adagrad": ("sum",),
+    "rowwise_adagrad": ("sum",),
+    "adam": ("exp_avg", "exp_avg_sq", "step"),
+}
+# Triton 2.x is not used: its interpreter cannot run this kernel (triton 2.2.0, the dgl
+# stack's, fails on integer constants and scalar arithmetic: AttributeError in its Builder),
+# so nothing would test it. Tested: 3.6.
+MIN_TRITON = (3, 0)
+TABLE_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+MAX_BLOCK = 1024  # columns per chunk: wider rows take several chunks
+
+_FORMULA_IDS = {name: number for number, name in enumerate(FORMULAS)}
+
+# Filled by _load() on first use: importing Triton costs time and fixes the interpreter
+# mode of the whole process, so `import graphemb` must not do it.
+tl: Any = None
+_loaded: dict[str, Any] = {}
+
+
+def _load() -> dict[str, Any]:
+    """Import Triton and wrap the kernel, once. The result has no ``"kernel"`` without a
+    usable Triton (then ``"too_old"`` holds the version of one that is too old)."""
+    global tl
+    if "done" in _loaded:
+        return _loaded
+    result: dict[str, Any] = {"done": True}
+    try:
+        import triton
+        import triton.language
+        from triton.runtime.interpreter import InterpretedFunction
+    except ImportError:  # absent (macOS, CPU-only installs) or broken: never available
+        triton = None
+    if triton is not None:
+        version = tuple(
+            int("".join(c for c in part if c.isdigit()) or 0)
+            for part in triton.__version__.split(".")[:2]
+        )
+        if version < MIN_TRITON:
+            result["too_old"] = triton.__version__
+        else:
+            tl = triton.language
+            kernel = triton.jit(_fused_rows)  # an interpreted function under TRITON_INTERPRET=1
+            result.update(
+                version=version, kernel=kernel, interpreted=isinstance(kernel, InterpretedFunction)
+            )
+    _loaded.update(result)  # complete at once: a concurrent caller never sees half of it
+    return _loaded
+
+
+def triton_version() -> tuple[int, int] | None:
+    """``(major, minor)`` of the Triton this module uses (importing it on first call), or
+    ``None`` without a usable one (absent, or older than 3.0)."""
+    return _load().get("version")
+
+
+def interpreted() -> bool:
+    """Whether the kernel runs in Triton's interpreter in this process (``TRITON_INTERPRET=1``
+    was set when Triton was imported). ``False`` without a usable Triton."""
+    return bool(_load().get("interpreted", False))
+
+
+def available(tensor: torch.Tensor, *, interpret: bool = False) -> bool:
+    """Whether :func:`fused_update` can update the table ``tensor`` here.
+
+    True for a contiguous 2-D float32/float16/bfloat16 table on a CUDA device when Triton
+    (>= 3.0) imports and ``GRAPHEMB_DISABLE_KERNELS`` is not set. A process whose Triton
+    runs interpreted (``TRITON_INTERPRET=1``) can update CUDA and CPU tables, slowly: only
+    when the caller opts in with ``interpret=True`` (tests).
+
+    Parameters
+    ----------
+    tensor : Tensor (num_rows, dim)
+        The weight table.
+    interpret : bool
+        Accept Triton's interpreter (CPU tables need it).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from graphemb.optim import triton_update
+    >>> triton_update.available(torch.zeros(3, 4))          # a CPU table, no opt-in
+    False
+    >>> triton_update.available(torch.zeros(3, 4, dtype=torch.float64), interpret=True)
+    False
+    """
+    if not isinstance(tensor, torch.Tensor) or tensor.device.type not in ("cuda", "cpu"):
+        return False
+    if tensor.device.type == "cpu" and not interpret:
+        return False  # decided before importing Triton: CPU steps never pay for it
+    if tensor.dim() != 2 or tensor.dtype not in TABLE_DTYPES or not tensor.is_contiguous():
+        return False
+    if os.environ.get(kernels.DISABLE_VARIABLE, "") in ("1", "true"):
+        return False
+    loaded = _load()
+    if "kernel" not in loaded:
+        return False
+    return interpret if loaded["interpreted"] else tensor.device.type == "cuda"
+
+
+def _number(name: str, value: Any, low: float, high: float = math.inf) -> float:
+    """``float(value)``; ``ValueError`` naming ``name`` unless ``low <= value < high``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"fused_update: {name} must be a number, got {value!r}")
+    number = float(value)
+    if not low <= number < high:  # also rejects NaN
+        raise ValueError(f"fused_update: invalid {name}: {value!r} (expected [{low}, {high}))")
+    return number
+
+
+def _hyper_parameters(formula: str, hyper: Mapping[str, Any]) -> dict[str, float]:
+    """The formula's hyper-parameters out of ``hyper`` -- a param group (Adam: ``betas``) or
+    flat names (Adam: ``beta1``, ``beta2``) -- checked."""
+    if not isinstance(hyper, Mapping):
+        raise TypeError(f"fused_update: hyper must be a dict, got {type(hyper).__name__}")
+    needed = ("lr",) if formula == "sgd" else ("lr", "eps")
+    missing = [key for key in needed if key not in hyper]
+    if formula == "adam" and "betas" not in hyper and not {"beta1", "beta2"} <= set(hyper):
+        missing.append("betas")
+    if missing:
+        raise ValueError(f"fused_update: {formula} needs hyper-parameters {missing}")
+    values = {key: _number(key, hyper[key], 0.0) for key in needed}
+    if formula == "adam":
+        if "betas" in hyper:
+            betas = hyper["betas"]
+            if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+                raise ValueError(f"fused_update: invalid betas: {betas!r} (expected two numbers)")
+            values["beta1"] = _number("betas[0]", betas[0], 0.0, 1.0)
+            values["beta2"] = _number("betas[1]", betas[1], 0.0, 1.0)
+        else:
+            values["beta1"] = _number("beta1", hyper["beta1"], 0.0, 1.0)
+            values["beta2"] = _number("beta2", hyper["beta2"], 0.0, 1.0)
+    return values
+
+
+def _check_tensor(
+    name: str, tensor: Any, device: torch.device, dtype: torch.dtype, shape: tuple[int, ...]
+) -> None:
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"fused_update: {name} must be a Tensor, got {type(tensor).__name__}")
+    if tensor.device != device:
+        raise ValueError(f"fused_update: {name} is on {tensor.device}, the weight on {device}")
+    if tensor.dtype != dtype:
+        raise TypeError(f"fused_update: {name} must be {dtype}, got {tensor.dtype}")
+    if tuple(tensor.shape) != shape:
+        raise ValueError(f"fused_update: {name} must have shape {shape}, got {tuple(tensor.shape)}")
+    if not tensor.is_contiguous():
+        raise ValueError(f"fused_update: {name} must be contiguous")
+
+
+def _check_values(index: torch.Tensor, order: torch.Tensor, num_rows: int, num_grads: int) -> None:
+    """Range and order of ``index`` / ``order``. Only for CPU tensors: on a GPU it would
+    cost a host synchronisation per step; there the optimizer derives both from validated
+    ids."""
+    if index.numel() == 0:
+        return
+    low, high = int(index.min()), int(index.max())
+    if low < 0 or high >= num_rows:
+        bad = low if low < 0 else high
+        raise IndexError(f"fused_update: index holds row {bad}, outside [0, {num_rows})")
+    if bool((index[1:] < index[:-1]).any()):
+        position = int(torch.nonzero(index[1:] < index[:-1])[0, 0]) + 1
+        raise ValueError(
+            f"fused_update: index must be sorted ascending; index[{position}] = "
+            f"{int(index[position])} follows {int(index[position - 1])}"
+        )
+    low, high = int(order.min()), int(order.max())
+    if low < 0 or high >= num_grads:
+        bad = low if low < 0 else high
+        raise IndexError(f"fused_update: order holds grads row {bad}, outside [0, {num_grads})")
+
+
+def _block_size(dim: int, block_size: int | None) -> int:
+    if block_size is None:
+        return min(max(16, 1 << (dim - 1).bit_length()), MAX_BLOCK)
+    if (
+        isinstance(block_size, bool)
+        or not isinstance(block_size, int)
+        or block_size < 1
+        or (block_size & (block_size - 1))
+    ):
+        raise ValueError(f"fused_update: block_size must be a power of two, got {block_size!r}")
+    return block_size
+
+
+def fused_update(
+    formula: str,
+    weight: torch.Tensor,
+    state: Mapping[str, torch.Tensor],
+    index: torch.Tensor,
+    order: torch.Tensor,
+    grads: torch.Tensor,
+    divisor: float,
+    hyper: Mapping[str, Any],
+    *,
+    block_size: int | None = None,
+) -> None:
+    """Sum each run's gradient rows, divide by ``divisor``, apply ``formula`` in place.
+
+    The contract of the fused CPU kernels (:mod:`graphemb.optim.kernels`) in one Triton
+    kernel launch: for every run of equal values ``r`` in ``index`` (positions
+    ``i0 <= i < i1``), ``g = (grads[order[i0]] + ... + grads[order[i1 - 1]]) / divisor``,
+    summed in that order, and the formula updates ``weight[r]`` and the state rows ``r``.
+    Rows not in ``index`` are not touched.
+
+    Parameters
+    ----------
+    formula : {"sgd", "adagrad", "rowwise_adagrad", "adam"}
+        As in :mod:`graphemb.optim.functional`.
+    weight : Tensor (N, dim), float32, float16 or bfloat16, contiguous; updated in place
+        On a CUDA device, or on CPU (Triton's interpreter: for tests).
+    state : dict of Tensor, updated in place
+        The optimizer's state tables (:data:`STATE_KEYS`): ``{}`` for SGD; ``"sum"``
+        float32 ``(N, dim)`` for Adagrad, ``(N,)`` for row-wise Adagrad; ``"exp_avg"``,
+        ``"exp_avg_sq"`` float32 ``(N, dim)`` and ``"step"`` int64 ``(N,)`` for Adam.
+    index : Tensor of int64 (M,)
+        Rows of ``weight`` to update, sorted ascending, duplicates allowed.
+    order : Tensor of int64 (M,)
+        ``grads`` row of each position of ``index`` (e.g. from a stable ``torch.sort``).
+    grads : Tensor of float32 (R, dim)
+        Gradient rows.
+    divisor : number > 0
+        The summed gradient is divided by it (the world size).
+    hyper : dict
+        Hyper-parameters, as in a param group: ``lr`` (all), ``eps`` (Adagrads, Adam),
+        ``betas`` (Adam; or ``beta1`` and ``beta2``); other keys are ignored.
+    block_size : int, optional
+        Columns per chunk, a power of two (default: the row width rounded up to a power of
+        two, at most 1024).
+
+    Raises
+    ------
+    TypeError, ValueError, IndexError
+        For a bad argument, naming it, before anything changes. Values of ``index`` and
+        ``order`` (range, order) are checked for CPU tensors only: on a GPU that would cost
+        a host synchronisation per step.
+    RuntimeError
+        Without a usable Triton (>= 3.0), or for CPU tensors when Triton is not interpreted.
+    """
+    if not isinstance(formula, str) or formula not in _FORMULA_IDS:
+        raise ValueError(f"fused_update: unknown formula {formula!r}; expected one of {FORMULAS}")
+    if not isinstance(weight, torch.Tensor):
+        raise TypeError(f"fused_update: weight must be a Tensor, got {type(weight).__name__}")
+    if weight.dim() != 2 or not weight.is_contiguous():
+        raise ValueError(
+            f"fused_update: weight must be a contiguous 2-D table, got shape {tuple(weight.shape)}"
+        )
+    if weight.dtype not in TABLE_DTYPES:
+        raise TypeError(
+            f"fused_update: weight dtype {weight.dtype} is not one of {TABLE_DTYPES} "
+            "(float64 tables use the pure-torch path)"
+        )
+    device = weight.device
+    if device.type not in ("cuda", "cpu"):
+        raise ValueError(f"fused_update: weight on {device}; Triton runs on CUDA (CPU: tests)")
+    num_rows, dim = weight.shape
+    if not isinstance(index, torch.Tensor) or index.dim() != 1:
+        raise ValueError(f"fused_update: index must be a 1-D Tensor, got {index!r:.80}")
+    positions = index.numel()
+    _check_tensor("index", index, device, torch.int64, (positions,))
+    _check_tensor("order", order, device, torch.int64, (positions,))
+    if not isinstance(grads, torch.Tensor) or grads.dim() != 2:
+        raise ValueError(f"fused_update: grads must be a 2-D Tensor, got {grads!r:.80}")
+    _check_tensor("grads", grads, device, torch.float32, (grads.shape[0], dim))
+    if not isinstance(state, Mapping) or set(state) != set(STATE_KEYS[formula]):
+        keys = sorted(state) if isinstance(state, Mapping) else state
+        raise ValueError(
+            f"fused_update: {formula} state must hold {list(STATE_KEYS[formula])}, got {keys!r}"
+        )
+    shapes = {
+        "sum": (num_rows,) if formula == "rowwise_adagrad" else (num_rows, dim),
+        "exp_avg": (num_rows, dim),
+        "exp_avg_sq": (num_rows, dim),
+        "step": (num_rows,),
+    }
+    for key, table in state.items():
+        dtype = torch.int64 if key == "step" else torch.float32
+        _check_tensor(f"state[{key!r}]", table, device, dtype, shapes[key])
+    divisor = _number("divisor", divisor, 0.0)
+    if divisor == 0.0:
+        raise ValueError("fused_update: invalid divisor: 0 (expected a number > 0)")
+    values = _hyper_parameters(formula, hyper)
+    block = _block_size(dim, block_size)
+    if device.type == "cpu":
+        _check_values(index, order, num_rows, grads.shape[0])
+    loaded = _load()
+    if "kernel" not in loaded:
+        found = loaded.get("too_old")
+        raise RuntimeError(
+            "fused_update needs Triton >= 3.0" + (f" (found {found})" if found else "")
+        )
+    if device.type == "cpu" and not loaded["interpreted"]:
+        raise RuntimeError(
+            "fused_update: CPU tensors need Triton's interpreter: set TRITON_INTERPRET=1 "
+            "before Triton is imported"
+        )
+    if positions == 0 or dim == 0:
+        return
+
+    lr, eps = values["lr"], values.get("eps", 0.0)
+    beta1, beta2 = values.get("beta1", 0.0), values.get("beta2", 0.0)
+    tables = [state[key] for key in STATE_KEYS[formula] if key != "step"]
+    state_a = tables[0] if tables else weight  # pointers a formula does not use: any tensor
+    state_b = tables[1] if len(tables) > 1 else state_a
+    step = state["step"] if formula == "adam" else index
+    arguments = (
+        weight,
+        state_a,
+        state_b,
+        step,
+        index,
+        order,
+        grads,
+        positions,
+        dim,
+        divisor,
+        lr,
+        eps,
+        beta2,
+        1.0 - beta1,
+        1.0 - beta2,
+        1.0 / lr if lr > 0 else 0.0,
+        eps / lr if lr > 0 else 0.0,
+    )
+    options = {
+        "FORMULA": _FORMULA_IDS[formula],
+        "BLOCK_D": block,
+        # lr == 0: Adam updates its moments only, as functional.adam_rows_ (no 0 * m / 0)
+        "UPDATE_WEIGHT": lr != 0.0 or formula != "adam",
+    }
+    launch = loaded["kernel"][(positions,)]
+    if device.type == "cuda":
+        with torch.cuda.device(device):  # Triton launches on the current device
+            launch(*arguments, **options, num_warps=max(1, min(8, block // 256)))
+    else:
+        launch(*arguments, **options)
+
+
+def _fused_rows(
+    weight_ptr,
+    state_a_ptr,
+    state_b_ptr,
+    step_ptr,
+    index_ptr,
+    order_ptr,
+    grads_ptr,
+    num_positions,
+    dim,
+    divisor,
+    lr,
+    eps,
+    beta2,
+    one_minus_beta1,
+    one_minus_beta2,
+    inv_lr,
+    eps_over_lr,
+    FORMULA: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    UPDATE_WEIGHT: tl.constexpr,
+):
+    """One program per sorted position; the first position of a run updates its row.
+
+    FORMULA: 0 SGD, 1 Adagrad, 2 row-wise Adagrad, 3 Adam (the order of FORMULAS).
+    """
+    position = tl.program_id(0)
+    row = tl.load(index_ptr + position)
+    previous = tl.load(index_ptr + position - 1, mask=position > 0, other=-1)
+    if (position == 0) | (previous != row):
+        # the run of `row`: positions [position, end)
+        end = position + 1
+        while (end < num_positions) & (
+            tl.load(index_ptr + end, mask=end < num_positions, other=-1) == row
+        ):
+            end += 1
+        base = row * dim  # int64: tables beyond 2**31 elements
+
+        if FORMULA == 2:  # row-wise Adagrad: the row's mean square first, chunk by chunk
+            squares = tl.zeros([BLOCK_D], dtype=tl.float32)
+            start = 0
+            while start < dim:
+                cols = start + tl.arange(0, BLOCK_D)
+                mask = cols < dim
+                g = tl.zeros([BLOCK_D], dtype=tl.float32)
+                k = position
+                while k < end:
+                    source = tl.load(order_ptr + k)
+                    g += tl.load(grads_ptr + source * dim + cols, mask=mask, other=0.0)
+                    k += 1
+                g = tl.div_rn(g, divisor)
+                squares += g * g
+                start += BLOCK_D
+            total = tl.load(state_a_ptr + row) + tl.div_rn(
+                tl.sum(squares, axis=0), tl.cast(dim, tl.float32)
+            )
+            tl.store(state_a_ptr + row, total)
+            multiplier = tl.div_rn(lr, tl.sqrt_rn(total) + eps)
+
+        if FORMULA == 3:  # Adam: per-row step and float64 bias corrections
+            t = tl.load(step_ptr + row) + 1
+            tl.store(step_ptr + row, t)
+            if UPDATE_WEIGHT:
+                # beta ** t by repeated squaring: only float64 multiplications
+                # (scalar arguments are float32 when compiled: the same here when interpreted)
+                base1 = 1.0 - tl.cast(tl.cast(one_minus_beta1, tl.float32), tl.float64)
+                base2 = 1.0 - tl.cast(tl.cast(one_minus_beta2, tl.float32), tl.float64)
+                power1 = base1 * 0.0 + 1.0
+                power2 = base2 * 0.0 + 1.0
+                exponent = t
+                while exponent > 0:
+                    odd = (exponent & 1) == 1
+                    power1 = tl.where(odd, power1 * base1, power1)
+                    power2 = tl.where(odd, power2 * base2, power2)
+                    base1 = base1 * base1
+                    base2 = base2 * base2
+                    exponent = exponent >> 1
+                bias_correction1 = 1.0 - power1
+                bias_correction2_sqrt = tl.sqrt(1.0 - power2)
+                # w -= m / (sqrt(v) * scale + shift), as functional.adam_rows_
+                inv_lr64 = tl.cast(tl.cast(inv_lr, tl.float32), tl.float64)
+                eps_over_lr64 = tl.cast(tl.cast(eps_over_lr, tl.float32), tl.float64)
+                scale = tl.cast(bias_correction1 * inv_lr64 / bias_correction2_sqrt, tl.float32)
+                shift = tl.cast(bias_correction1 * eps_over_lr64, tl.float32)
+
+        start = 0
+        while start < dim:
+            cols = start + tl.arange(0, BLOCK_D)
+            mask = cols < dim
+            g = tl.zeros([BLOCK_D], dtype=tl.float32)
+            k = position
+            while k < end:
+                source = tl.load(order_ptr + k)
+                g += tl.load(grads_ptr + source * dim + cols, mask=mask, other=0.0)
+                k += 1
+            g = tl.div_rn(g, divisor)
+            offsets = base + cols
+            if FORMULA == 1:
+                s = tl.load(state_a_ptr + offsets, mask=mask, other=0.0) + g * g
+                tl.store(state_a_ptr + offsets, s, mask=mask)
+            if FORMULA == 3:
+                m = tl.load(state_a_ptr + offsets, mask=mask, other=0.0)
+                v = tl.load(state_b_ptr + offsets, mask=mask, other=0.0)
+                m = m + one_minus_beta1 * (g - m)  # lerp, as torch's Adam
+                v = v * beta2 + one_minus_beta2 * g * g
+                tl.store(state_a_ptr + offsets, m, mask=mask)
+                tl.store(state_b_ptr + offsets, v, mask=mask)
+            if UPDATE_WEIGHT:
+                w = tl.load(weight_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+                if FORMULA == 0:
+                    w = w - lr * g
+                elif FORMULA == 1:
+                    w = w - tl.div_rn(lr * g, tl.sqrt_rn(s) + eps)
+                elif FORMULA == 2:
+                    w = w - g * multiplier
+                else:
+                    w = w - tl.div_rn(m, tl.sqrt_rn(v) * scale + shift)
+                if weight_ptr.dtype.element_ty == tl.bfloat16:
+                    # round to nearest even by hand: Triton's interpreter truncates instead
+                    bits = tl.cast(w, tl.uint32, bitcast=True)
+                    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+                    bits = tl.where(w != w, 0x7FC0, bits)  # NaN stays NaN
+                    stored = tl.cast(tl.cast(bits, tl.uint16), tl.bfloat16, bitcast=True)
+                else:
+                    stored = w.to(weight_ptr.dtype.element_ty)
+                tl.store(weight_ptr + offsets, stored, mask=mask)
+            start += BLOCK_D
