@@ -27,7 +27,7 @@ $(shell mkdir -p $(VENV) && $(PYTHON) -c "import json, tomllib; print(json.dumps
 # Stamps of pattern rules are kept (make would delete them as intermediate files).
 .PRECIOUS: $(VENV)/%/.base $(VENV)/%/.ready $(VENV)/%/.kernels
 
-.PHONY: demo test test-dgl test-modern test-gpu lint envs kernels bench clean
+.PHONY: demo test test-dgl test-modern test-gpu lint envs kernels bench bench-soak clean
 
 ## demo: train GraphSAGE with learnable node embeddings on Cora (modern stack, CPU); the
 ## checkpoint it saves resumes with `examples/node_classification.py --checkpoint runs/cora.ckpt --resume`
@@ -46,10 +46,10 @@ test: envs
 	$(MAKE) --no-print-directory test-modern || status=1; \
 	exit $$status
 
-test-dgl: $(VENV)/dgl/.ready
+test-dgl: $(VENV)/dgl/.ready $(VENV)/dgl/.kernels
 	$(DGL_PY) -m pytest $(PYTEST_ARGS)
 
-test-modern: $(VENV)/modern/.ready
+test-modern: $(VENV)/modern/.ready $(VENV)/modern/.kernels
 	$(MODERN_PY) -m pytest $(PYTEST_ARGS)
 
 ## test-gpu: on a CUDA machine with torch already installed: the CUDA tests and both
@@ -81,7 +81,7 @@ $(VENV)/%/.ready: $(VENV)/%/.base
 
 # The optional fused CPU kernels, compiled against each stack's own torch. Built from a
 # copy inside the environment so that the two stacks never share build files.
-$(VENV)/%/.kernels: $(VENV)/%/.base csrc/setup.py csrc/graphemb_kernels/sparse_rows.cpp
+$(VENV)/%/.kernels: $(VENV)/%/.base csrc/setup.py $(wildcard csrc/graphemb_kernels/*.cpp)
 	rm -rf $(VENV)/$*/kernels-src && cp -r csrc $(VENV)/$*/kernels-src
 	cd $(VENV)/$*/kernels-src && ../bin/$(PIP) --no-build-isolation --no-deps .
 	$(VENV)/$*/bin/python -c "import torch, graphemb_kernels"
@@ -89,9 +89,13 @@ $(VENV)/%/.kernels: $(VENV)/%/.base csrc/setup.py csrc/graphemb_kernels/sparse_r
 
 kernels: $(VENV)/dgl/.kernels $(VENV)/modern/.kernels
 
-## bench: the CPU benchmarks of benchmarks/ (dgl stack, so DGL is measured too)
-bench: $(VENV)/dgl/.ready
+## bench: the sparse-step benchmark (dgl stack, so DGL is measured too), kernels rebuilt if
+## their sources changed; bench-soak: 10,000 steps of 2-process training, memory sampled
+bench: $(VENV)/dgl/.ready $(VENV)/dgl/.kernels
 	$(DGL_PY) benchmarks/bench_sparse_step.py
+
+bench-soak: $(VENV)/modern/.ready $(VENV)/modern/.kernels
+	$(MODERN_PY) benchmarks/bench_soak.py
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache

@@ -14,7 +14,7 @@ step, float32, uniform random ids) with the same TOTAL batch per step for every 
 All are alive at once and timed in interleaved rounds (ranks on command, the single process
 in this parent process). Throughput = total ids looked up per second (per step, the slowest
 rank counts); per-phase timings of the ranks (lookup = pull; inside the step: push and
-barrier against local work) are measured by wrapping graphemb's internals from outside.
+barrier against local work) are read back from torch.profiler record_function spans.
 
 GPU part (when torch.cuda.is_available(); --no-gpu skips it): one process on the GPU,
 SparseAdam update throughput of
@@ -31,32 +31,44 @@ GPU numbers. The last line is "BENCH_SUMMARY {json}".
 
 from __future__ import annotations
 
-import os
-import sys
 from datetime import timedelta
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common  # noqa: E402
-import torch  # noqa: E402
+import torch
+from harness import bandwidth as bw
+from harness import cli, peers, phases, report, timing, workload
+from harness.ranks import RankPool
 
 
 def parse_args(argv=None):
-    parser = common.base_parser(__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1])
-    parser.add_argument("--world-size", type=int, default=2,
-                        help="ranks of the partitioned and shared contenders (default 2)")
-    parser.add_argument("--threads", type=int, default=2,
-                        help="threads of the single-process contender (default 2)")
-    parser.add_argument("--threads-per-rank", type=int, default=1,
-                        help="threads of each rank (default 1)")
-    parser.add_argument("--optimizer", choices=("adam", "adagrad"), default="adam",
-                        help="SparseAdam (default) or SparseAdagrad, for every contender")
+    parser = cli.base_parser(__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1])
+    parser.add_argument(
+        "--world-size",
+        type=int,
+        default=2,
+        help="ranks of the partitioned and shared contenders (default 2)",
+    )
+    parser.add_argument(
+        "--threads", type=int, default=2, help="threads of the single-process contender (default 2)"
+    )
+    parser.add_argument(
+        "--threads-per-rank", type=int, default=1, help="threads of each rank (default 1)"
+    )
+    parser.add_argument(
+        "--optimizer",
+        choices=("adam", "adagrad"),
+        default="adam",
+        help="SparseAdam (default) or SparseAdagrad, for every contender",
+    )
     parser.add_argument("--no-profile", action="store_true", help="skip the per-phase timings")
     parser.add_argument("--no-gpu", action="store_true", help="skip the GPU part")
     parser.add_argument("--skip-cpu", action="store_true", help="skip the CPU part")
-    parser.add_argument("--device-check-on-cpu", action="store_true",
-                        help="run the GPU part's code on the CPU (gloo, one-part Partition): "
-                             "a check of that code path where no GPU exists")
-    args = common.finish_args(parser.parse_args(argv))
+    parser.add_argument(
+        "--device-check-on-cpu",
+        action="store_true",
+        help="run the GPU part's code on the CPU (gloo, one-part Partition): "
+        "a check of that code path where no GPU exists",
+    )
+    args = cli.finish_args(parser.parse_args(argv))
     if args.world_size < 2:
         parser.error("--world-size must be >= 2")
     return args
@@ -67,13 +79,23 @@ def build_ranks(rank: int, world_size: int, spec: dict) -> dict:
     from graphemb import Partition
 
     n, d = spec["num_embeddings"], spec["dim"]
-    batches, loss = common.rank_workload(spec, rank, world_size)
+    batches, loss = workload.rank_workload(spec, rank, world_size)
     contenders = {}
-    for key, partition, kind in (("partitioned", Partition.remainder(n, world_size), "partitioned"),
-                                 ("shared", None, "shared")):
+    for key, partition, kind in (
+        ("partitioned", Partition.remainder(n, world_size), "partitioned"),
+        ("shared", None, "shared"),
+    ):
         name = spec[key]
-        c = common.graphemb_contender(name, spec["optimizer"], n, d, batches, loss,
-                                      table_name=spec[f"{key}_table"], partition=partition)
+        c = peers.graphemb_contender(
+            name,
+            spec["optimizer"],
+            n,
+            d,
+            batches,
+            loss,
+            table_name=spec[f"{key}_table"],
+            partition=partition,
+        )
         got = c.objects[0].storage_kind
         if got != kind:
             raise RuntimeError(f"{name}: expected graphemb's {kind} storage, got {got!r}")
@@ -84,54 +106,87 @@ def build_ranks(rank: int, world_size: int, spec: dict) -> dict:
 # ================================================================================== CPU part
 def cpu_part(args) -> dict:
     n, d, b, ws, opt = args.num_embeddings, args.dim, args.batch, args.world_size, args.optimizer
-    common.set_threads(args.threads)
-    batches = common.make_batches(n, b, 8, args.seed)
-    unique = common.mean_unique(batches)
-    bandwidth = common.copy_bandwidth(args.bw_mib)
-    bound = common.bound_ms(opt, d, unique, bandwidth)
-    print(f"unique rows per (total) batch: expected {common.expected_unique(n, b):,.0f}, "
-          f"measured {unique:,.0f}; each of {ws} ranks looks up {b // ws:,} ids")
-    print(f"copy bandwidth: {common.fmt_bw(bandwidth)}")
-    print(f"bound: {common.UPDATE_BYTES_PER_COLUMN[opt]}*D bytes x {unique:,.0f} unique rows "
-          f"-> {bound:.2f} ms per step")
+    cli.set_threads(args.threads)
+    batches = workload.make_batches(n, b, 8, args.seed)
+    unique = workload.mean_unique(batches)
+    bandwidth = bw.copy_bandwidth(args.bw_mib)
+    bound = bw.bound_ms(opt, d, unique, bandwidth)
+    print(
+        f"unique rows per (total) batch: expected {workload.expected_unique(n, b):,.0f}, "
+        f"measured {unique:,.0f}; each of {ws} ranks looks up {b // ws:,} ids"
+    )
+    print(f"copy bandwidth: {bw.fmt_bw(bandwidth)}")
+    print(
+        f"bound: {bw.UPDATE_BYTES_PER_COLUMN[opt]}*D bytes x {unique:,.0f} unique rows "
+        f"-> {bound:.2f} ms per step"
+    )
 
     part = f"graphemb partitioned {ws} ranks x {args.threads_per_rank} thr"
     shared = f"graphemb shared {ws} ranks x {args.threads_per_rank} thr"
     single = f"graphemb 1 proc x {args.threads} thr"
-    spec = {"num_embeddings": n, "dim": d, "batch": b, "seed": args.seed, "loss": args.loss,
-            "optimizer": opt, "partitioned": part, "shared": shared,
-            "partitioned_table": common.unique_name("part"),
-            "shared_table": common.unique_name("shared")}
-    local = common.graphemb_contender(single, opt, n, d, batches, common.make_loss(args.loss, d),
-                                      table_name=common.unique_name("single"))
+    spec = {
+        "num_embeddings": n,
+        "dim": d,
+        "batch": b,
+        "seed": args.seed,
+        "loss": args.loss,
+        "optimizer": opt,
+        "partitioned": part,
+        "shared": shared,
+        "partitioned_table": workload.unique_name("part"),
+        "shared_table": workload.unique_name("shared"),
+    }
+    local = peers.graphemb_contender(
+        single,
+        opt,
+        n,
+        d,
+        batches,
+        workload.make_loss(args.loss, d),
+        table_name=workload.unique_name("single"),
+    )
     profiles = {}
-    with common.RankPool(build_ranks, ws, spec, threads_per_rank=args.threads_per_rank) as pool:
-        runners = {part: pool.runner(part), shared: pool.runner(shared),
-                   single: common.local_runner(local)}
-        times = common.interleaved(runners, warmup=args.warmup, steps=args.steps,
-                                   rounds=args.rounds)
+    with RankPool(build_ranks, ws, spec, threads_per_rank=args.threads_per_rank) as pool:
+        runners = {
+            part: pool.runner(part),
+            shared: pool.runner(shared),
+            single: timing.local_runner(local.step),
+        }
+        times = timing.interleaved(
+            runners, warmup=args.warmup, steps=args.steps, rounds=args.rounds
+        )
         if not args.no_profile:
-            start, count = args.warmup + args.steps, common.profile_steps(args)
-            profiles[part] = pool.profile(part, start, count)
-            profiles[shared] = pool.profile(shared, start, count)
+            start, count = args.warmup + args.steps, cli.profile_steps(args)
+            profiles[part] = pool.profile(part, start, count, args.trace)
+            profiles[shared] = pool.profile(shared, start, count, args.trace)
     local.close()
 
-    results, rows = common.throughput_results(times, part, b, bound, "throughput_vs_partitioned")
-    print("\nCPU results (throughput = total ids per second; ratio = this throughput / the "
-          "partitioned one [range of per-round ratios])")
-    common.print_table(["contender", "ms/step", "p10-p90", "M ids/s", "vs partitioned",
-                        "of bound"], rows)
-    part_vs_shared = common.round_ratios(times[shared], times[part])
-    part_vs_single = common.round_ratios(times[single], times[part])
-    print(f"\npartitioned / shared throughput: {common.fmt_ratio(part_vs_shared)}")
-    print(f"partitioned / single-process throughput: {common.fmt_ratio(part_vs_single)}")
+    results, rows = report.throughput_results(times, part, b, bound, "throughput_vs_partitioned")
+    print(
+        "\nCPU results (throughput = total ids per second; ratio = this throughput / the "
+        "partitioned one [range of per-round ratios])"
+    )
+    report.print_table(
+        ["contender", "ms/step", "p10-p90", "M ids/s", "vs partitioned", "of bound"], rows
+    )
+    part_vs_shared = timing.round_ratios(times[shared], times[part])
+    part_vs_single = timing.round_ratios(times[single], times[part])
+    print(f"\npartitioned / shared throughput: {timing.fmt_ratio(part_vs_shared)}")
+    print(f"partitioned / single-process throughput: {timing.fmt_ratio(part_vs_single)}")
     for name, per_rank in profiles.items():
-        for rank, phases in enumerate(per_rank):
-            common.print_phases(f"Phases of {name}, rank {rank}", phases,
-                                results[name]["median_ms"])
-    return {"unique_rows": unique, "bandwidth": bandwidth, "bound_ms": bound,
-            "results": results, "partitioned_vs_shared": part_vs_shared,
-            "partitioned_vs_single": part_vs_single, "phases": profiles}
+        for rank, rank_phases in enumerate(per_rank):
+            phases.print_phases(
+                f"Phases of {name}, rank {rank}", rank_phases, results[name]["median_ms"]
+            )
+    return {
+        "unique_rows": unique,
+        "bandwidth": bandwidth,
+        "bound_ms": bound,
+        "results": results,
+        "partitioned_vs_shared": part_vs_shared,
+        "partitioned_vs_single": part_vs_single,
+        "phases": profiles,
+    }
 
 
 # ================================================================================== GPU part
@@ -139,6 +194,7 @@ def device_part(args, device: torch.device) -> dict:
     """One process on ``device``: graphemb partitioned (process group of world size 1),
     graphemb local (no process group), torch nn.Embedding(sparse=True) + SparseAdam."""
     import torch.distributed as dist
+
     from graphemb import Partition
 
     on_gpu = device.type == "cuda"
@@ -149,91 +205,158 @@ def device_part(args, device: torch.device) -> dict:
         raise RuntimeError("the device part needs a process without a process group")
     if on_gpu:
         torch.cuda.set_device(device)  # NCCL and the default CUDA device agree
-    cpu_batches = common.make_batches(n, b, 8, args.seed)
-    unique = common.mean_unique(cpu_batches)
+    cpu_batches = workload.make_batches(n, b, 8, args.seed)
+    unique = workload.mean_unique(cpu_batches)
     batches = [ids.to(device) for ids in cpu_batches]
-    loss = common.make_loss(args.loss, d, device)
-    bandwidth = common.copy_bandwidth(args.bw_mib, device=device)
-    bound = common.bound_ms(opt, d, unique, bandwidth)
-    bytes_per_row = common.UPDATE_BYTES_PER_COLUMN[opt] * d
-    what = (torch.cuda.get_device_name(device) if on_gpu
-            else "CPU check of the GPU code path, not GPU numbers")
+    loss = workload.make_loss(args.loss, d, device)
+    bandwidth = bw.copy_bandwidth(args.bw_mib, device=device)
+    bound = bw.bound_ms(opt, d, unique, bandwidth)
+    bytes_per_row = bw.UPDATE_BYTES_PER_COLUMN[opt] * d
+    what = (
+        torch.cuda.get_device_name(device)
+        if on_gpu
+        else "CPU check of the GPU code path, not GPU numbers"
+    )
     print(f"\n== device part on {device} ({what}) ==")
-    print(f"copy bandwidth: {common.fmt_bw(bandwidth)}")
-    print(f"bound: {bytes_per_row} bytes x {unique:,.0f} unique rows -> {bound:.3f} ms per step "
-          f"= {bandwidth['bytes_per_s'] / bytes_per_row / 1e6:.0f} M updated rows/s")
+    print(f"copy bandwidth: {bw.fmt_bw(bandwidth)}")
+    print(
+        f"bound: {bytes_per_row} bytes x {unique:,.0f} unique rows -> {bound:.3f} ms per step "
+        f"= {bandwidth['bytes_per_s'] / bytes_per_row / 1e6:.0f} M updated rows/s"
+    )
 
     local = "graphemb local (no process group)"
     part = f"graphemb partitioned ({backend}, world size 1)"
-    ref = "torch nn.Embedding(sparse=True) + SparseAdam" if opt == "adam" else \
-        "torch nn.Embedding(sparse=True) + Adagrad"
-    contenders = {local: common.graphemb_contender(
-        local, opt, n, d, batches, loss, table_name=common.unique_name("dev-local"),
-        device=device, sync=sync)}
-    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
-                          timeout=timedelta(minutes=10))
-    dist.init_process_group(backend, store=store, rank=0, world_size=1,
-                            timeout=timedelta(minutes=10))
+    ref = (
+        "torch nn.Embedding(sparse=True) + SparseAdam"
+        if opt == "adam"
+        else "torch nn.Embedding(sparse=True) + Adagrad"
+    )
+    contenders = {
+        local: peers.graphemb_contender(
+            local,
+            opt,
+            n,
+            d,
+            batches,
+            loss,
+            table_name=workload.unique_name("dev-local"),
+            device=device,
+            sync=sync,
+        )
+    }
+    store = dist.TCPStore(
+        "127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(minutes=10)
+    )
+    dist.init_process_group(
+        backend, store=store, rank=0, world_size=1, timeout=timedelta(minutes=10)
+    )
     try:
         # On CUDA a process group alone selects partitioned storage (the brief's GPU mode);
         # the CPU check needs an explicit partition, or it would get shared memory.
         partition = None if on_gpu else Partition.remainder(n, 1)
-        contenders[part] = common.graphemb_contender(
-            part, opt, n, d, batches, loss, table_name=common.unique_name("dev-part"),
-            device=device, partition=partition, sync=sync)
+        contenders[part] = peers.graphemb_contender(
+            part,
+            opt,
+            n,
+            d,
+            batches,
+            loss,
+            table_name=workload.unique_name("dev-part"),
+            device=device,
+            partition=partition,
+            sync=sync,
+        )
         kind = contenders[part].objects[0].storage_kind
         if kind != "partitioned":
             raise RuntimeError(f"{part}: expected partitioned storage, got {kind!r}")
-        contenders[ref] = common.torch_contender(ref, opt, n, d, batches, loss, device=device,
-                                                 sync=sync)
-        runners = {name: common.local_runner(c, sync) for name, c in contenders.items()}
-        times = common.interleaved(runners, warmup=args.warmup, steps=args.steps,
-                                   rounds=args.rounds)
+        contenders[ref] = peers.torch_contender(
+            ref, opt, n, d, batches, loss, device=device, sync=sync
+        )
+        runners = {name: timing.local_runner(c.step, sync) for name, c in contenders.items()}
+        times = timing.interleaved(
+            runners, warmup=args.warmup, steps=args.steps, rounds=args.rounds
+        )
         profile = None
         if not args.no_profile:
-            profile = common.profile_phases(contenders[part], args.warmup + args.steps,
-                                            common.profile_steps(args))
+            trace = report.trace_file(args.trace, f"{part}-{device.type}-phases")
+            profile = phases.profile_phases(
+                contenders[part],
+                args.warmup + args.steps,
+                cli.profile_steps(args),
+                trace_path=trace,
+            )
     finally:
         for c in contenders.values():
             c.close()
         dist.destroy_process_group()
 
-    stats = {name: common.stats_ms(common.flat(t)) for name, t in times.items()}
+    stats = {name: timing.stats_ms(timing.flat(t)) for name, t in times.items()}
     results, rows = {}, []
     for name, t in times.items():
         s = stats[name]
-        speedup = common.round_ratios(times[ref], t)
+        speedup = timing.round_ratios(times[ref], t)
         update_rate = unique / (s["median_ms"] / 1e3)
-        results[name] = {**s, "ids_per_s": b / (s["median_ms"] / 1e3),
-                         "updated_rows_per_s": update_rate, "speedup_vs_torch": speedup,
-                         "fraction_of_bound": bound / s["median_ms"]}
-        rows.append([name, f"{s['median_ms']:.3f}", f"{s['p10_ms']:.3f}-{s['p90_ms']:.3f}",
-                     f"{update_rate / 1e6:.3g}", common.fmt_ratio(speedup),
-                     f"{100 * bound / s['median_ms']:.0f}%"])
+        results[name] = {
+            **s,
+            "ids_per_s": b / (s["median_ms"] / 1e3),
+            "updated_rows_per_s": update_rate,
+            "speedup_vs_torch": speedup,
+            "fraction_of_bound": bound / s["median_ms"],
+        }
+        rows.append(
+            [
+                name,
+                f"{s['median_ms']:.3f}",
+                f"{s['p10_ms']:.3f}-{s['p90_ms']:.3f}",
+                f"{update_rate / 1e6:.3g}",
+                timing.fmt_ratio(speedup),
+                f"{100 * bound / s['median_ms']:.0f}%",
+            ]
+        )
     print(f"\nDevice results ({device}; synchronized before and after every step)")
-    common.print_table(["contender", "ms/step", "p10-p90", "M updated rows/s", "vs torch",
-                        "of bound"], rows)
+    report.print_table(
+        ["contender", "ms/step", "p10-p90", "M updated rows/s", "vs torch", "of bound"], rows
+    )
     if profile:
-        common.print_phases(f"Phases of {part}", profile, stats[part]["median_ms"])
-    return {"device": str(device), "backend": backend, "unique_rows": unique,
-            "bandwidth": bandwidth, "bound_ms": bound, "results": results, "phases": profile,
-            "note": None if on_gpu else "CPU check of the GPU code path; not GPU numbers"}
+        phases.print_phases(f"Phases of {part}", profile, stats[part]["median_ms"])
+    return {
+        "device": str(device),
+        "backend": backend,
+        "unique_rows": unique,
+        "bandwidth": bandwidth,
+        "bound_ms": bound,
+        "results": results,
+        "phases": profile,
+        "note": None if on_gpu else "CPU check of the GPU code path; not GPU numbers",
+    }
 
 
 def main(argv=None):
     args = parse_args(argv)
-    common.set_threads(args.threads)
-    common.print_header(
+    cli.set_threads(args.threads)
+    report.print_header(
         f"bench_partitioned: partitioned ({args.world_size} gloo ranks) vs shared memory vs one "
-        "process", args, f" | {args.optimizer}")
-    summary = {"bench": "partitioned",
-               "config": {"num_embeddings": args.num_embeddings, "dim": args.dim,
-                          "batch_total": args.batch, "world_size": args.world_size,
-                          "threads_single": args.threads,
-                          "threads_per_rank": args.threads_per_rank,
-                          "optimizer": args.optimizer, "warmup": args.warmup,
-                          "steps": args.steps, "rounds": args.rounds, "loss": args.loss,
-                          "quick": args.quick}}
+        "process",
+        args,
+        f" | {args.optimizer}",
+    )
+    summary = {
+        "bench": "partitioned",
+        "config": {
+            "num_embeddings": args.num_embeddings,
+            "dim": args.dim,
+            "batch_total": args.batch,
+            "world_size": args.world_size,
+            "threads_single": args.threads,
+            "threads_per_rank": args.threads_per_rank,
+            "optimizer": args.optimizer,
+            "warmup": args.warmup,
+            "steps": args.steps,
+            "rounds": args.rounds,
+            "loss": args.loss,
+            "quick": args.quick,
+        },
+    }
     if not args.skip_cpu:
         summary["cpu"] = cpu_part(args)
     if args.no_gpu:
@@ -245,7 +368,7 @@ def main(argv=None):
         print(f"\nGPU part {summary['gpu']}")
     if args.device_check_on_cpu:
         summary["device_check_on_cpu"] = device_part(args, torch.device("cpu"))
-    common.emit_summary(summary, args.json)
+    report.emit_summary(summary, args.json)
 
 
 if __name__ == "__main__":

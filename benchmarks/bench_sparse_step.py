@@ -12,38 +12,51 @@ Reports the median ms/step with its spread, speed-ups over torch SparseAdam, ove
 peer and over the DGL peer with the same optimizer (with the range of the per-round ratios),
 and the memory-bandwidth bound: bytes an update must move (Adam 28*D, Adagrad 20*D bytes per
 unique row) / measured copy bandwidth. Then a per-phase profile of graphemb's SparseAdam
-step (timers wrapped around its internals from outside) and, with --ops, torch.profiler's
-operator table. The last line is "BENCH_SUMMARY {json}".
+step (torch.profiler record_function spans: the harness's phases and the spans graphemb
+opens inside them) and, with --ops, torch.profiler's operator table. The last line is
+"BENCH_SUMMARY {json}".
 """
 
 from __future__ import annotations
 
-import os
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common  # noqa: E402
+from harness import bandwidth as bw
+from harness import cli, peers, phases, report, timing, workload
 
 FAMILIES = ("graphemb", "torch", "dgl")
-OPTIMIZERS = {"adam": ("SparseAdam", "SparseAdam", "SparseAdam"),
-              "adagrad": ("SparseAdagrad", "Adagrad", "SparseAdagrad")}
+OPTIMIZERS = {
+    "adam": ("SparseAdam", "SparseAdam", "SparseAdam"),
+    "adagrad": ("SparseAdagrad", "Adagrad", "SparseAdagrad"),
+}
 TARGET_VS_TORCH = 4.0
 
 
 def parse_args(argv=None):
-    parser = common.base_parser(__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1])
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch.set_num_threads for every contender (default: torch's "
-                             "default, usually the number of cores)")
-    parser.add_argument("--families", default=",".join(FAMILIES),
-                        help="comma-separated subset of graphemb,torch,dgl (default: all)")
-    parser.add_argument("--no-profile", action="store_true",
-                        help="skip the per-phase profile of graphemb's SparseAdam step")
-    parser.add_argument("--ops", action="store_true",
-                        help="also print torch.profiler's operator table of graphemb's "
-                             "SparseAdam step")
-    args = common.finish_args(parser.parse_args(argv))
+    parser = cli.base_parser(__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1])
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch.set_num_threads for every contender (default: torch's "
+        "default, usually the number of cores)",
+    )
+    parser.add_argument(
+        "--families",
+        default=",".join(FAMILIES),
+        help="comma-separated subset of graphemb,torch,dgl (default: all)",
+    )
+    parser.add_argument(
+        "--no-profile",
+        action="store_true",
+        help="skip the per-phase profile of graphemb's SparseAdam step",
+    )
+    parser.add_argument(
+        "--ops",
+        action="store_true",
+        help="also print torch.profiler's operator table of graphemb's SparseAdam step",
+    )
+    args = cli.finish_args(parser.parse_args(argv))
     args.families = [f.strip() for f in args.families.split(",") if f.strip()]
     unknown = set(args.families) - set(FAMILIES)
     if unknown or "graphemb" not in args.families:
@@ -67,79 +80,73 @@ def build(args, batches, loss, dgl_ok):
             name = label(family, optimizer)
             t0 = time.perf_counter()
             if family == "graphemb":
-                c = common.graphemb_contender(name, optimizer, n, d, batches, loss,
-                                              table_name=common.unique_name(optimizer))
+                c = peers.graphemb_contender(
+                    name, optimizer, n, d, batches, loss, table_name=workload.unique_name(optimizer)
+                )
             elif family == "torch":
-                c = common.torch_contender(name, optimizer, n, d, batches, loss)
+                c = peers.torch_contender(name, optimizer, n, d, batches, loss)
             else:
-                c = common.dgl_contender(name, optimizer, n, d, batches, loss,
-                                         table_name=common.unique_name(optimizer))
+                c = peers.dgl_contender(
+                    name, optimizer, n, d, batches, loss, table_name=workload.unique_name(optimizer)
+                )
             contenders[name] = c
             print(f"  built {name} in {time.perf_counter() - t0:.1f} s")
     return contenders
 
 
-def op_profile(contender, start: int, count: int, rows: int = 18) -> list[dict]:
-    """torch.profiler over ``count`` steps: the operators by self CPU time, per step."""
-    from torch.profiler import ProfilerActivity, profile
-
-    contender.step(start)  # nothing cold inside the profile
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        for i in range(start + 1, start + 1 + count):
-            contender.step(i)
-    averages = prof.key_averages()
-    print(f"\ntorch.profiler: {contender.name}, {count} steps, operators by self CPU time "
-          f"(totals over the {count} steps; memory = bytes allocated by the op itself)")
-    print(averages.table(sort_by="self_cpu_time_total", row_limit=rows))
-    top = sorted(averages, key=lambda e: e.self_cpu_time_total, reverse=True)[:rows]
-    return [{"op": e.key, "self_ms_per_step": e.self_cpu_time_total / 1e3 / count,
-             "calls_per_step": e.count / count,
-             "self_alloc_mb_per_step": getattr(e, "self_cpu_memory_usage", 0) / 1e6 / count}
-            for e in top]
-
-
 def main(argv=None):
     args = parse_args(argv)
-    threads = common.set_threads(args.threads)
+    threads = cli.set_threads(args.threads)
     dgl_ok, dgl_note = (False, "not requested (--families)")
     if "dgl" in args.families:
-        dgl_ok, dgl_note = common.dgl_available()
-    common.print_header("bench_sparse_step: lookup + backward + step, one process, CPU", args,
-                        f" | threads {threads}")
-    print(f"dgl: {dgl_note if not dgl_ok else 'DGL ' + dgl_note}"
-          + ("" if dgl_ok else "  -> DGL contenders SKIPPED"))
+        dgl_ok, dgl_note = peers.dgl_available()
+    report.print_header(
+        "bench_sparse_step: lookup + backward + step, one process, CPU",
+        args,
+        f" | threads {threads}",
+    )
+    print(
+        f"dgl: {dgl_note if not dgl_ok else 'DGL ' + dgl_note}"
+        + ("" if dgl_ok else "  -> DGL contenders SKIPPED")
+    )
 
     n, d, b = args.num_embeddings, args.dim, args.batch
-    batches = common.make_batches(n, b, 8, args.seed)
-    unique = common.mean_unique(batches)
-    expected = common.expected_unique(n, b)
-    print(f"unique rows per batch: expected {expected:,.0f} = N*(1-(1-1/N)^B), "
-          f"measured {unique:,.0f} (mean of the {len(batches)} batches cycled through)")
+    batches = workload.make_batches(n, b, 8, args.seed)
+    unique = workload.mean_unique(batches)
+    expected = workload.expected_unique(n, b)
+    print(
+        f"unique rows per batch: expected {expected:,.0f} = N*(1-(1-1/N)^B), "
+        f"measured {unique:,.0f} (mean of the {len(batches)} batches cycled through)"
+    )
 
-    bandwidth = common.copy_bandwidth(args.bw_mib)
-    print(f"copy bandwidth: {common.fmt_bw(bandwidth)}")
-    bounds = {opt: common.bound_ms(opt, d, unique, bandwidth) for opt in ("adam", "adagrad")}
-    for opt, per_col in common.UPDATE_BYTES_PER_COLUMN.items():
-        print(f"bound {opt}: {per_col}*D bytes x {unique:,.0f} unique rows = "
-              f"{common.update_bytes(opt, d, unique) / 1e6:.0f} MB -> {bounds[opt]:.2f} ms")
+    bandwidth = bw.copy_bandwidth(args.bw_mib)
+    print(f"copy bandwidth: {bw.fmt_bw(bandwidth)}")
+    bounds = {opt: bw.bound_ms(opt, d, unique, bandwidth) for opt in ("adam", "adagrad")}
+    for opt, per_col in bw.UPDATE_BYTES_PER_COLUMN.items():
+        print(
+            f"bound {opt}: {per_col}*D bytes x {unique:,.0f} unique rows = "
+            f"{bw.update_bytes(opt, d, unique) / 1e6:.0f} MB -> {bounds[opt]:.2f} ms"
+        )
 
     table_mb = n * d * 4 / 1e6
     tables = {"adam": 3, "adagrad": 2}
     planned = [(f, o) for o in tables for f in args.families if f != "dgl" or dgl_ok]
-    print(f"memory: {len(planned)} contenders hold "
-          f"{sum(tables[o] for _, o in planned) * table_mb / 1e3:.1f} GB of tables")
+    print(
+        f"memory: {len(planned)} contenders hold "
+        f"{sum(tables[o] for _, o in planned) * table_mb / 1e3:.1f} GB of tables"
+    )
 
-    loss = common.make_loss(args.loss, d)
+    loss = workload.make_loss(args.loss, d)
     contenders = build(args, batches, loss, dgl_ok)
-    runners = {name: common.local_runner(c) for name, c in contenders.items()}
-    times = common.interleaved(runners, warmup=args.warmup, steps=args.steps, rounds=args.rounds)
+    runners = {name: timing.local_runner(c.step) for name, c in contenders.items()}
+    times = timing.interleaved(runners, warmup=args.warmup, steps=args.steps, rounds=args.rounds)
 
     # ------------------------------------------------------------------ results
-    stats = {name: common.stats_ms(common.flat(t)) for name, t in times.items()}
+    stats = {name: timing.stats_ms(timing.flat(t)) for name, t in times.items()}
     torch_adam = label("torch", "adam")
 
     def speedup(peer, name):
-        return common.round_ratios(times[peer], times[name]) if peer in times else None
+        return timing.round_ratios(times[peer], times[name]) if peer in times else None
 
     results, rows = {}, []
     for name, c in contenders.items():
@@ -149,30 +156,55 @@ def main(argv=None):
         vs_dgl = speedup(label("dgl", c.optimizer), name)
         of_bound = bounds[c.optimizer] / s["median_ms"]
         results[name] = {
-            **s, "family": c.family, "optimizer": c.optimizer,
+            **s,
+            "family": c.family,
+            "optimizer": c.optimizer,
             "rows_per_s": b / (s["median_ms"] / 1e3),
             "speedup_vs_torch_sparseadam": vs_torch_adam,
             "speedup_vs_torch_same_optimizer": vs_torch,
             "speedup_vs_dgl_same_optimizer": vs_dgl,
             "fraction_of_bound": of_bound,
         }
-        rows.append([name, f"{s['median_ms']:.1f}", f"{s['p10_ms']:.1f}-{s['p90_ms']:.1f}",
-                     f"{b / s['median_ms'] / 1e3:.2f}", common.fmt_ratio(vs_torch_adam),
-                     common.fmt_ratio(vs_torch), common.fmt_ratio(vs_dgl),
-                     f"{100 * of_bound:.0f}%"])
+        rows.append(
+            [
+                name,
+                f"{s['median_ms']:.1f}",
+                f"{s['p10_ms']:.1f}-{s['p90_ms']:.1f}",
+                f"{b / s['median_ms'] / 1e3:.2f}",
+                timing.fmt_ratio(vs_torch_adam),
+                timing.fmt_ratio(vs_torch),
+                timing.fmt_ratio(vs_dgl),
+                f"{100 * of_bound:.0f}%",
+            ]
+        )
     print("\nResults (speed-up = peer's median ms / this one's; [range of per-round ratios])")
-    common.print_table(["contender", "ms/step", "p10-p90", "M ids/s", "vs torch SparseAdam",
-                        "vs torch same opt", "vs DGL same opt", "of bound"], rows)
+    report.print_table(
+        [
+            "contender",
+            "ms/step",
+            "p10-p90",
+            "M ids/s",
+            "vs torch SparseAdam",
+            "vs torch same opt",
+            "vs DGL same opt",
+            "of bound",
+        ],
+        rows,
+    )
     print()
     for opt in ("adam", "adagrad"):
         name = label("graphemb", opt)
-        print(f"{name}: bound {bounds[opt]:.2f} ms; graphemb at "
-              f"{100 * results[name]['fraction_of_bound']:.0f}% of bound "
-              f"({results[name]['median_ms']:.1f} ms/step)")
+        print(
+            f"{name}: bound {bounds[opt]:.2f} ms; graphemb at "
+            f"{100 * results[name]['fraction_of_bound']:.0f}% of bound "
+            f"({results[name]['median_ms']:.1f} ms/step)"
+        )
     if torch_adam in results:
         ratio = results[label("graphemb", "adam")]["speedup_vs_torch_sparseadam"]["ratio"]
-        print(f"graphemb SparseAdam vs torch SparseAdam: {ratio:.2f}x faster "
-              f"({common.target_mark(ratio, TARGET_VS_TORCH)})")
+        print(
+            f"graphemb SparseAdam vs torch SparseAdam: {ratio:.2f}x faster "
+            f"({report.target_mark(ratio, TARGET_VS_TORCH)})"
+        )
     for opt in ("adam", "adagrad"):
         peer = results[label("graphemb", opt)]["speedup_vs_dgl_same_optimizer"]
         if peer:
@@ -186,27 +218,41 @@ def main(argv=None):
     subject = contenders[label("graphemb", "adam")]
     start = args.warmup + args.steps
     if not args.no_profile:
-        profile = common.profile_phases(subject, start, common.profile_steps(args))
-        common.print_phases(f"Phases of {subject.name}", profile,
-                            results[subject.name]["median_ms"])
+        trace = report.trace_file(args.trace, f"{subject.name}-phases")
+        profile = phases.profile_phases(subject, start, cli.profile_steps(args), trace_path=trace)
+        phases.print_phases(
+            f"Phases of {subject.name}", profile, results[subject.name]["median_ms"]
+        )
         start += profile["steps"]
     if args.ops:
-        ops = op_profile(subject, start, 3)
+        ops = phases.operator_table(subject.step, subject.name, start, 3)
 
-    common.emit_summary({
-        "bench": "sparse_step",
-        "config": {"num_embeddings": n, "dim": d, "batch": b, "threads": threads,
-                   "warmup": args.warmup, "steps": args.steps, "rounds": args.rounds,
-                   "loss": args.loss, "quick": args.quick, "lr": common.LR},
-        "dgl": dgl_note if not dgl_ok else f"DGL {dgl_note}",
-        "unique_rows": {"expected": expected, "measured_mean": unique},
-        "bandwidth": bandwidth,
-        "bound_ms": bounds,
-        "results": results,
-        "target": {"graphemb_sparseadam_vs_torch_sparseadam": TARGET_VS_TORCH},
-        "profile_graphemb_sparseadam": profile,
-        "ops_graphemb_sparseadam": ops,
-    }, args.json)
+    report.emit_summary(
+        {
+            "bench": "sparse_step",
+            "config": {
+                "num_embeddings": n,
+                "dim": d,
+                "batch": b,
+                "threads": threads,
+                "warmup": args.warmup,
+                "steps": args.steps,
+                "rounds": args.rounds,
+                "loss": args.loss,
+                "quick": args.quick,
+                "lr": peers.LR,
+            },
+            "dgl": dgl_note if not dgl_ok else f"DGL {dgl_note}",
+            "unique_rows": {"expected": expected, "measured_mean": unique},
+            "bandwidth": bandwidth,
+            "bound_ms": bounds,
+            "results": results,
+            "target": {"graphemb_sparseadam_vs_torch_sparseadam": TARGET_VS_TORCH},
+            "profile_graphemb_sparseadam": profile,
+            "ops_graphemb_sparseadam": ops,
+        },
+        args.json,
+    )
 
 
 if __name__ == "__main__":

@@ -1,31 +1,196 @@
-"""The benchmarks still run (their --quick mode) and print their summary. No timing is
-asserted here: speed targets are read from the benchmarks' own output, never from tests."""
+"""The benchmarks still run (their --quick mode) and print their summary, and the pieces of
+their harness (``benchmarks/harness``) measure what they claim. No timing is asserted here:
+speed targets are read from the benchmarks' own output, never from tests."""
 
 from __future__ import annotations
 
+import doctest
 import json
+import mmap
+import os
+import secrets
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+import torch
+from torch.profiler import record_function
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))  # the harness package, as the scripts import it
+
+from harness import memory, peers, phases  # noqa: E402
 
 
-@pytest.mark.parametrize("script, args", [
-    ("bench_sparse_step.py", []),
-    ("bench_multiprocess.py", ["--no-dgl"]),  # DGL's multi-process store needs a fixed port
-    ("bench_partitioned.py", []),
-])
-def test_benchmark_quick_mode_prints_its_summary(script, args):
+def _run(script: str, *args: str) -> subprocess.CompletedProcess:
     done = subprocess.run([sys.executable, str(BENCHMARKS / script), "--quick", *args],
-                          capture_output=True, text=True, timeout=240)
+                          capture_output=True, text=True, timeout=240)  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    summaries = [line for line in done.stdout.splitlines() if line.startswith("BENCH_SUMMARY ")]
-    assert len(summaries) == 1
-    summary = json.loads(summaries[0][len("BENCH_SUMMARY "):])
+    return done
+
+
+def _json_line(stdout: str, prefix: str) -> dict:
+    lines = [line for line in stdout.splitlines() if line.startswith(prefix)]
+    assert len(lines) == 1, f"{len(lines)} lines start with {prefix!r}"
+    return json.loads(lines[0][len(prefix) :])
+
+
+@pytest.mark.parametrize(
+    "script, args",
+    [
+        ("bench_sparse_step.py", []),
+        ("bench_multiprocess.py", ["--no-dgl"]),  # DGL's multi-process store needs a fixed port
+        ("bench_partitioned.py", []),
+    ],
+)
+def test_benchmark_quick_mode_prints_its_summary(script, args):
+    summary = _json_line(_run(script, *args).stdout, "BENCH_SUMMARY ")
     results = summary["cpu"]["results"] if "cpu" in summary else summary["results"]
     assert results, "no contender was measured"
     for name, result in results.items():
         assert result["median_ms"] > 0, name
+
+
+def test_soak_quick_mode_samples_memory_and_leaves_no_segment(tmp_path):
+    plot = tmp_path / "soak.png"
+    done = _run("bench_soak.py", "--steps", "120", "--sample-every", "30", "--plot", str(plot))
+    result = _json_line(done.stdout, "RESULT ")
+    summary = _json_line(done.stdout, "BENCH_SUMMARY ")
+    assert [s["step"] for s in summary["samples"]] == [0, 30, 60, 90, 120]
+    for sample in summary["samples"][1:]:
+        # both ranks map the shared tables: at least weight + 2 Adam states of N x D float32
+        assert sample["job shm mapped"] >= 3 * 20_000 * 16 * 4
+        assert sample["rank 0 RSS"] > 0 and sample["rank 1 RSS"] > 0
+    assert set(result["series"]) >= {"rank 0 RSS", "rank 1 anon", "job shm mapped", "parent RSS"}
+    assert isinstance(result["flat"], bool)
+    assert result["shm_files_left_after_exit"] == 0
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# ------------------------------------------------------------------ phases
+def _fake_contender():
+    """A step whose phases open library spans at known places, twice in the step."""
+    table = torch.randn(200, 16)
+
+    def lookup(ids):
+        with record_function("graphemb::read_rows"):
+            return table[ids].requires_grad_()
+
+    def update():
+        for _ in range(2):
+            with record_function("graphemb::outer"):
+                with record_function("graphemb_kernels::inner"):
+                    torch.sort(table, dim=0)
+                table.mul(2)
+
+    gen = torch.Generator().manual_seed(0)
+    batches = [torch.randint(0, 200, (50,), generator=gen) for _ in range(3)]
+    step, profile = peers._phased(lookup, lambda rows: (rows * rows).sum(), update, batches)
+    return SimpleNamespace(name="fake", step=step, profile=profile)
+
+
+def test_phases_agree_with_torch_profiler_aggregates():
+    contender = _fake_contender()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        for i in range(4):
+            with record_function(phases.ITERATION_SPAN):
+                contender.profile(i)
+    got = phases.read_phases(prof.events())
+    totals = {e.key: e for e in prof.key_averages()}  # the oracle: torch's own aggregation
+    spans = {
+        "lookup": "bench::lookup",
+        "lookup > graphemb::read_rows": "graphemb::read_rows",
+        "step": "bench::step",
+        "step > graphemb::outer": "graphemb::outer",
+        "step > graphemb::outer > graphemb_kernels::inner": "graphemb_kernels::inner",
+    }
+    assert got["steps"] == 4
+    for path, span in spans.items():
+        assert sum(got["per_step_ms"][path]) == pytest.approx(
+            totals[span].cpu_time_total / 1e3, rel=1e-6
+        ), path
+        assert got["calls"][path] * got["steps"] == totals[span].count, path
+    assert got["calls"]["step > graphemb::outer"] == 2
+    for path in ("lookup", "step", "step > graphemb::outer"):  # parent = children + rest
+        assert got["rest_ms"][path] >= 0
+    inner_ops = [op for op, _ in got["top_ops"]["step > graphemb::outer > graphemb_kernels::inner"]]
+    outer_ops = [op for op, _ in got["top_ops"]["step > graphemb::outer"]]
+    assert "aten::sort" in inner_ops and "aten::sort" not in outer_ops
+    assert "aten::mul" in outer_ops
+    assert got["library_spans"] == [
+        "graphemb::outer", "graphemb::read_rows", "graphemb_kernels::inner",
+    ]  # fmt: skip
+
+
+def test_profile_of_graphemb_step_shows_kernel_span_and_patches_nothing():
+    from graphemb.optim import kernels
+
+    sort, select = torch.sort, torch.Tensor.index_select
+    gen = torch.Generator().manual_seed(0)
+    batches = [torch.randint(0, 1000, (300,), generator=gen) for _ in range(2)]
+    loss = lambda rows: (rows * rows).sum()  # noqa: E731
+    contender = peers.graphemb_contender(
+        "g", "adam", 1000, 8, batches, loss, table_name=f"test-phases-{secrets.token_hex(3)}"
+    )
+    got = phases.profile_phases(contender, 0, 3)
+    assert set(got["phases_ms"]) >= {"lookup", "loss (forward)", "backward", "step"}
+    kernel_paths = [p for p in got["phases_ms"] if p.endswith("graphemb_kernels::adam_")]
+    assert len(kernel_paths) == (1 if kernels.usable_for(torch.zeros(1, 1)) else 0)
+    assert torch.sort is sort and torch.Tensor.index_select is select
+
+
+def test_read_phases_refuses_a_profile_without_iterations():
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        torch.ones(3).sum()
+    with pytest.raises(ValueError, match="bench::iteration"):
+        phases.read_phases(prof.events())
+
+
+# ------------------------------------------------------------------ memory
+def test_trend_matches_scipy_linregress():
+    stats = pytest.importorskip("scipy.stats")
+    gen = torch.Generator().manual_seed(0)
+    steps = torch.arange(0, 10_000, 250, dtype=torch.float64)
+    values = 100 + 0.003 * steps + torch.randn(steps.shape, generator=gen, dtype=torch.float64)
+    got = memory.trend(steps.tolist(), values.tolist())
+    oracle = stats.linregress(steps.numpy(), values.numpy())
+    assert got["slope_per_1k_steps"] == pytest.approx(1000 * oracle.slope, rel=1e-9)
+    assert got["intercept"] == pytest.approx(oracle.intercept, rel=1e-9)
+    assert got["max_growth"] == pytest.approx(float(values.max() - values[0]))
+
+
+def test_harness_docstring_examples():
+    result = doctest.testmod(memory, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0
+
+
+@pytest.mark.parametrize("steps, values", [([1], [1.0]), ([1, 2], [1.0]), ([3, 3], [1.0, 2.0])])
+def test_trend_refuses_degenerate_series(steps, values):
+    with pytest.raises(ValueError, match="trend needs"):
+        memory.trend(steps, values)
+
+
+@pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="needs Linux /dev/shm")
+def test_process_memory_counts_an_unlinked_mapped_segment_once():
+    size = 3 << 20
+    path = f"/dev/shm/graphemb-test-{os.getpid()}-{secrets.token_hex(4)}"
+    before = memory.process_memory()
+    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+    try:
+        os.ftruncate(fd, size)
+        segment = mmap.mmap(fd, size)
+    finally:
+        os.close(fd)
+        os.unlink(path)  # as graphemb does once every rank has mapped a table
+    try:
+        segment.write(b"\x01" * size)  # resident now
+        during = memory.process_memory()
+        new = set(during["shm_maps"]) - set(before["shm_maps"])
+        assert [during["shm_maps"][k] for k in new] == [size]
+        assert during["rss_shmem"] - before["rss_shmem"] >= size
+        assert memory.shm_mapped([during, during])[0] == memory.shm_mapped([during])[0]
+    finally:
+        segment.close()
+    assert not set(memory.process_memory()["shm_maps"]) - set(before["shm_maps"])

@@ -15,25 +15,142 @@
 //   divisor       the world size (gradients are averaged over ranks)
 // Tables are contiguous; rows of different runs are distinct, so runs are updated in
 // parallel without races.
+//
+// Every kernel checks what it is given before it touches a row -- devices, dtypes,
+// contiguity, shapes, and in one serial pass over index and order: index sorted and inside
+// the table, order inside grads -- and raises (IndexError, ValueError or TypeError in
+// Python) naming the bad value; a rejected call changes nothing. The per-row loops
+// themselves check nothing. Each call is a torch.profiler span "graphemb_kernels::<name>".
 
 #include <torch/extension.h>
 
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 
 #include <cmath>
+#include <cstdint>
+#include <string>
 #include <vector>
 
 namespace {
 
-// Start of every run of equal values in sorted `index`, plus a final `n`.
-std::vector<int64_t> run_starts(const int64_t* index, int64_t n) {
+// ------------------------------------------------------------------ checks of the inputs
+// torch's Python name of a dtype ("int64", not c10's "Long"), for error messages.
+std::string dtype_name(at::ScalarType type) {
+  switch (type) {
+    case at::kFloat: return "float32";
+    case at::kDouble: return "float64";
+    case at::kHalf: return "float16";
+    case at::kBFloat16: return "bfloat16";
+    case at::kLong: return "int64";
+    case at::kInt: return "int32";
+    case at::kShort: return "int16";
+    case at::kChar: return "int8";
+    case at::kByte: return "uint8";
+    case at::kBool: return "bool";
+    default: return c10::toString(type);
+  }
+}
+
+void check_cpu(const char* kernel, const at::Tensor& t, const char* name) {
+  TORCH_CHECK_VALUE(t.device().is_cpu(), "graphemb_kernels.", kernel, ": ", name,
+                    " must be a CPU tensor, got one on ", t.device());
+}
+
+void check_contiguous(const char* kernel, const at::Tensor& t, const char* name) {
+  TORCH_CHECK_VALUE(t.is_contiguous(), "graphemb_kernels.", kernel, ": ", name,
+                    " must be contiguous, got sizes ", t.sizes(), " with strides ", t.strides());
+}
+
+void check_dtype(const char* kernel, const at::Tensor& t, const char* name, at::ScalarType expected,
+                 const char* why) {
+  TORCH_CHECK_TYPE(t.scalar_type() == expected, "graphemb_kernels.", kernel, ": ", name,
+                   " must be ", dtype_name(expected), " (", why, "), got ",
+                   dtype_name(t.scalar_type()));
+}
+
+// A tensor the kernel reads or writes: on the CPU, contiguous, of `dim` dimensions.
+void check_tensor(const char* kernel, const at::Tensor& t, const char* name, int64_t dim) {
+  check_cpu(kernel, t, name);
+  TORCH_CHECK_VALUE(t.dim() == dim, "graphemb_kernels.", kernel, ": ", name, " must have ", dim,
+                    " dimension(s), got shape ", t.sizes());
+  check_contiguous(kernel, t, name);
+}
+
+// weight (N, dim) floating; index, order (M,) int64; grads (R, dim) float32 or float64.
+void check(const char* kernel, const at::Tensor& weight, const at::Tensor& index,
+           const at::Tensor& order, const at::Tensor& grads, double divisor) {
+  check_tensor(kernel, weight, "weight", 2);
+  check_tensor(kernel, index, "index", 1);
+  check_tensor(kernel, order, "order", 1);
+  check_tensor(kernel, grads, "grads", 2);
+  const auto w = weight.scalar_type();
+  TORCH_CHECK_TYPE(w == at::kFloat || w == at::kDouble || w == at::kHalf || w == at::kBFloat16,
+                   "graphemb_kernels.", kernel,
+                   ": weight must be float32, float64, float16 or bfloat16, got ", dtype_name(w));
+  check_dtype(kernel, index, "index", at::kLong, "row numbers");
+  check_dtype(kernel, order, "order", at::kLong, "rows of grads");
+  const auto g = grads.scalar_type();
+  TORCH_CHECK_TYPE(g == at::kFloat || g == at::kDouble, "graphemb_kernels.", kernel,
+                   ": grads must be float32 or float64 (the compute dtype), got ", dtype_name(g));
+  TORCH_CHECK_VALUE(index.numel() == order.numel(), "graphemb_kernels.", kernel,
+                    ": index and order must have the same length, got ", index.numel(), " and ",
+                    order.numel());
+  TORCH_CHECK_VALUE(grads.size(1) == weight.size(1), "graphemb_kernels.", kernel,
+                    ": grads must have the weight's ", weight.size(1), " columns, got shape ",
+                    grads.sizes());
+  TORCH_CHECK_VALUE(divisor > 0 && std::isfinite(divisor), "graphemb_kernels.", kernel,
+                    ": divisor must be a positive finite number, got ", divisor);
+}
+
+// Per-row optimizer state: (N, dim) or (N,) like the weight, in the compute dtype.
+void check_state(const char* kernel, const at::Tensor& state, const char* name,
+                 const at::Tensor& weight, bool per_element, at::ScalarType dtype,
+                 const char* why) {
+  check_tensor(kernel, state, name, per_element ? 2 : 1);
+  const bool rows_match = state.size(0) == weight.size(0);
+  const bool columns_match = !per_element || state.size(1) == weight.size(1);
+  TORCH_CHECK_VALUE(rows_match && columns_match, "graphemb_kernels.", kernel, ": ", name,
+                    " must have shape ", per_element ? weight.sizes() : weight.sizes().slice(0, 1),
+                    " to match the weight, got ", state.sizes());
+  check_dtype(kernel, state, name, dtype, why);
+}
+
+// Start of every run of equal values in sorted `index`, plus a final `n` -- after checking,
+// in the same single pass, that `index` is sorted and inside the table and that `order`
+// points into grads: a bad row from a caller raises here instead of becoming an
+// out-of-bounds write (or a race between two runs of the same row) further down.
+std::vector<int64_t> checked_run_starts(const char* kernel, const at::Tensor& index,
+                                        const at::Tensor& order, int64_t table_rows,
+                                        int64_t grad_rows) {
+  const int64_t n = index.numel();
+  const int64_t* idx = index.data_ptr<int64_t>();
+  const int64_t* ord = order.data_ptr<int64_t>();
   std::vector<int64_t> starts;
   starts.reserve(n + 1);
   for (int64_t i = 0; i < n; ++i) {
-    if (i == 0 || index[i] != index[i - 1]) starts.push_back(i);
+    // one unsigned comparison catches negative and too large values alike
+    if (static_cast<uint64_t>(ord[i]) >= static_cast<uint64_t>(grad_rows)) {
+      TORCH_CHECK_INDEX(false, "graphemb_kernels.", kernel, ": order[", i, "] = ", ord[i],
+                        " is out of range for grads of ", grad_rows, " rows");
+    }
+    if (i == 0 || idx[i] != idx[i - 1]) {
+      if (i > 0 && idx[i] < idx[i - 1]) {
+        TORCH_CHECK_VALUE(false, "graphemb_kernels.", kernel, ": index must be sorted ascending, ",
+                          "got index[", i - 1, "] = ", idx[i - 1], " > index[", i, "] = ", idx[i]);
+      }
+      starts.push_back(i);
+    }
   }
   starts.push_back(n);
+  if (n > 0) {  // sorted: the first and the last value bound all others
+    TORCH_CHECK_INDEX(idx[0] >= 0, "graphemb_kernels.", kernel, ": index[0] = ", idx[0],
+                      " is out of range for a table of ", table_rows, " rows");
+    TORCH_CHECK_INDEX(idx[n - 1] < table_rows, "graphemb_kernels.", kernel, ": index[", n - 1,
+                      "] = ", idx[n - 1], " is out of range for a table of ", table_rows,
+                      " rows");
+  }
   return starts;
 }
 
@@ -47,16 +164,16 @@ inline void prefetch(const void* p, int64_t nbytes) {
 constexpr int64_t kPrefetchRuns = 2;  // rows ahead (measured at N=1M, 2 threads: 1-2 best, 8 worse)
 
 // Calls update(row, summed_grad) once per distinct row, in parallel over rows;
-// prefetch_row(row) is called a few rows ahead of update(row, ...).
+// prefetch_row(row) is called a few rows ahead of update(row, ...). `starts`: the runs of
+// checked_run_starts.
 template <typename C, typename Update, typename Prefetch>
-void for_each_row(const at::Tensor& index, const at::Tensor& order, const at::Tensor& grads,
-                  double divisor, Update update, Prefetch prefetch_row) {
-  const int64_t n = index.numel();
+void for_each_row(const std::vector<int64_t>& starts, const at::Tensor& index,
+                  const at::Tensor& order, const at::Tensor& grads, double divisor,
+                  Update update, Prefetch prefetch_row) {
   const int64_t dim = grads.size(1);
   const int64_t* idx = index.data_ptr<int64_t>();
   const int64_t* ord = order.data_ptr<int64_t>();
   const C* g = grads.data_ptr<C>();
-  const std::vector<int64_t> starts = run_starts(idx, n);
   const int64_t runs = static_cast<int64_t>(starts.size()) - 1;
   const C div = static_cast<C>(divisor);
   at::parallel_for(0, runs, 256, [&](int64_t begin, int64_t end) {
@@ -81,25 +198,6 @@ void for_each_row(const at::Tensor& index, const at::Tensor& order, const at::Te
   });
 }
 
-void check(const at::Tensor& weight, const at::Tensor& index, const at::Tensor& order,
-           const at::Tensor& grads) {
-  TORCH_CHECK(weight.device().is_cpu() && weight.is_contiguous() && weight.dim() == 2,
-              "graphemb kernels: weight must be a contiguous 2-D CPU tensor");
-  TORCH_CHECK(index.scalar_type() == at::kLong && order.scalar_type() == at::kLong &&
-                  index.is_contiguous() && order.is_contiguous() && index.numel() == order.numel(),
-              "graphemb kernels: index and order must be contiguous int64 of equal length");
-  TORCH_CHECK(grads.is_contiguous() && grads.dim() == 2 && grads.size(1) == weight.size(1),
-              "graphemb kernels: grads must be contiguous (rows, dim)");
-}
-
-void check_state(const at::Tensor& state, const at::Tensor& weight, bool per_element) {
-  TORCH_CHECK(state.device().is_cpu() && state.is_contiguous() &&
-                  state.size(0) == weight.size(0) &&
-                  (per_element ? state.dim() == 2 && state.size(1) == weight.size(1)
-                               : state.dim() == 1),
-              "graphemb kernels: optimizer state does not match the weight");
-}
-
 // Float computations happen in C; the weight may be stored in a narrower type W.
 template <typename W, typename C>
 inline C load(const W& w) { return static_cast<C>(w); }
@@ -108,7 +206,9 @@ inline C load(const W& w) { return static_cast<C>(w); }
 
 void sgd_(at::Tensor weight, at::Tensor index, at::Tensor order, at::Tensor grads,
           double divisor, double lr) {
-  check(weight, index, order, grads);
+  RECORD_FUNCTION("graphemb_kernels::sgd_", std::vector<c10::IValue>());
+  check("sgd_", weight, index, order, grads, divisor);
+  const auto starts = checked_run_starts("sgd_", index, order, weight.size(0), grads.size(0));
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, weight.scalar_type(), "sgd_", [&] {
     using W = scalar_t;
     AT_DISPATCH_FLOATING_TYPES(grads.scalar_type(), "sgd_grad", [&] {
@@ -121,16 +221,18 @@ void sgd_(at::Tensor weight, at::Tensor index, at::Tensor order, at::Tensor grad
         for (int64_t j = 0; j < dim; ++j) wr[j] = static_cast<W>(load<W, C>(wr[j]) - clr * g[j]);
       };
       auto prefetch_row = [&](int64_t row) { prefetch(w + row * dim, dim * sizeof(W)); };
-      for_each_row<C>(index, order, grads, divisor, update, prefetch_row);
+      for_each_row<C>(starts, index, order, grads, divisor, update, prefetch_row);
     });
   });
 }
 
 void adagrad_(at::Tensor weight, at::Tensor state_sum, at::Tensor index, at::Tensor order,
               at::Tensor grads, double divisor, double lr, double eps) {
-  check(weight, index, order, grads);
-  check_state(state_sum, weight, /*per_element=*/true);
-  TORCH_CHECK(state_sum.scalar_type() == grads.scalar_type(), "graphemb kernels: state dtype");
+  RECORD_FUNCTION("graphemb_kernels::adagrad_", std::vector<c10::IValue>());
+  check("adagrad_", weight, index, order, grads, divisor);
+  check_state("adagrad_", state_sum, "state_sum", weight, /*per_element=*/true,
+              grads.scalar_type(), "the dtype of grads");
+  const auto starts = checked_run_starts("adagrad_", index, order, weight.size(0), grads.size(0));
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, weight.scalar_type(), "adagrad_", [&] {
     using W = scalar_t;
     AT_DISPATCH_FLOATING_TYPES(grads.scalar_type(), "adagrad_grad", [&] {
@@ -152,7 +254,7 @@ void adagrad_(at::Tensor weight, at::Tensor state_sum, at::Tensor index, at::Ten
         prefetch(w + row * dim, dim * sizeof(W));
         prefetch(s + row * dim, dim * sizeof(C));
       };
-      for_each_row<C>(index, order, grads, divisor, update, prefetch_row);
+      for_each_row<C>(starts, index, order, grads, divisor, update, prefetch_row);
     });
   });
 }
@@ -160,9 +262,12 @@ void adagrad_(at::Tensor weight, at::Tensor state_sum, at::Tensor index, at::Ten
 void rowwise_adagrad_(at::Tensor weight, at::Tensor state_sum, at::Tensor index,
                       at::Tensor order, at::Tensor grads, double divisor, double lr,
                       double eps) {
-  check(weight, index, order, grads);
-  check_state(state_sum, weight, /*per_element=*/false);
-  TORCH_CHECK(state_sum.scalar_type() == grads.scalar_type(), "graphemb kernels: state dtype");
+  RECORD_FUNCTION("graphemb_kernels::rowwise_adagrad_", std::vector<c10::IValue>());
+  check("rowwise_adagrad_", weight, index, order, grads, divisor);
+  check_state("rowwise_adagrad_", state_sum, "state_sum", weight, /*per_element=*/false,
+              grads.scalar_type(), "the dtype of grads");
+  const auto starts =
+      checked_run_starts("rowwise_adagrad_", index, order, weight.size(0), grads.size(0));
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, weight.scalar_type(), "rowwise_", [&] {
     using W = scalar_t;
     AT_DISPATCH_FLOATING_TYPES(grads.scalar_type(), "rowwise_grad", [&] {
@@ -183,7 +288,7 @@ void rowwise_adagrad_(at::Tensor weight, at::Tensor state_sum, at::Tensor index,
         W* __restrict__ wr = w + row * dim;
         for (int64_t j = 0; j < dim; ++j) wr[j] = static_cast<W>(load<W, C>(wr[j]) - multiplier * g[j]);
       };
-      for_each_row<C>(index, order, grads, divisor, update, prefetch_row);
+      for_each_row<C>(starts, index, order, grads, divisor, update, prefetch_row);
     });
   });
 }
@@ -191,14 +296,14 @@ void rowwise_adagrad_(at::Tensor weight, at::Tensor state_sum, at::Tensor index,
 void adam_(at::Tensor weight, at::Tensor exp_avg, at::Tensor exp_avg_sq, at::Tensor step,
            at::Tensor index, at::Tensor order, at::Tensor grads, double divisor, double lr,
            double beta1, double beta2, double eps) {
-  check(weight, index, order, grads);
-  check_state(exp_avg, weight, true);
-  check_state(exp_avg_sq, weight, true);
-  check_state(step, weight, false);
-  TORCH_CHECK(step.scalar_type() == at::kLong, "graphemb kernels: step must be int64");
-  TORCH_CHECK(exp_avg.scalar_type() == grads.scalar_type() &&
-                  exp_avg_sq.scalar_type() == grads.scalar_type(),
-              "graphemb kernels: state dtype");
+  RECORD_FUNCTION("graphemb_kernels::adam_", std::vector<c10::IValue>());
+  check("adam_", weight, index, order, grads, divisor);
+  check_state("adam_", exp_avg, "exp_avg", weight, /*per_element=*/true, grads.scalar_type(),
+              "the dtype of grads");
+  check_state("adam_", exp_avg_sq, "exp_avg_sq", weight, /*per_element=*/true,
+              grads.scalar_type(), "the dtype of grads");
+  check_state("adam_", step, "step", weight, /*per_element=*/false, at::kLong, "step counts");
+  const auto starts = checked_run_starts("adam_", index, order, weight.size(0), grads.size(0));
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, weight.scalar_type(), "adam_", [&] {
     using W = scalar_t;
     AT_DISPATCH_FLOATING_TYPES(grads.scalar_type(), "adam_grad", [&] {
@@ -237,7 +342,7 @@ void adam_(at::Tensor weight, at::Tensor exp_avg, at::Tensor exp_avg_sq, at::Ten
           wr[j] = static_cast<W>(load<W, C>(wr[j]) - step_size * mr[j] / denom);
         }
       };
-      for_each_row<C>(index, order, grads, divisor, update, prefetch_row);
+      for_each_row<C>(starts, index, order, grads, divisor, update, prefetch_row);
     });
   });
 }

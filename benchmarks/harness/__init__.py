@@ -1,0 +1,19 @@
+"""The harness of graphemb's benchmarks (imported by every ``benchmarks/bench_*.py``).
+
+One concept per module:
+
+========== ===============================================================================
+cli        the options every benchmark shares and their default / ``--quick`` sizes
+workload   batches of random ids, the losses, expected unique rows, a rank's share
+timing     timed blocks of steps, interleaved rounds, medians, per-round ratios
+bandwidth  the copy-bandwidth probe and the bytes-moved bound of an update
+peers      the contenders: graphemb, torch ``nn.Embedding(sparse=True)``, DGL
+phases     per-phase profiles read back from ``torch.profiler.record_function`` spans
+ranks      ``RankPool``: spawned gloo ranks that run timed blocks on command
+memory     RSS and shared-memory samples of processes, linear trends (the soak)
+report     header, environment, aligned tables, the ``BENCH_SUMMARY`` line
+========== ===============================================================================
+
+The scripts run as ``python benchmarks/bench_x.py``: Python puts ``benchmarks/`` first on
+``sys.path``, so ``import harness`` finds this package (spawned ranks inherit the path).
+"""

@@ -1,0 +1,62 @@
+"""The memory-bandwidth bound: bytes an update must move / measured copy bandwidth."""
+
+from __future__ import annotations
+
+import torch
+
+from .timing import median, time_steps
+
+# Bytes an update must move per unique row and per column, float32 everywhere:
+#   Adam:    read + write weight, exp_avg, exp_avg_sq (6 x 4) + read the gradient (4) = 28
+#   Adagrad: read + write weight, sum (4 x 4)             + read the gradient (4) = 20
+# (Adam's per-row int64 step count, 16 bytes per row, is left out: it does not grow with D.)
+UPDATE_BYTES_PER_COLUMN = {"adam": 28, "adagrad": 20}
+
+
+def copy_bandwidth(mib: int = 256, repeats: int = 9, device: torch.device | str = "cpu") -> dict:
+    """Memory bandwidth from ``dst.copy_(src)`` of two preallocated ``mib`` MiB tensors:
+    ``2 * bytes / time`` (one read and one write per byte), best and median of ``repeats``."""
+    device = torch.device(device)
+    nbytes = mib << 20
+    times = _copy_times(nbytes, repeats, device)
+    rates = [2 * nbytes / t for t in times]
+    # The bound uses the fastest copy: on a shared machine other processes only ever slow a
+    # copy down, so the best of several is the steadiest estimate of what the memory can do
+    # (the median is reported beside it).
+    return {
+        "bytes_per_s": max(rates),
+        "median_bytes_per_s": median(rates),
+        "min_bytes_per_s": min(rates),
+        "tensor_mib": mib,
+        "repeats": repeats,
+        "device": str(device),
+        "threads": torch.get_num_threads(),
+    }
+
+
+def _copy_times(nbytes: int, repeats: int, device: torch.device) -> list[float]:
+    src = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
+    dst = torch.zeros_like(src)  # both touched: no page faults inside the timing
+    sync = torch.cuda.synchronize if device.type == "cuda" else None
+    dst.copy_(src)
+    return time_steps(lambda _: dst.copy_(src), 0, repeats, sync)
+
+
+def update_bytes(optimizer: str, dim: int, unique_rows: float) -> float:
+    """Bytes an update of ``unique_rows`` rows of width ``dim`` must move."""
+    return UPDATE_BYTES_PER_COLUMN[optimizer] * dim * unique_rows
+
+
+def bound_ms(optimizer: str, dim: int, unique_rows: float, bandwidth: dict) -> float:
+    """Time to move the bytes an update must move at the measured copy bandwidth."""
+    return 1e3 * update_bytes(optimizer, dim, unique_rows) / bandwidth["bytes_per_s"]
+
+
+def fmt_bw(bandwidth: dict) -> str:
+    return (
+        f"{bandwidth['bytes_per_s'] / 1e9:.1f} GB/s, best of {bandwidth['repeats']} "
+        f"(median {bandwidth['median_bytes_per_s'] / 1e9:.1f}, slowest "
+        f"{bandwidth['min_bytes_per_s'] / 1e9:.1f}) = 2 x bytes / time of dst.copy_(src), "
+        f"2 x {bandwidth['tensor_mib']} MiB, {bandwidth['device']}, "
+        f"{bandwidth['threads']} threads"
+    )

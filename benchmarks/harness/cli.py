@@ -1,0 +1,149 @@
+"""Options every benchmark shares, and their default and ``--quick`` sizes."""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+from .workload import LOSSES
+
+SIZES = {  # the spec's defaults, and those of --quick
+    "default": {
+        "num_embeddings": 1_000_000,
+        "dim": 128,
+        "batch": 100_000,
+        "warmup": 3,
+        "steps": 20,
+        "rounds": 5,
+        "bw_mib": 256,
+    },
+    "quick": {
+        "num_embeddings": 50_000,
+        "dim": 32,
+        "batch": 4_000,
+        "warmup": 1,
+        "steps": 4,
+        "rounds": 2,
+        "bw_mib": 32,
+    },
+}
+
+
+def base_parser(
+    description: str, epilog: str | None = None, sizes: dict | None = None, timed: bool = True
+) -> argparse.ArgumentParser:
+    """A parser with the options every benchmark shares (``None`` = "take the default").
+
+    ``sizes`` replaces :data:`SIZES` in the help texts (a benchmark with other defaults);
+    ``timed=False`` leaves out the options of interleaved timing and phase profiles
+    (``--warmup``, ``--rounds``, ``--bw-mib``, ``--trace``).
+    """
+    d = (sizes or SIZES)["default"]
+    q = (sizes or SIZES)["quick"]
+    parser = argparse.ArgumentParser(
+        description=description,
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add = parser.add_argument
+    add(
+        "-n",
+        "--num-embeddings",
+        type=int,
+        default=None,
+        help=f"rows of the table (default {d['num_embeddings']:,}; "
+        f"--quick {q['num_embeddings']:,})",
+    )
+    add(
+        "-d",
+        "--dim",
+        type=int,
+        default=None,
+        help=f"embedding dimension D (default {d['dim']}; --quick {q['dim']})",
+    )
+    add(
+        "-b",
+        "--batch",
+        type=int,
+        default=None,
+        help=f"ids per step, uniform with replacement, summed over all processes "
+        f"(default {d['batch']:,}; --quick {q['batch']:,})",
+    )
+    if timed:
+        add(
+            "--warmup",
+            type=int,
+            default=None,
+            help=f"untimed steps per contender first (default {d['warmup']})",
+        )
+    add("--steps", type=int, default=None, help=f"timed steps per contender (default {d['steps']})")
+    if timed:
+        add(
+            "--rounds",
+            type=int,
+            default=None,
+            help=f"the timed steps are split into this many interleaved rounds "
+            f"(default {d['rounds']})",
+        )
+    add(
+        "--loss",
+        choices=sorted(LOSSES),
+        default="upstream",
+        help="loss on the looked-up rows, the same for every contender (default: upstream)",
+    )
+    add("--seed", type=int, default=0, help="seed of the ids (default 0)")
+    if timed:
+        add(
+            "--bw-mib",
+            type=int,
+            default=None,
+            help=f"size of each tensor of the copy-bandwidth probe in MiB (default {d['bw_mib']})",
+        )
+    add("--quick", action="store_true", help="small sizes and few steps (a smoke test, < 30 s)")
+    add(
+        "--json",
+        metavar="PATH",
+        default=None,
+        help="also write the summary (the BENCH_SUMMARY line's JSON) to PATH",
+    )
+    if timed:
+        add(
+            "--trace",
+            metavar="DIR",
+            default=None,
+            help="write the torch.profiler trace of every phase profile to DIR (Chrome trace "
+            "JSON: chrome://tracing or https://ui.perfetto.dev)",
+        )
+    return parser
+
+
+def finish_args(args: argparse.Namespace, sizes: dict | None = None) -> argparse.Namespace:
+    """Fill options left at ``None`` from the default or ``--quick`` sizes; check them."""
+    chosen = (sizes or SIZES)["quick" if args.quick else "default"]
+    for key, value in chosen.items():
+        if getattr(args, key, None) is None:
+            setattr(args, key, value)
+    for key in ("num_embeddings", "dim", "batch", "steps", "rounds", "bw_mib"):
+        if getattr(args, key) <= 0:
+            raise SystemExit(
+                f"--{key.replace('_', '-')} must be positive, got {getattr(args, key)}"
+            )
+    if args.warmup < 0:
+        raise SystemExit(f"--warmup must be >= 0, got {args.warmup}")
+    args.rounds = min(args.rounds, args.steps)
+    return args
+
+
+def profile_steps(args: argparse.Namespace) -> int:
+    """Instrumented steps of a phase profile."""
+    return max(2 if args.quick else 5, args.steps // 2)
+
+
+def set_threads(threads: int | None) -> int:
+    """``torch.set_num_threads(threads)`` unless ``None``; the thread count in effect."""
+    if threads is not None:
+        if threads <= 0:
+            raise SystemExit(f"--threads must be positive, got {threads}")
+        torch.set_num_threads(threads)
+    return torch.get_num_threads()

@@ -1,0 +1,114 @@
+"""Memory of processes over time: RSS, shared-memory segments, and their linear trend.
+
+Linux only (``/proc``). Sizes in bytes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import numpy as np
+
+SHM_DIR = "/dev/shm"
+_STATUS_FIELDS = {
+    "VmRSS": "rss",
+    "RssAnon": "rss_anon",
+    "RssFile": "rss_file",
+    "RssShmem": "rss_shmem",
+}
+
+
+def process_memory(pid: int | str = "self") -> dict:
+    """Resident memory and shared-memory mappings of process ``pid``.
+
+    Returns
+    -------
+    dict
+        ``rss``, ``rss_anon`` (private: heap, torch tensors), ``rss_file``, ``rss_shmem``
+        (resident pages of shared memory) from ``/proc/<pid>/status``; ``shm_maps``:
+        ``{"<dev>:<inode>": bytes}`` of every ``/dev/shm`` file mapped (unlinked ones
+        included: their memory lives as long as a mapping), the largest mapping per file.
+    """
+    out = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in _STATUS_FIELDS:
+                out[_STATUS_FIELDS[key]] = int(value.split()[0]) * 1024  # kB
+    maps: dict[str, int] = {}
+    with open(f"/proc/{pid}/maps") as f:
+        for line in f:
+            fields = line.split(maxsplit=5)
+            if len(fields) < 6 or not fields[5].startswith(SHM_DIR + "/"):
+                continue
+            start, end = (int(x, 16) for x in fields[0].split("-"))
+            key = f"{fields[3]}:{fields[4]}"
+            maps[key] = max(maps.get(key, 0), end - start)
+    out["shm_maps"] = maps  # type: ignore[assignment]
+    return out
+
+
+def shm_mapped(samples: Sequence[dict]) -> tuple[int, int]:
+    """Bytes and number of distinct ``/dev/shm`` files mapped by any of ``samples``
+    (:func:`process_memory` of several processes: a table mapped by all counts once)."""
+    union: dict[str, int] = {}
+    for sample in samples:
+        for key, size in sample["shm_maps"].items():
+            union[key] = max(union.get(key, 0), size)
+    return sum(union.values()), len(union)
+
+
+def shm_usage(token: str | None = None) -> dict:
+    """``/dev/shm`` as a whole: bytes used (every process of the machine, unlinked files
+    still mapped included), files present, and files whose name contains ``token``."""
+    st = os.statvfs(SHM_DIR)
+    names = os.listdir(SHM_DIR)
+    return {
+        "used": (st.f_blocks - st.f_bfree) * st.f_frsize,
+        "files": len(names),
+        "matching_files": sum(token in n for n in names) if token else None,
+    }
+
+
+def trend(steps: Sequence[float], values: Sequence[float]) -> dict:
+    """Least-squares line through ``(steps, values)`` and the growth over the window.
+
+    Returns
+    -------
+    dict
+        ``slope_per_1k_steps`` (value units per 1,000 steps), ``intercept``, ``first``,
+        ``last``, ``max_growth`` (largest value minus the first), ``fitted_growth`` (slope
+        times the window's length: what the line says the window added),
+        ``high_water_growth`` (largest value of the last quarter of the samples minus the
+        largest of the first quarter: a leak raises the high-water mark, while an allocator
+        that caches a few more or fewer buffers from one sample to the next does not).
+
+    Examples
+    --------
+    >>> t = trend([0, 100, 200, 300], [10.0, 12.0, 14.0, 16.0])
+    >>> round(t["slope_per_1k_steps"], 6), t["max_growth"], round(t["fitted_growth"], 6)
+    (20.0, 6.0, 6.0)
+    >>> trend(range(8), [5.0, 7.0, 5.0, 7.0, 5.0, 7.0, 7.0, 5.0])["high_water_growth"]
+    0.0
+    """
+    x = np.asarray(steps, dtype=np.float64)
+    y = np.asarray(values, dtype=np.float64)
+    if x.shape != y.shape or x.ndim != 1 or x.size < 2:
+        raise ValueError(
+            f"trend needs two equal-length series of >= 2 points, got {x.shape} and {y.shape}"
+        )
+    dx = x - x.mean()
+    if not np.any(dx):
+        raise ValueError("trend needs at least two distinct steps")
+    slope = float(np.dot(dx, y - y.mean()) / np.dot(dx, dx))
+    quarter = max(1, y.size // 4)
+    return {
+        "slope_per_1k_steps": 1000.0 * slope,
+        "intercept": float(y.mean() - slope * x.mean()),
+        "first": float(y[0]),
+        "last": float(y[-1]),
+        "max_growth": float(y.max() - y[0]),
+        "fitted_growth": slope * float(x[-1] - x[0]),
+        "high_water_growth": float(y[-quarter:].max() - y[:quarter].max()),
+    }

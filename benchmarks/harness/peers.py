@@ -1,0 +1,217 @@
+"""The contenders: one training step of graphemb and of its peers, built the same way.
+
+A step = lookup of a batch of ids + loss + backward + optimizer step (+ the library's
+``zero_grad`` where it has one). Peers: torch ``nn.Embedding(sparse=True)`` with
+``torch.optim.SparseAdam`` / ``Adagrad``, and ``dgl.nn.NodeEmbedding`` with DGL's sparse
+optimizers (the dgl stack only). Every table starts ``uniform(-0.1, 0.1)``; lr 0.01.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+from torch.profiler import record_function
+
+from .phases import PHASE_SPANS
+
+LR = 0.01
+DGL_STORE_PORT = 12346  # hard-coded in dgl/nn/pytorch/sparse_emb.py
+
+Loss = Callable[[torch.Tensor], torch.Tensor]
+Sync = Callable[[], None] | None
+
+
+@dataclass
+class Contender:
+    """One timed unit: ``step(i)`` = lookup of batch ``i`` + loss + backward + optimizer step.
+
+    ``profile(i)`` does the same inside ``record_function`` spans named
+    :data:`harness.phases.PHASE_SPANS` (lookup, loss, backward, step), which
+    :func:`harness.phases.profile_phases` reads back from a ``torch.profiler`` profile.
+    """
+
+    name: str
+    family: str  # "graphemb" | "torch" | "dgl"
+    optimizer: str  # "adam" | "adagrad"
+    rows_per_step: int  # ids looked up per step by this process
+    step: Callable[[int], None]
+    profile: Callable[[int], None]
+    objects: list = field(default_factory=list)  # keeps tables alive; dropped by close()
+
+    def close(self) -> None:
+        self.objects.clear()
+        self.step = self.profile = _closed
+
+
+def _closed(_: int) -> None:
+    raise RuntimeError("this contender was closed")
+
+
+def _phased(
+    lookup: Callable[[torch.Tensor], torch.Tensor],
+    loss: Loss,
+    update: Callable[[], object],
+    batches: Sequence[torch.Tensor],
+    sync: Sync = None,
+) -> tuple[Callable[[int], None], Callable[[int], None]]:
+    """The timed unit and its twin with a ``record_function`` span around every phase."""
+
+    def step(i: int) -> None:
+        rows = lookup(batches[i % len(batches)])
+        loss(rows).backward()
+        update()
+
+    def done() -> None:  # device work of a phase finishes inside its span
+        if sync is not None:
+            sync()
+
+    def profile(i: int) -> None:
+        ids = batches[i % len(batches)]
+        with record_function(PHASE_SPANS["lookup"]):
+            rows = lookup(ids)
+            done()
+        with record_function(PHASE_SPANS["loss"]):
+            value = loss(rows)
+            done()
+        with record_function(PHASE_SPANS["backward"]):
+            value.backward()
+            done()
+        with record_function(PHASE_SPANS["step"]):
+            update()
+            done()
+
+    return step, profile
+
+
+def _uniform_init(table: torch.Tensor) -> torch.Tensor:
+    table.uniform_(-0.1, 0.1)
+    return table
+
+
+def graphemb_contender(
+    name: str,
+    optimizer: str,
+    num_embeddings: int,
+    dim: int,
+    batches: Sequence[torch.Tensor],
+    loss: Loss,
+    *,
+    table_name: str,
+    device: torch.device | str | None = None,
+    partition=None,
+    lr: float = LR,
+    sync: Sync = None,
+) -> Contender:
+    """graphemb ``NodeEmbedding`` + ``graphemb.optim.SparseAdam`` / ``SparseAdagrad``.
+
+    Its storage follows graphemb's rules: local without a process group, shared memory
+    with one (CPU, no partition), partitioned with ``partition`` or on CUDA.
+    """
+    import graphemb
+    from graphemb.optim import SparseAdagrad, SparseAdam
+
+    emb = graphemb.NodeEmbedding(
+        num_embeddings,
+        dim,
+        table_name,
+        init_func=_uniform_init,
+        device=device,
+        partition=partition,
+    )
+    opt = SparseAdam([emb], lr=lr) if optimizer == "adam" else SparseAdagrad([emb], lr=lr)
+    step, profile = _phased(emb, loss, opt.step, batches, sync)
+    return Contender(name, "graphemb", optimizer, batches[0].numel(), step, profile, [emb, opt])
+
+
+def torch_contender(
+    name: str,
+    optimizer: str,
+    num_embeddings: int,
+    dim: int,
+    batches: Sequence[torch.Tensor],
+    loss: Loss,
+    *,
+    device: torch.device | str = "cpu",
+    lr: float = LR,
+    sync: Sync = None,
+) -> Contender:
+    """``nn.Embedding(sparse=True)`` + ``torch.optim.SparseAdam`` / ``torch.optim.Adagrad``."""
+    checks = getattr(torch.sparse, "check_sparse_tensor_invariants", None)
+    if checks is not None and hasattr(checks, "disable"):
+        checks.disable()  # torch's default, stated explicitly (silences a warning of Adagrad)
+    emb = torch.nn.Embedding(num_embeddings, dim, sparse=True, device=device)
+    with torch.no_grad():
+        _uniform_init(emb.weight)
+    params = list(emb.parameters())
+    opt: torch.optim.Optimizer = (
+        torch.optim.SparseAdam(params, lr=lr)
+        if optimizer == "adam"
+        else torch.optim.Adagrad(params, lr=lr)
+    )
+
+    def update() -> None:
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    step, profile = _phased(emb, loss, update, batches, sync)
+    return Contender(name, "torch", optimizer, batches[0].numel(), step, profile, [emb, opt])
+
+
+def dgl_contender(
+    name: str,
+    optimizer: str,
+    num_embeddings: int,
+    dim: int,
+    batches: Sequence[torch.Tensor],
+    loss: Loss,
+    *,
+    table_name: str,
+    lr: float = LR,
+) -> Contender:
+    """``dgl.nn.NodeEmbedding`` + ``dgl.optim.SparseAdam`` / ``SparseAdagrad`` (CPU).
+
+    With ``torch.distributed`` initialised this is DGL's multi-process mode: the table and
+    the optimizer state live in DGL shared memory, gradients travel through shared-memory
+    buffers, and each rank updates the rows ``id % world_size == rank``. DGL then opens its
+    own TCPStore on the fixed port 127.0.0.1:12346 (``dgl/nn/pytorch/sparse_emb.py``).
+    """
+    import dgl
+
+    emb = dgl.nn.NodeEmbedding(num_embeddings, dim, table_name, init_func=_uniform_init)
+    opt = (
+        dgl.optim.SparseAdam([emb], lr=lr)
+        if optimizer == "adam"
+        else dgl.optim.SparseAdagrad([emb], lr=lr)
+    )
+
+    def update() -> None:
+        opt.zero_grad()  # DGL: marks the trace to be dropped once this step has used it
+        opt.step()
+
+    step, profile = _phased(emb, loss, update, batches)
+    return Contender(name, "dgl", optimizer, batches[0].numel(), step, profile, [emb, opt])
+
+
+def dgl_available() -> tuple[bool, str]:
+    """(True, version) when DGL imports here, else (False, why not)."""
+    os.environ.setdefault("DGLBACKEND", "pytorch")
+    try:
+        import dgl
+    except Exception as err:  # ImportError, or DGL's own errors on an unsupported torch
+        return False, f"DGL is not importable on this stack ({type(err).__name__}: {err})"
+    return True, dgl.__version__
+
+
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether ``host:port`` can be bound now (DGL's multi-process store needs its port)."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True

@@ -1,0 +1,203 @@
+"""Output: the header, the environment, aligned tables and the ``BENCH_SUMMARY`` line."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+from collections.abc import Sequence
+
+import torch
+
+from .timing import flat, fmt_ratio, round_ratios, stats_ms
+from .workload import LOSSES
+
+SUMMARY_PREFIX = "BENCH_SUMMARY "
+
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+    """Columns aligned; numbers right-aligned (except in the first column)."""
+    cells = [[str(c) for c in headers]] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+
+    def line(row: list[str]) -> str:
+        out = []
+        for i, cell in enumerate(row):
+            numeric = cell[:1].isdigit() or cell[:1] in "+-" and cell[1:2].isdigit()
+            out.append(cell.rjust(widths[i]) if numeric and i else cell.ljust(widths[i]))
+        return "  ".join(out).rstrip()
+
+    print(line(cells[0]))
+    print("  ".join("-" * w for w in widths))
+    for row in cells[1:]:
+        print(line(row))
+
+
+def throughput_results(
+    times: dict, reference: str, batch: int, bound: float, ratio_key: str
+) -> tuple[dict, list]:
+    """Per-contender summary (for the JSON) and table rows of a throughput comparison
+    against ``reference``; ``ratio_key`` names the ratio in the summary."""
+    results, rows = {}, []
+    for name, t in times.items():
+        s = stats_ms(flat(t))
+        ratio = round_ratios(times[reference], t)
+        results[name] = {
+            **s,
+            "rows_per_s": batch / (s["median_ms"] / 1e3),
+            ratio_key: ratio,
+            "fraction_of_bound": bound / s["median_ms"],
+        }
+        rows.append(
+            [
+                name,
+                f"{s['median_ms']:.1f}",
+                f"{s['p10_ms']:.1f}-{s['p90_ms']:.1f}",
+                f"{batch / s['median_ms'] / 1e3:.3f}",
+                fmt_ratio(ratio),
+                f"{100 * bound / s['median_ms']:.0f}%",
+            ]
+        )
+    return results, rows
+
+
+def environment() -> dict:
+    """Date, machine and software stack, for the summary."""
+    cpu = platform.processor() or "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for text in f:
+                if text.startswith("model name"):
+                    cpu = text.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    env = {
+        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        # other processes' load: on a shared machine, read every number against it
+        "loadavg_1min": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
+    }
+    if "dgl" in sys.modules:
+        env["dgl"] = sys.modules["dgl"].__version__
+    env.update(_graphemb_revision())
+    try:
+        import graphemb
+        from graphemb.optim import kernels
+
+        env["graphemb"] = graphemb.__version__
+        env["graphemb_kernels"] = kernels.available()
+    except Exception:  # informative only
+        pass
+    return env
+
+
+def _graphemb_revision() -> dict:
+    """The commit of the checkout that graphemb is imported from, and whether tracked files
+    of graphemb/ or csrc/ have uncommitted changes (read-only git queries; empty where git
+    or the checkout is absent)."""
+    try:
+        import graphemb
+
+        root = os.path.dirname(os.path.dirname(os.path.abspath(graphemb.__file__)))
+        head = subprocess.run(
+            ["git", "-C", root, "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+        dirty = subprocess.run(
+            [
+                "git",
+                "-C",
+                root,
+                "status",
+                "--porcelain",
+                "--untracked-files=no",
+                "--",
+                "graphemb",
+                "csrc",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except Exception:  # informative only
+        return {}
+    if head.returncode != 0:
+        return {}
+    return {
+        "graphemb_commit": head.stdout.strip(),
+        "graphemb_uncommitted_changes": bool(dirty.stdout.strip()),
+    }
+
+
+def print_header(
+    title: str, args: argparse.Namespace, extra: str = "", schedule: str | None = None
+) -> None:
+    """Title, date, machine, stack, load, sizes; ``schedule`` replaces the line's
+    description of warm-up and interleaved rounds."""
+    env = environment()
+    print(f"== {title} ==")
+    revision = env.get("graphemb_commit", "?")
+    if env.get("graphemb_uncommitted_changes"):
+        revision += " + uncommitted changes in graphemb/ or csrc/"
+    kernels = {True: "with", False: "without"}.get(env.get("graphemb_kernels"), "?")
+    print(
+        f"{env['date']} | {env['cpu']} | {env['cores']} cores | python {env['python']} | "
+        f"torch {env['torch']} | torch threads {env['torch_threads']} | "
+        f"graphemb {revision}, {kernels} fused CPU kernels | load average (1 min) before "
+        f"the run {env['loadavg_1min']}"
+    )
+    print(
+        f"N={args.num_embeddings:,} D={args.dim} batch={args.batch:,} float32 | "
+        + (
+            schedule
+            or f"warm-up {args.warmup} + {args.steps} timed steps per contender in "
+            f"{args.rounds} interleaved rounds"
+        )
+        + f"{' | --quick' if args.quick else ''}{extra}"
+    )
+    print(f"loss: {LOSSES[args.loss]}")
+
+
+def emit_summary(summary: dict, path: str | None, prefix: str = SUMMARY_PREFIX) -> None:
+    """Print ``prefix + json`` of the environment and ``summary`` (and write it to ``path``)."""
+    summary = {"environment": environment(), **summary}
+    text = json.dumps(summary, sort_keys=False, default=_json_default)
+    if path:
+        with open(path, "w") as f:
+            f.write(text + "\n")
+    print(prefix + text, flush=True)
+
+
+def _json_default(value: object) -> object:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, (torch.device, torch.dtype)):
+        return str(value)
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def target_mark(value: float, target: float) -> str:
+    return f"target >= {target:g}x: {'MET' if value >= target else 'NOT MET'}"
+
+
+def trace_file(directory: str | None, label: str) -> str | None:
+    """Path of a Chrome trace named after ``label`` in ``directory`` (created); ``None``
+    without a directory."""
+    if not directory:
+        return None
+    os.makedirs(directory, exist_ok=True)
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in label)
+    return os.path.join(directory, f"{safe}.json")

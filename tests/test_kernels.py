@@ -1,0 +1,230 @@
+"""The compiled kernels (``graphemb_kernels``, built from ``csrc/``) called directly.
+
+Valid calls are compared with a float64 reference written here in torch ops; bad calls --
+a row outside the table, an unsorted index, a wrong dtype, device, shape or layout -- must
+raise a clear error naming the bad value and leave every table exactly as it was.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+graphemb_kernels = pytest.importorskip(
+    "graphemb_kernels",
+    reason="graphemb_kernels is not built for this environment "
+    "(pip install --no-build-isolation ./csrc)",
+)
+
+N, D, LR, EPS, BETAS = 10, 4, 0.1, 1e-8, (0.9, 0.999)
+KERNELS = ("sgd_", "adagrad_", "rowwise_adagrad_", "adam_")
+
+
+def make_tables(kernel: str, seed: int = 0) -> dict[str, torch.Tensor]:
+    """The weight and the kernel's state tables, with nonzero state."""
+    gen = torch.Generator().manual_seed(seed)
+    tables = {"weight": torch.randn(N, D, generator=gen)}
+    if kernel == "adagrad_":
+        tables["state_sum"] = torch.rand(N, D, generator=gen)
+    elif kernel == "rowwise_adagrad_":
+        tables["state_sum"] = torch.rand(N, generator=gen)
+    elif kernel == "adam_":
+        tables["exp_avg"] = 0.1 * torch.randn(N, D, generator=gen)
+        tables["exp_avg_sq"] = torch.rand(N, D, generator=gen)
+        tables["step"] = torch.randint(0, 5, (N,), generator=gen)
+    return tables
+
+
+def call(kernel: str, tables: dict, index, order, grads, divisor: float = 1.0) -> None:
+    fn = getattr(graphemb_kernels, kernel)
+    w = tables["weight"]
+    if kernel == "sgd_":
+        fn(w, index, order, grads, divisor, LR)
+    elif kernel in ("adagrad_", "rowwise_adagrad_"):
+        fn(w, tables["state_sum"], index, order, grads, divisor, LR, EPS)
+    else:
+        fn(w, tables["exp_avg"], tables["exp_avg_sq"], tables["step"], index, order, grads,
+           divisor, LR, BETAS[0], BETAS[1], EPS)  # fmt: skip
+
+
+def reference(kernel: str, tables: dict, ids, grads, divisor: float) -> dict:
+    """float64 update of the rows of ``ids`` (any order, duplicates summed)."""
+    t = {k: v.double().clone() if v.is_floating_point() else v.clone() for k, v in tables.items()}
+    rows = torch.unique(ids)
+    g = torch.zeros(N, D, dtype=torch.float64).index_add_(0, ids, grads.double())[rows] / divisor
+    w = t["weight"]
+    if kernel == "sgd_":
+        w[rows] -= LR * g
+    elif kernel == "adagrad_":
+        t["state_sum"][rows] += g * g
+        w[rows] -= LR * g / (t["state_sum"][rows].sqrt() + EPS)
+    elif kernel == "rowwise_adagrad_":
+        t["state_sum"][rows] += (g * g).mean(1)
+        w[rows] -= LR * g / (t["state_sum"][rows].sqrt() + EPS)[:, None]
+    else:
+        t["step"][rows] += 1
+        step = t["step"][rows].double()[:, None]
+        m = t["exp_avg"][rows] * BETAS[0] + (1 - BETAS[0]) * g
+        v = t["exp_avg_sq"][rows] * BETAS[1] + (1 - BETAS[1]) * g * g
+        t["exp_avg"][rows], t["exp_avg_sq"][rows] = m, v
+        bc1, bc2 = 1 - BETAS[0] ** step, 1 - BETAS[1] ** step
+        w[rows] -= LR / bc1 * m / (v.sqrt() / bc2.sqrt() + EPS)
+    return t
+
+
+def sorted_args(ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.sort(ids, stable=True)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("divisor", [1.0, 3.0])
+def test_kernel_matches_float64_reference(kernel, divisor):
+    tables = make_tables(kernel)
+    ids = torch.tensor([7, 2, 7, 0, 9, 2, 7])  # duplicates, first and last row
+    grads = torch.randn(ids.numel(), D, generator=torch.Generator().manual_seed(1))
+    expected = reference(kernel, tables, ids, grads, divisor)
+    call(kernel, tables, *sorted_args(ids), grads, divisor)
+    for key, value in tables.items():
+        if value.is_floating_point():
+            torch.testing.assert_close(value.double(), expected[key], rtol=1e-5, atol=1e-6)
+        else:
+            assert torch.equal(value, expected[key]), key
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_empty_index_changes_nothing(kernel):
+    tables = make_tables(kernel)
+    before = {k: v.clone() for k, v in tables.items()}
+    empty = torch.empty(0, dtype=torch.long)
+    call(kernel, tables, empty, empty, torch.empty(0, D))
+    for key in tables:
+        assert torch.equal(tables[key], before[key]), key
+
+
+def _valid():
+    ids = torch.tensor([1, 2, 2, 5])
+    index, order = sorted_args(ids)
+    return index, order, torch.ones(ids.numel(), D)
+
+
+# (what is wrong, how to make it wrong, error type, message pattern); every case starts from
+# a valid call whose first rows would be updated before the bad one by an unchecked kernel.
+BAD_INPUTS = [
+    ("row past the end", lambda a: a.update(index=torch.tensor([1, 2, 2, N])),
+     IndexError, rf"index\[3\] = {N} is out of range for a table of {N} rows"),
+    ("far row", lambda a: a.update(index=torch.tensor([1, 2, 2, 10**12])),
+     IndexError, r"index\[3\] = 1000000000000 is out of range"),
+    ("negative row", lambda a: a.update(index=torch.tensor([-1, 2, 2, 5])),
+     IndexError, r"index\[0\] = -1 is out of range"),
+    ("unsorted rows", lambda a: a.update(index=torch.tensor([1, 5, 2, 2])),
+     ValueError, r"index must be sorted ascending, got index\[1\] = 5 > index\[2\] = 2"),
+    ("order past grads", lambda a: a.update(order=torch.tensor([0, 1, 2, 4])),
+     IndexError, r"order\[3\] = 4 is out of range for grads of 4 rows"),
+    ("negative order", lambda a: a.update(order=torch.tensor([0, -3, 2, 1])),
+     IndexError, r"order\[1\] = -3 is out of range"),
+    ("int32 index", lambda a: a.update(index=a["index"].int()),
+     TypeError, r"index must be int64 .*got int32"),
+    ("float order", lambda a: a.update(order=a["order"].float()),
+     TypeError, r"order must be int64 .*got float32"),
+    ("float16 grads", lambda a: a.update(grads=a["grads"].half()),
+     TypeError, r"grads must be float32 or float64 .*got float16"),
+    ("int weight", lambda a: a["tables"].update(weight=torch.zeros(N, D, dtype=torch.long)),
+     TypeError, r"weight must be float32, float64, float16 or bfloat16, got int64"),
+    ("transposed weight", lambda a: a["tables"].update(weight=torch.zeros(D, N).t()),
+     ValueError, r"weight must be contiguous, got sizes \[10, 4\] with strides \[1, 10\]"),
+    ("strided grads", lambda a: a.update(grads=torch.ones(4, 2 * D)[:, ::2]),
+     ValueError, r"grads must be contiguous"),
+    ("strided index", lambda a: a.update(index=torch.tensor([1, 0, 2, 0, 2, 0, 5, 0])[::2]),
+     ValueError, r"index must be contiguous"),
+    ("grads of another width", lambda a: a.update(grads=torch.ones(4, D + 1)),
+     ValueError, rf"grads must have the weight's {D} columns, got shape \[4, {D + 1}\]"),
+    ("1-D grads", lambda a: a.update(grads=torch.ones(4)),
+     ValueError, r"grads must have 2 dimension\(s\), got shape \[4\]"),
+    ("2-D index", lambda a: a.update(index=a["index"][:, None]),
+     ValueError, r"index must have 1 dimension\(s\), got shape \[4, 1\]"),
+    ("order shorter than index", lambda a: a.update(order=a["order"][:3]),
+     ValueError, r"index and order must have the same length, got 4 and 3"),
+    ("zero divisor", lambda a: a.update(divisor=0.0),
+     ValueError, r"divisor must be a positive finite number, got 0"),
+    ("nan divisor", lambda a: a.update(divisor=float("nan")),
+     ValueError, r"divisor must be a positive finite number, got nan"),
+    ("grads not on the CPU", lambda a: a.update(grads=a["grads"].to("meta")),
+     ValueError, r"grads must be a CPU tensor, got one on meta"),
+    ("index not on the CPU", lambda a: a.update(index=a["index"].to("meta")),
+     ValueError, r"index must be a CPU tensor, got one on meta"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("what, spoil, error, message", BAD_INPUTS, ids=[c[0] for c in BAD_INPUTS])
+def test_bad_input_raises_and_changes_nothing(kernel, what, spoil, error, message):
+    tables = make_tables(kernel)
+    index, order, grads = _valid()
+    args = {"tables": tables, "index": index, "order": order, "grads": grads, "divisor": 1.0}
+    spoil(args)
+    before = {k: v.clone() for k, v in args["tables"].items()}
+    with pytest.raises(error, match=rf"graphemb_kernels\.{kernel}: {message}"):
+        call(kernel, args["tables"], args["index"], args["order"], args["grads"], args["divisor"])
+    for key, value in args["tables"].items():
+        assert torch.equal(value, before[key]), f"{what}: {key} changed"
+
+
+STATE_CASES = {  # kernel -> (state key, a table of the wrong shape, of the wrong dtype)
+    "adagrad_": ("state_sum", torch.zeros(N, D + 1), torch.zeros(N, D, dtype=torch.float64)),
+    "rowwise_adagrad_": ("state_sum", torch.zeros(N + 1), torch.zeros(N, dtype=torch.float16)),
+    "adam_": ("exp_avg_sq", torch.zeros(N - 1, D), torch.zeros(N, D, dtype=torch.bfloat16)),
+}
+
+
+@pytest.mark.parametrize("kernel", sorted(STATE_CASES))
+@pytest.mark.parametrize("problem", ["shape", "dtype", "strided", "meta"])
+def test_bad_state_raises_and_changes_nothing(kernel, problem):
+    key, wrong_shape, wrong_dtype = STATE_CASES[kernel]
+    tables = make_tables(kernel)
+    good = tables[key]
+    tables[key], error, message = {
+        "shape": (wrong_shape, ValueError, rf"{key} must have shape .* to match the weight"),
+        "dtype": (wrong_dtype, TypeError, rf"{key} must be float32 \(the dtype of grads\)"),
+        "strided": (torch.stack([good, good], -1)[..., 0], ValueError, f"{key} must be contig"),
+        "meta": (good.to("meta"), ValueError, rf"{key} must be a CPU tensor, got one on meta"),
+    }[problem]
+    before = {k: v.clone() for k, v in tables.items()}
+    with pytest.raises(error, match=rf"graphemb_kernels\.{kernel}: {message}"):
+        call(kernel, tables, *_valid())
+    for name, value in tables.items():
+        if value.device.type == "cpu":  # a meta tensor holds no values
+            assert torch.equal(value, before[name]), name
+
+
+def test_adam_step_counts_must_be_int64():
+    tables = make_tables("adam_")
+    tables["step"] = tables["step"].double()
+    before = {k: v.clone() for k, v in tables.items()}
+    with pytest.raises(TypeError, match=r"adam_: step must be int64 \(step counts\), got float64"):
+        call("adam_", tables, *_valid())
+    for name, value in tables.items():
+        assert torch.equal(value, before[name]), name
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_cuda_tensors_are_refused(kernel):
+    tables = make_tables(kernel)
+    tables["weight"] = tables["weight"].cuda()
+    before = {k: v.clone() for k, v in tables.items()}
+    with pytest.raises(
+        ValueError, match=rf"{kernel}: weight must be a CPU tensor, got one on cuda"
+    ):
+        call(kernel, tables, *_valid())
+    for name, value in tables.items():
+        assert torch.equal(value, before[name]), name
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_each_call_is_a_profiler_span(kernel):
+    tables = make_tables(kernel)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        call(kernel, tables, *_valid())
+    names = [e.name for e in prof.events()]
+    assert names.count(f"graphemb_kernels::{kernel}") == 1, names
