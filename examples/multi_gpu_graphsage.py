@@ -9,13 +9,16 @@ data-parallel:
   ``--device cuda`` it is partitioned over the GPUs (rank r keeps the rows
   ``id % N == r``, and lookups fetch rows from their owners over NCCL). ``SparseAdam``
   averages the rows' gradients over ranks, as DDP does, and each row's owner updates it;
-* each rank samples its own share of the training nodes (``DataLoader(use_ddp=True)``),
-  with ``--batch-size / N`` nodes per step, so that one step of N processes sees as many
-  nodes as one step of the single-process example. Every rank runs the same number of
-  steps: optimizer steps (and, when partitioned, lookups) are collective;
-* evaluation is shared out the same way; rank 0 prints.
+* every rank holds the graph on its device (with ``--device cuda`` neighbour sampling runs
+  on its GPU) and samples its own share of the training nodes (graphemb's ``SeedLoader``
+  with ``rank`` and ``world_size``), with ``--batch-size / N`` nodes per step, so that one
+  step of N processes sees as many nodes as one step of the single-process example. Every
+  rank runs the same number of steps: optimizer steps (and, when partitioned, lookups) are
+  collective;
+* evaluation is full-graph inference, which every rank runs (the lookups of a partitioned
+  embedding are collective); rank 0's accuracies are broadcast and rank 0 prints.
 
-Usage (dgl stack)::
+Usage::
 
     # N GPUs of one machine, torchrun starting the processes
     torchrun --standalone --nproc_per_node 4 examples/multi_gpu_graphsage.py --device cuda
@@ -38,35 +41,44 @@ import sys
 import time
 from datetime import timedelta
 
-os.environ.setdefault("DGLBACKEND", "pytorch")
-
-import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
-import torch.multiprocessing as mp  # noqa: E402
-from torch.nn.parallel import DistributedDataParallel  # noqa: E402
-from tqdm import tqdm  # noqa: E402
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch.nn.parallel import DistributedDataParallel
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import node_classification as single  # noqa: E402
+import node_classification as single  # noqa: E402  (exits with a message without PyG/tqdm)
+from tqdm import tqdm  # noqa: E402
+
 from graphemb.optim import SparseAdam  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = single.build_parser(__doc__.split("\n\n")[0])
+    parser = single.build_parser((__doc__ or "").split("\n\n")[0])
     group = parser.add_argument_group("processes")
-    group.add_argument("--num-procs", type=int, default=None,
-                       help="start this many processes here (default: the number of GPUs with "
-                       "--device cuda, else 2); ignored under torchrun, which starts them")
-    group.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
-                       help="cpu: gloo, embedding in shared memory; cuda: one GPU per process, "
-                       "NCCL, embedding partitioned over the GPUs")
-    group.add_argument("--timeout", type=float, default=300.0,
-                       help="seconds any process waits for the others before failing")
+    group.add_argument(
+        "--num-procs",
+        type=int,
+        default=None,
+        help="start this many processes here (default: the number of GPUs with --device cuda, "
+        "else 2); ignored under torchrun, which starts them",
+    )
+    group.add_argument(
+        "--device",
+        choices=["cpu", "cuda"],
+        default="cpu",
+        help="cpu: gloo, embedding in shared memory; cuda: one GPU per process, NCCL, "
+        "embedding partitioned over the GPUs, sampling on each GPU",
+    )
+    group.add_argument(
+        "--timeout",
+        type=float,
+        default=300.0,
+        help="seconds any process waits for the others before failing",
+    )
     args = single.finish_arguments(parser, parser.parse_args(argv))
     if args.emb_dim == 0:
         parser.error("this example trains an embedding: --emb-dim must be > 0")
-    if args.device == "cuda" and not torch.cuda.is_available():
-        parser.error("--device cuda: no CUDA device is visible")
     if args.num_procs is not None and args.num_procs < 1:
         parser.error("--num-procs must be >= 1")
     return args
@@ -79,62 +91,113 @@ def train(rank: int, world_size: int, local_rank: int, args: argparse.Namespace)
     is_main = rank == 0
     device = torch.device("cuda", local_rank) if args.device == "cuda" else torch.device("cpu")
 
-    graph, num_classes = single.load_graph(args)
+    data = single.load_data(args, device)
     # Collective: every rank creates the same embedding. CPU: shared memory; CUDA: partitioned.
-    embedding = single.make_embedding(args, graph.num_nodes(), device=device, timeout=args.timeout)
-    model = single.make_model(args, graph, num_classes, embedding).to(device)
+    embedding = single.make_embedding(
+        args, data.graph.num_nodes, device=device, timeout=args.timeout
+    )
+    assert embedding is not None  # parse_args refuses --emb-dim 0
+    model = single.make_model(args, data, embedding)
     # DDP sees model.parameters(): the dense layers only (the embedding is a plain attribute).
-    ddp_model = DistributedDataParallel(model, device_ids=[local_rank] if device.type == "cuda" else None)
+    ddp_model = DistributedDataParallel(
+        model, device_ids=[local_rank] if device.type == "cuda" else None
+    )
     dense_opt = torch.optim.Adam(ddp_model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     sparse_opt = SparseAdam([embedding], lr=args.emb_lr)
 
     first_epoch, best = 1, single.Best()
     if args.resume:
-        done, best = single.load_checkpoint(args.checkpoint, embedding, sparse_opt, model, dense_opt)
+        done, best = single.load_checkpoint(
+            args.checkpoint, embedding, sparse_opt, model, dense_opt
+        )
         first_epoch = done + 1
         if is_main:
-            print(f"RESUMED from {args.checkpoint} after epoch {done} "
-                  f"(best val {best.val:.4f} at epoch {best.epoch})", flush=True)
+            print(
+                f"RESUMED from {args.checkpoint} after epoch {done} "
+                f"(best val {best.val:.4f} at epoch {best.epoch})",
+                flush=True,
+            )
 
-    train_nodes = single.split_nodes(graph, "train")
-    eval_nodes = {"val": single.split_nodes(graph, "val"), "test": single.split_nodes(graph, "test")}
     per_rank_batch = max(1, args.batch_size // world_size)
+    loader = single.train_loader(
+        data, args, rank=rank, world_size=world_size, batch_size=per_rank_batch
+    )
     if is_main:
-        print(f"{args.dataset}: {graph.num_nodes()} nodes, {len(train_nodes)} training nodes; "
-              f"{world_size} processes on {args.device}, {per_rank_batch} nodes per process per "
-              f"step; embedding storage: {embedding.storage_kind}", flush=True)
+        print(
+            single.describe(args, data, embedding) + f"; {world_size} processes on "
+            f"{args.device}, {per_rank_batch} nodes per process per step; embedding storage: "
+            f"{embedding.storage_kind}",
+            flush=True,
+        )
 
     last: dict[str, float] = {}
-    epochs = tqdm(range(first_epoch, args.epochs + 1), desc="epochs", file=sys.stderr,
-                  disable=args.no_progress or not is_main, initial=first_epoch - 1,
-                  total=args.epochs)
+    epoch_seconds: list[float] = []
+    epochs = tqdm(
+        range(first_epoch, args.epochs + 1),
+        desc="epochs",
+        file=sys.stderr,
+        disable=args.no_progress or not is_main,
+        initial=first_epoch - 1,
+        total=args.epochs,
+    )
     for epoch in epochs:
         single.seed_epoch(args.seed, epoch, rank)
-        loader = single.train_loader(graph, train_nodes, args, device, use_ddp=True,
-                                     batch_size=per_rank_batch)
-        loss = single.train_epoch(ddp_model, loader, graph.ndata["label"], dense_opt, sparse_opt)
-        # Every rank gets the same accuracies, so best-epoch bookkeeping agrees everywhere.
-        last = single.evaluate(model, graph, eval_nodes, args.eval_batch_size, device, use_ddp=True)
+        loader.set_epoch(epoch)
+        epoch_started = time.perf_counter()
+        loss = single.train_epoch(ddp_model, loader, data, dense_opt, sparse_opt)
+        epoch_seconds.append(time.perf_counter() - epoch_started)
+        last = evaluate(model, data, device)
         best.update(epoch, last)
         if is_main:
             epochs.set_postfix(loss=f"{loss:.3f}", val=f"{last['val']:.3f}")
             if epoch % args.log_every == 0 or epoch in (first_epoch, args.epochs):
-                tqdm.write(single.epoch_line(epoch, loss, last) + "  (rank 0 loss)", file=sys.stdout)
+                tqdm.write(
+                    single.epoch_line(epoch, loss, last) + "  (rank 0 loss)", file=sys.stdout
+                )
         if args.checkpoint is not None:
             # Collective; the unwrapped model's state_dict has no "module." prefix.
-            single.save_checkpoint(args.checkpoint, embedding, sparse_opt, model, dense_opt, epoch, best)
+            single.save_checkpoint(
+                args.checkpoint, embedding, sparse_opt, model, dense_opt, epoch, best
+            )
     epochs.close()
 
     if not last:
-        last = single.evaluate(model, graph, eval_nodes, args.eval_batch_size, device, use_ddp=True)
+        last = evaluate(model, data, device)
     if is_main:
-        print(single.result_line(args, num_classes, best, last, time.perf_counter() - started,
-                                 start_epoch=first_epoch, world_size=world_size,
-                                 device=args.device), flush=True)
+        print(
+            single.result_line(
+                args,
+                data.num_classes,
+                best,
+                last,
+                time.perf_counter() - started,
+                epoch_seconds,
+                start_epoch=first_epoch,
+                world_size=world_size,
+                device=args.device,
+            ),
+            flush=True,
+        )
 
 
-def run_rank(rank: int, world_size: int, local_rank: int, args: argparse.Namespace,
-             store: dist.Store | None = None) -> None:
+def evaluate(
+    model: torch.nn.Module, data: single.NodeData, device: torch.device
+) -> dict[str, float]:
+    """Collective: :func:`single.evaluate` on every rank, then rank 0's accuracies everywhere,
+    so that best-epoch bookkeeping agrees on every rank."""
+    accuracy = single.evaluate(model, data)
+    values = torch.tensor([accuracy["val"], accuracy["test"]], dtype=torch.float64, device=device)
+    dist.broadcast(values, src=0)
+    return {"val": values[0].item(), "test": values[1].item()}
+
+
+def run_rank(
+    rank: int,
+    world_size: int,
+    local_rank: int,
+    args: argparse.Namespace,
+    store: dist.Store | None = None,
+) -> None:
     """Join the process group (from torchrun's environment, or ``store``), train, leave."""
     torch.set_num_threads(args.num_threads)
     timeout = timedelta(seconds=args.timeout)
@@ -144,8 +207,9 @@ def run_rank(rank: int, world_size: int, local_rank: int, args: argparse.Namespa
     if store is None:  # torchrun: MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE
         dist.init_process_group(backend, timeout=timeout)
     else:
-        dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
-                                timeout=timeout)
+        dist.init_process_group(
+            backend, store=store, rank=rank, world_size=world_size, timeout=timeout
+        )
     try:
         train(rank, world_size, local_rank, args)
         dist.barrier()  # nobody tears the group down while the others still use it
@@ -155,8 +219,9 @@ def run_rank(rank: int, world_size: int, local_rank: int, args: argparse.Namespa
 
 # ---------------------------------------------------------------------------- launchers
 def _spawned(rank: int, world_size: int, port: int, args: argparse.Namespace) -> None:
-    store = dist.TCPStore("127.0.0.1", port, is_master=False,
-                          timeout=timedelta(seconds=args.timeout))
+    store = dist.TCPStore(
+        "127.0.0.1", port, is_master=False, timeout=timedelta(seconds=args.timeout)
+    )
     run_rank(rank, world_size, rank, args, store)
 
 
@@ -167,10 +232,20 @@ def spawn(args: argparse.Namespace, num_procs: int) -> None:
     never a fixed, possibly taken one). A rank that fails ends the run: the others are
     stopped and its traceback is raised here.
     """
-    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
-                          timeout=timedelta(seconds=args.timeout))
-    context = mp.start_processes(_spawned, args=(num_procs, store.port, args), nprocs=num_procs,
-                                 join=False, start_method="spawn")
+    store = dist.TCPStore(
+        "127.0.0.1",
+        0,
+        is_master=True,
+        wait_for_workers=False,
+        timeout=timedelta(seconds=args.timeout),
+    )
+    context = mp.start_processes(
+        _spawned,
+        args=(num_procs, store.port, args),
+        nprocs=num_procs,
+        join=False,
+        start_method="spawn",
+    )
     try:
         # join() returns False while ranks run; a rank's failure raises and stops the rest.
         # Ranks never wait on each other longer than --timeout, so this loop ends.
@@ -188,8 +263,12 @@ def spawn(args: argparse.Namespace, num_procs: int) -> None:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     if "LOCAL_RANK" in os.environ and "WORLD_SIZE" in os.environ:  # started by torchrun
-        run_rank(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]),
-                 int(os.environ["LOCAL_RANK"]), args)
+        run_rank(
+            int(os.environ["RANK"]),
+            int(os.environ["WORLD_SIZE"]),
+            int(os.environ["LOCAL_RANK"]),
+            args,
+        )
         return
     num_procs = args.num_procs or (torch.cuda.device_count() if args.device == "cuda" else 2)
     if args.device == "cuda" and num_procs > torch.cuda.device_count():

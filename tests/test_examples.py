@@ -1,8 +1,12 @@
-"""The examples, run as a user runs them (subprocesses, ``--quick``), judged by what they print.
+"""The examples, run as a user runs them (``--quick``), judged by what they print, on every
+stack: they need torch + PyG only, and must not import DGL.
 
 Each example ends with ``RESULT {json}``; accuracies are compared with chance
 (1 / num_classes), and a resumed run with an uninterrupted one: training is seeded per
-epoch, so resuming after epoch k must reproduce the uninterrupted run exactly.
+epoch, so resuming after epoch k must reproduce the uninterrupted run exactly. Runs that
+need a real command line (a fresh interpreter, torchrun, spawned ranks, a missing package)
+are subprocesses; the others call the example's ``main(argv)`` in this process, which
+parses ``argv`` as the command line would and spares a torch + PyG start-up per run.
 """
 
 from __future__ import annotations
@@ -12,13 +16,13 @@ import os
 import re
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 
-pytest.importorskip("dgl", reason="the examples need DGL: run on the dgl stack (.venv/dgl)")
-
-pytestmark = pytest.mark.dgl
+pytest.importorskip("torch_geometric", reason="the examples need torch_geometric")
 
 REPO = Path(__file__).resolve().parent.parent
 SINGLE = REPO / "examples" / "node_classification.py"
@@ -26,46 +30,64 @@ MULTI = REPO / "examples" / "multi_gpu_graphsage.py"
 RUN_TIMEOUT_S = 300
 # What resuming must reproduce exactly.
 SAME_AFTER_RESUME = ("best_epoch", "val_acc", "test_acc", "final_val_acc", "final_test_acc")
+# Runs a script with `import dgl` failing, as on a machine without DGL.
+WITHOUT_DGL = textwrap.dedent("""
+    import runpy, sys
+    sys.modules["dgl"] = None
+    script, sys.argv = sys.argv[1], sys.argv[1:]
+    runpy.run_path(script, run_name="__main__")
+""")
 
 
 def planetoid_dir() -> str:
     """$GRAPHEMB_PLANETOID_DIR, else the shared copy beside the checkout (as CI does)."""
-    for candidate in (os.environ.get("GRAPHEMB_PLANETOID_DIR"), REPO.parent / "shared/datasets/planetoid"):
+    for candidate in (
+        os.environ.get("GRAPHEMB_PLANETOID_DIR"),
+        REPO.parent / "shared/datasets/planetoid",
+    ):
         if candidate and (Path(candidate) / "ind.cora.graph").exists():
             return str(candidate)
-    pytest.skip("Planetoid files not found: set GRAPHEMB_PLANETOID_DIR to a folder holding ind.cora.*")
+    pytest.skip(
+        "Planetoid files not found: set GRAPHEMB_PLANETOID_DIR to a folder holding ind.cora.*"
+    )
 
 
 def run(command: list[str], expect_ok: bool = True) -> subprocess.CompletedProcess:
-    env = {**os.environ, "DGLBACKEND": "pytorch", "GRAPHEMB_PLANETOID_DIR": planetoid_dir()}
-    result = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
-                            env=env, cwd=REPO)
+    env = {**os.environ, "GRAPHEMB_PLANETOID_DIR": planetoid_dir()}
+    result = subprocess.run(
+        command, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, env=env, cwd=REPO
+    )
     if expect_ok:
-        assert result.returncode == 0, f"{command} failed:\n{result.stdout}\n{result.stderr[-4000:]}"
+        assert result.returncode == 0, (
+            f"{command} failed:\n{result.stdout}\n{result.stderr[-4000:]}"
+        )
     return result
 
 
 def example(script: Path, *args: str, expect_ok: bool = True) -> subprocess.CompletedProcess:
-    return run([sys.executable, str(script), "--no-progress", *args], expect_ok)
+    return run([sys.executable, "-c", WITHOUT_DGL, str(script), "--no-progress", *args], expect_ok)
 
 
 def torchrun(script: Path, nproc: int, *args: str) -> subprocess.CompletedProcess:
     # --standalone: torchrun's rendezvous takes a free port itself.
-    return run([sys.executable, "-m", "torch.distributed.run", "--standalone",
-                f"--nproc_per_node={nproc}", str(script), "--no-progress", *args])
+    return run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone",
+         f"--nproc_per_node={nproc}", str(script), "--no-progress", *args]
+    )  # fmt: skip
 
 
-def result_of(output: subprocess.CompletedProcess) -> dict:
-    lines = [line for line in output.stdout.splitlines() if line.startswith("RESULT ")]
-    assert len(lines) == 1, f"expected one RESULT line (rank 0 only), got:\n{output.stdout}"
-    return json.loads(lines[0][len("RESULT "):])
+def result_of(output: subprocess.CompletedProcess | str) -> dict:
+    text = output if isinstance(output, str) else output.stdout
+    lines = [line for line in text.splitlines() if line.startswith("RESULT ")]
+    assert len(lines) == 1, f"expected one RESULT line (rank 0 only), got:\n{text}"
+    return json.loads(lines[0][len("RESULT ") :])
 
 
-def logged_epochs(output: subprocess.CompletedProcess) -> list[int]:
-    return [int(m) for m in re.findall(r"^epoch +(\d+) ", output.stdout, flags=re.MULTILINE)]
+def logged_epochs(output: subprocess.CompletedProcess | str) -> list[int]:
+    text = output if isinstance(output, str) else output.stdout
+    return [int(m) for m in re.findall(r"^epoch +(\d+) ", text, flags=re.MULTILINE)]
 
 
-# ---------------------------------------------------------------------------- command lines
 @pytest.fixture(scope="module")
 def scripts():
     """The two example modules, imported (their main() parses argv like the command line)."""
@@ -78,6 +100,23 @@ def scripts():
     return {"node_classification": node_classification, "multi_gpu_graphsage": multi_gpu_graphsage}
 
 
+@pytest.fixture
+def in_process(scripts, capsys, monkeypatch):
+    """``main(argv)`` of the single-process example here; returns what it printed. The
+    example sets torch's thread count: it is restored afterwards."""
+    monkeypatch.setenv("GRAPHEMB_PLANETOID_DIR", planetoid_dir())
+    threads = torch.get_num_threads()
+
+    def main(*args: str) -> str:
+        capsys.readouterr()
+        scripts["node_classification"].main(["--no-progress", *args])
+        return capsys.readouterr().out
+
+    yield main
+    torch.set_num_threads(threads)
+
+
+# ---------------------------------------------------------------------------- command lines
 @pytest.mark.parametrize("name", ["node_classification", "multi_gpu_graphsage"])
 def test_help(scripts, name, capsys):
     with pytest.raises(SystemExit) as exit_info:
@@ -85,18 +124,23 @@ def test_help(scripts, name, capsys):
     assert exit_info.value.code == 0
     shown = capsys.readouterr().out
     for option in ("--dataset", "--no-features", "--epochs", "--emb-lr", "--fanouts", "--seed",
-                   "--checkpoint", "--resume", "--quick"):
+                   "--checkpoint", "--resume", "--quick", "--device"):  # fmt: skip
         assert option in shown
     if name == "multi_gpu_graphsage":
-        assert "--num-procs" in shown and "--device" in shown
+        assert "--num-procs" in shown
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--resume"], "--resume needs --checkpoint PATH"),
-    (["--resume", "--checkpoint", "no/such.ckpt"], "--resume: no checkpoint at no/such.ckpt"),
-    (["--fanouts", "10,x"], "--fanouts must be comma-separated integers"),
-    (["--no-features", "--emb-dim", "0"], "the model would have no input"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--resume"], "--resume needs --checkpoint PATH"),
+        (["--resume", "--checkpoint", "no/such.ckpt"], "--resume: no checkpoint at no/such.ckpt"),
+        (["--fanouts", "10,x"], "--fanouts must be comma-separated integers"),
+        (["--fanouts", "10,-2"], "--fanouts needs positive integers"),
+        (["--no-features", "--emb-dim", "0"], "the model would have no input"),
+        (["--dropout", "1"], "--dropout must lie in [0, 1), got 1.0"),
+    ],
+)
 def test_bad_arguments_are_usage_errors(scripts, args, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
         scripts["node_classification"].main(args)
@@ -104,18 +148,40 @@ def test_bad_arguments_are_usage_errors(scripts, args, message, capsys):
     assert message in capsys.readouterr().err
 
 
-# ---------------------------------------------------------------------------- one process
-def test_cora_quick_learns_and_resumes_exactly(tmp_path):
-    uninterrupted = result_of(example(SINGLE, "--quick"))
-    assert uninterrupted["dataset"] == "cora" and uninterrupted["features"] is True
-    assert uninterrupted["test_acc"] > 4 * uninterrupted["chance"]  # about 0.8 vs 1/7
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is visible here")
+def test_device_cuda_without_a_gpu_is_a_usage_error(scripts, capsys):
+    for name in ("node_classification", "multi_gpu_graphsage"):
+        with pytest.raises(SystemExit) as exit_info:
+            scripts[name].main(["--device", "cuda"])
+        assert exit_info.value.code == 2
+        assert "--device cuda: no CUDA device is visible" in capsys.readouterr().err
 
+
+def test_without_pyg_the_example_says_what_to_install():
+    blocked = WITHOUT_DGL.replace(
+        'sys.modules["dgl"] = None', 'sys.modules["torch_geometric"] = None'
+    )
+    output = run([sys.executable, "-c", blocked, str(SINGLE), "--quick"], expect_ok=False)
+    assert output.returncode == 1 and "Traceback" not in output.stderr
+    assert "graphemb.nn needs PyTorch Geometric" in output.stderr
+    assert "pip install torch_geometric" in output.stderr
+
+
+# ---------------------------------------------------------------------------- one process
+def test_cora_quick_learns_and_resumes_exactly(tmp_path, in_process):
+    # A real command line (without DGL) trains 6 epochs and saves a checkpoint...
     checkpoint = tmp_path / "cora.ckpt"
     first = example(SINGLE, "--quick", "--epochs", "6", "--checkpoint", str(checkpoint))
     assert checkpoint.exists() and logged_epochs(first)[-1] == 6
 
-    second = example(SINGLE, "--quick", "--checkpoint", str(checkpoint), "--resume")
-    assert f"RESUMED from {checkpoint} after epoch 6" in second.stdout
+    uninterrupted = result_of(in_process("--quick"))
+    assert uninterrupted["dataset"] == "cora" and uninterrupted["features"] is True
+    assert uninterrupted["device"] == "cpu"
+    assert uninterrupted["test_acc"] > 4 * uninterrupted["chance"]  # about 0.75 vs 1/7
+
+    # ...which another process resumes at epoch 7, ending where the uninterrupted run did.
+    second = in_process("--quick", "--checkpoint", str(checkpoint), "--resume")
+    assert f"RESUMED from {checkpoint} after epoch 6" in second
     assert logged_epochs(second)[0] == 7  # starts after the saved epoch, not at 1
     resumed = result_of(second)
     assert resumed["start_epoch"] == 7
@@ -123,10 +189,27 @@ def test_cora_quick_learns_and_resumes_exactly(tmp_path):
         assert resumed[key] == uninterrupted[key], key
 
 
-def test_sbm_embeddings_alone_learn_the_communities():
-    result = result_of(example(SINGLE, "--dataset", "sbm", "--no-features", "--quick"))
+def test_sbm_embeddings_alone_learn_the_communities(in_process):
+    result = result_of(in_process("--dataset", "sbm", "--sbm-nodes", "2000", "--quick"))
     assert result["features"] is False
     assert result["test_acc"] > result["chance"] + 0.5  # about 0.97 vs 1/5
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cora_quick_on_cuda_learns_and_resumes_exactly(tmp_path, in_process):
+    uninterrupted = result_of(in_process("--quick", "--device", "cuda"))
+    assert uninterrupted["device"] == "cuda"
+    assert uninterrupted["test_acc"] > 4 * uninterrupted["chance"]
+    checkpoint = tmp_path / "cuda.ckpt"
+    in_process("--quick", "--device", "cuda", "--epochs", "6", "--checkpoint", str(checkpoint))
+    resumed = result_of(
+        in_process("--quick", "--device", "cuda", "--checkpoint", str(checkpoint), "--resume")
+    )
+    assert resumed["start_epoch"] == 7
+    # Sparse sums on a GPU may add in any order: equal up to a prediction or two.
+    for key in ("val_acc", "test_acc", "final_val_acc", "final_test_acc"):
+        assert abs(resumed[key] - uninterrupted[key]) <= 0.005, key
 
 
 # ---------------------------------------------------------------------------- two processes
@@ -140,7 +223,9 @@ def test_two_processes_torchrun_and_spawn_agree_and_resume_exactly(tmp_path):
 
     checkpoint = tmp_path / "two.ckpt"
     example(MULTI, "--num-procs", "2", "--quick", "--epochs", "6", "--checkpoint", str(checkpoint))
-    second = example(MULTI, "--num-procs", "2", "--quick", "--checkpoint", str(checkpoint), "--resume")
+    second = example(
+        MULTI, "--num-procs", "2", "--quick", "--checkpoint", str(checkpoint), "--resume"
+    )
     assert f"RESUMED from {checkpoint} after epoch 6" in second.stdout
     assert logged_epochs(second)[0] == 7
     resumed = result_of(second)
@@ -148,3 +233,14 @@ def test_two_processes_torchrun_and_spawn_agree_and_resume_exactly(tmp_path):
     # spawn and torchrun run the same training; resuming changes nothing either.
     for key in SAME_AFTER_RESUME:
         assert resumed[key] == uninterrupted[key], key
+
+
+@pytest.mark.cuda
+@pytest.mark.multiprocess
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
+def test_two_gpus_partition_the_embedding_and_learn():
+    output = example(MULTI, "--num-procs", "2", "--device", "cuda", "--quick")
+    result = result_of(output)
+    assert result["world_size"] == 2 and result["device"] == "cuda"
+    assert "embedding storage: partitioned" in output.stdout
+    assert result["test_acc"] > 4 * result["chance"]

@@ -1,50 +1,59 @@
-"""DGL adapters: GNN models whose input layer reads :class:`graphemb.NodeEmbedding` rows.
+"""GNN models whose input layer reads :class:`graphemb.NodeEmbedding` rows, on PyG layers.
 
-* :class:`EmbeddingInput` -- the input layer: embedding rows of the input nodes of the
-  first DGL block, optionally concatenated with node features.
-* :class:`GraphSAGE` -- :class:`EmbeddingInput` followed by ``dgl.nn.SAGEConv`` layers, for
-  ``dgl.dataloading.NeighborSampler`` + ``dgl.dataloading.DataLoader`` pipelines.
-* :func:`to_dgl_graph` -- a ``DGLGraph`` from a :mod:`graphemb.datasets` dataset.
+* :class:`EmbeddingInput` -- the input layer: embedding rows of a block's source nodes,
+  optionally concatenated with their node features.
+* :class:`GraphSAGE` -- :class:`EmbeddingInput` followed by ``torch_geometric.nn.SAGEConv``
+  layers (fed the block's sparse ``adj_t`` where the aggregator allows).
+* :class:`GAT` -- the same with ``torch_geometric.nn.GATConv`` layers.
+* :func:`full_block` -- a whole :class:`~graphemb.graph.Graph` as one block.
 
-This subpackage needs DGL (the "dgl stack": torch 2.2.1 + DGL 2.1.0, see
-``requirements/dgl-stack.txt``); ``import graphemb`` never imports it.
+The models read graphemb's own blocks (:class:`graphemb.sampling.Block`, from
+:class:`graphemb.sampling.NeighborSampler`), or a whole :class:`~graphemb.graph.Graph`
+for full-neighbourhood inference, on CPU and CUDA, with any current torch. They need
+PyTorch Geometric (``pip install torch_geometric``: plain torch, no compiled extension);
+``import graphemb`` never imports it. For DGL pipelines see :mod:`graphemb.dgl`.
 
 Examples
 --------
->>> import dgl, torch
+>>> import torch
 >>> from graphemb import NodeEmbedding
 >>> from graphemb.datasets import stochastic_block_model
->>> from graphemb.nn import GraphSAGE, to_dgl_graph
+>>> from graphemb.graph import Graph
+>>> from graphemb.nn import GraphSAGE
+>>> from graphemb.sampling import Block
 >>> data = stochastic_block_model(200, num_communities=4, seed=0)
->>> graph = to_dgl_graph(data)
+>>> graph = Graph.from_dataset(data)
 >>> emb = NodeEmbedding(data.num_nodes, 8, "nn-demo", init_func=lambda t: t.normal_(0, 0.1))
->>> model = GraphSAGE(emb, num_features=0, hidden_size=16, num_classes=4)
->>> sampler = dgl.dataloading.NeighborSampler([5, 5])
->>> loader = dgl.dataloading.DataLoader(graph, data.train_idx, sampler, batch_size=8)
->>> input_nodes, output_nodes, blocks = next(iter(loader))
->>> model(blocks).shape
-torch.Size([8, 4])
+>>> model = GraphSAGE(emb, num_features=0, hidden_size=16, num_classes=4, num_layers=1)
+>>> block = Block(torch.tensor([5, 9, 11]), 1, torch.tensor([[1, 2], [0, 0]]))  # 9, 11 -> 5
+>>> model([block]).shape                       # logits of the one destination node
+torch.Size([1, 4])
+>>> model(graph).shape                         # every node, all neighbours
+torch.Size([200, 4])
 """
 
-import os as _os
-
-# graphemb is a torch library: DGL's PyTorch backend is the only one that can work with it.
-# Choosing it here also spares users DGL's "backend not selected" warning.
-_os.environ.setdefault("DGLBACKEND", "pytorch")
-
 try:
-    import dgl as _dgl  # noqa: F401
-except Exception as _error:  # ImportError, or OSError when DGL's native libraries do not load
+    import torch_geometric as _torch_geometric  # noqa: F401
+except Exception as _error:  # ImportError, or an error inside a broken installation
     raise ImportError(
-        "graphemb.nn needs DGL, which could not be imported "
-        f"({type(_error).__name__}: {_error}). DGL 2.1 runs with torch <= 2.2.1 only: use the "
-        "dgl stack (`make envs`, then .venv/dgl/bin/python), or install it with "
-        "`pip install -r requirements/dgl-stack.txt` (torch==2.2.1, dgl==2.1.0). "
-        "The rest of graphemb works without DGL."
+        "graphemb.nn needs PyTorch Geometric, which could not be imported "
+        f"({type(_error).__name__}: {_error}). Install it with `pip install torch_geometric` "
+        "(or `pip install 'graphemb[pyg]'`): plain torch, no compiled extension needed. "
+        "The rest of graphemb works without it."
     ) from _error
 
-from .graph import to_dgl_graph
+from .blocks import as_blocks, full_block
+from .gat import GAT
 from .input import EmbeddingInput
-from .sage import GraphSAGE
+from .sage import SAGE_AGGREGATORS, GraphSAGE
+from .stack import BlockGNN
 
-__all__ = ["EmbeddingInput", "GraphSAGE", "to_dgl_graph"]
+__all__ = [
+    "BlockGNN",
+    "EmbeddingInput",
+    "GAT",
+    "GraphSAGE",
+    "SAGE_AGGREGATORS",
+    "as_blocks",
+    "full_block",
+]

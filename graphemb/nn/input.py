@@ -1,37 +1,19 @@
-"""The input layer of a sampled GNN: embedding rows (and features) of the input nodes."""
+"""The input layer of a GNN: embedding rows (and features) of a block's source nodes."""
 
 from __future__ import annotations
 
-import dgl
 import torch
 from torch import nn
 
 from ..embedding import NodeEmbedding
+from ..sampling.block import Block
 
-__all__ = ["EmbeddingInput", "input_node_ids"]
-
-
-def input_node_ids(block: dgl.DGLGraph) -> torch.Tensor:
-    """Global ids of the source (input) nodes of ``block``.
-
-    Parameters
-    ----------
-    block : DGLGraph
-        A message-flow graph from a DGL sampler (its ``srcdata[dgl.NID]`` holds the ids in
-        the original graph), or a whole graph (no ``dgl.NID``: node ``i`` is node ``i``).
-
-    Returns
-    -------
-    Tensor of int64, shape (num_src_nodes,), on ``block.device``.
-    """
-    if dgl.NID in block.srcdata:
-        return block.srcdata[dgl.NID]
-    return torch.arange(block.num_src_nodes(), device=block.device)
+__all__ = ["EmbeddingInput"]
 
 
 class EmbeddingInput(nn.Module):
-    """Rows of a :class:`~graphemb.NodeEmbedding` for a block's input nodes, optionally
-    followed by node features.
+    """Rows of a :class:`~graphemb.NodeEmbedding` for a block's source nodes, optionally
+    followed by their node features.
 
     The embedding is a plain attribute, not a submodule or parameter: ``parameters()``,
     ``state_dict()``, dense optimizers and ``DistributedDataParallel`` never see it, and a
@@ -43,9 +25,6 @@ class EmbeddingInput(nn.Module):
         Table with one row per node of the graph; ``None`` for features only.
     num_features : int
         Width ``F`` of the node features to append (0 for none).
-    feature_key : str
-        Where features are found when ``forward`` gets none: ``block.srcdata[feature_key]``
-        (DGL's samplers slice the graph's ``ndata`` into the blocks).
 
     Attributes
     ----------
@@ -54,50 +33,50 @@ class EmbeddingInput(nn.Module):
 
     Examples
     --------
-    >>> import dgl, torch
+    >>> import torch
     >>> from graphemb import NodeEmbedding
     >>> from graphemb.nn import EmbeddingInput
+    >>> from graphemb.sampling import Block
     >>> emb = NodeEmbedding(10, 4, "input-demo", init_func=lambda t: t.normal_())
     >>> layer = EmbeddingInput(emb, num_features=3)
-    >>> block = dgl.to_block(dgl.graph(([1, 2], [3, 3]), num_nodes=10), dst_nodes=[3])
-    >>> block.srcdata["feat"] = torch.ones(block.num_src_nodes(), 3)
-    >>> layer(block).shape                      # 3 input nodes (3, 1, 2): 4 + 3 columns
+    >>> block = Block(torch.tensor([3, 1, 2]), 1, torch.tensor([[1, 2], [0, 0]]))
+    >>> features = torch.ones(10, 3)              # the features of all 10 nodes
+    >>> layer(block, features).shape              # 3 source nodes: 4 + 3 columns
     torch.Size([3, 7])
     """
 
-    def __init__(
-        self,
-        embedding: NodeEmbedding | None,
-        num_features: int = 0,
-        *,
-        feature_key: str = "feat",
-    ) -> None:
+    def __init__(self, embedding: NodeEmbedding | None, num_features: int = 0) -> None:
         super().__init__()
         if embedding is not None and not isinstance(embedding, NodeEmbedding):
             raise TypeError(
-                f"embedding must be a graphemb.NodeEmbedding or None, got {type(embedding).__name__}"
+                "embedding must be a graphemb.NodeEmbedding or None, got "
+                f"{type(embedding).__name__}"
             )
         if isinstance(num_features, bool) or not isinstance(num_features, int) or num_features < 0:
             raise ValueError(f"num_features must be an int >= 0, got {num_features!r}")
         if embedding is None and num_features == 0:
-            raise ValueError("EmbeddingInput needs an embedding, features (num_features > 0), or both")
+            raise ValueError(
+                "EmbeddingInput needs an embedding, features (num_features > 0), or both"
+            )
         # Neither a Module nor a Parameter: nn.Module keeps it as a plain attribute, out of
         # parameters() and state_dict().
         self.embedding = embedding
         self.num_features = num_features
-        self.feature_key = feature_key
         self.out_size = (0 if embedding is None else embedding.embedding_dim) + num_features
 
-    def forward(self, block: dgl.DGLGraph, features: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, block: Block, features: torch.Tensor | None = None) -> torch.Tensor:
         """Input representations of ``block``'s source nodes.
 
         Parameters
         ----------
-        block : DGLGraph
-            The first block of a sampled mini-batch (or a whole graph).
-        features : Tensor of shape (num_src_nodes, F), optional
-            Features of the source nodes. Default: ``block.srcdata[feature_key]``. Ignored
-            when ``num_features == 0``.
+        block : Block
+            The first block of a sampled mini-batch (see :func:`~graphemb.nn.full_block`
+            for a whole graph).
+        features : Tensor of shape (N, F), optional
+            Features of *every* node of the graph, indexed here by ``block.src_nodes``;
+            needed when ``num_features > 0``, ignored otherwise. May stay on another device
+            than the block (a large table in CPU memory): only the rows of the source nodes
+            are moved to ``block.device``.
 
         Returns
         -------
@@ -106,28 +85,43 @@ class EmbeddingInput(nn.Module):
             optimizer receives their gradient), then features. The dtype is the features'
             (without features, the table's).
         """
+        ids = block.src_nodes
         parts = []
         if self.embedding is not None:
-            parts.append(self.embedding(input_node_ids(block), device=block.device))
+            # With a partitioned embedding this lookup is collective: every rank makes it,
+            # also with an empty block.
+            parts.append(self.embedding(ids, device=block.device))
         if self.num_features:
-            if features is None:
-                if self.feature_key not in block.srcdata:
-                    raise KeyError(
-                        f"EmbeddingInput expects {self.num_features} features per node in "
-                        f"block.srcdata[{self.feature_key!r}] (set graph.ndata[{self.feature_key!r}] "
-                        "before sampling) or passed as `features`"
-                    )
-                features = block.srcdata[self.feature_key]
-            if features.shape != (block.num_src_nodes(), self.num_features):
-                raise ValueError(
-                    f"features must have shape ({block.num_src_nodes()}, {self.num_features}), "
-                    f"got {tuple(features.shape)}"
-                )
-            features = features.to(block.device)
+            rows = self._feature_rows(ids, features).to(block.device)
             # The result takes the features' dtype (rows of a float16/bfloat16 table are cast).
-            parts = [rows.to(features.dtype) for rows in parts] + [features]
+            parts = [part.to(rows.dtype) for part in parts] + [rows]
         return parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
 
+    def _feature_rows(self, ids: torch.Tensor, features: torch.Tensor | None) -> torch.Tensor:
+        if features is None:
+            raise ValueError(
+                f"this model reads {self.num_features} features per node: pass the feature "
+                "table of all nodes, shape (num_nodes, num_features), as `features`"
+            )
+        if not isinstance(features, torch.Tensor) or not features.is_floating_point():
+            kind = features.dtype if isinstance(features, torch.Tensor) else type(features).__name__
+            raise TypeError(f"features must be a floating-point tensor, got {kind}")
+        if features.dim() != 2 or features.shape[1] != self.num_features:
+            raise ValueError(
+                f"features must have shape (num_nodes, {self.num_features}), got "
+                f"{tuple(features.shape)}"
+            )
+        if self.embedding is not None and features.shape[0] != self.embedding.num_embeddings:
+            raise ValueError(
+                f"features has {features.shape[0]} rows but the embedding has "
+                f"{self.embedding.num_embeddings}: both need one row per node"
+            )
+        return features[ids.to(features.device)]
+
     def extra_repr(self) -> str:
-        emb = "None" if self.embedding is None else f"{self.embedding.name!r} ({self.embedding.embedding_dim})"
+        emb = (
+            "None"
+            if self.embedding is None
+            else f"{self.embedding.name!r} ({self.embedding.embedding_dim})"
+        )
         return f"embedding={emb}, num_features={self.num_features}, out_size={self.out_size}"

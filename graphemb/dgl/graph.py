@@ -44,7 +44,7 @@ def to_dgl_graph(
     Examples
     --------
     >>> from graphemb.datasets import stochastic_block_model
-    >>> from graphemb.nn import to_dgl_graph
+    >>> from graphemb.dgl import to_dgl_graph
     >>> g = to_dgl_graph(stochastic_block_model(100, num_communities=2, seed=0))
     >>> g.num_nodes(), sorted(g.ndata.keys())
     (100, ['label', 'test_mask', 'train_mask', 'val_mask'])

@@ -1,0 +1,141 @@
+"""The input layer of a sampled GNN: embedding rows (and features) of the input nodes."""
+
+from __future__ import annotations
+
+import dgl
+import torch
+from torch import nn
+
+from ..embedding import NodeEmbedding
+
+__all__ = ["EmbeddingInput", "input_node_ids"]
+
+
+def input_node_ids(block: dgl.DGLGraph) -> torch.Tensor:
+    """Global ids of the source (input) nodes of ``block``.
+
+    Parameters
+    ----------
+    block : DGLGraph
+        A message-flow graph from a DGL sampler (its ``srcdata[dgl.NID]`` holds the ids in
+        the original graph), or a whole graph (no ``dgl.NID``: node ``i`` is node ``i``).
+
+    Returns
+    -------
+    Tensor of int64, shape (num_src_nodes,), on ``block.device``.
+    """
+    if dgl.NID in block.srcdata:
+        return block.srcdata[dgl.NID]
+    return torch.arange(block.num_src_nodes(), device=block.device)
+
+
+class EmbeddingInput(nn.Module):
+    """Rows of a :class:`~graphemb.NodeEmbedding` for a block's input nodes, optionally
+    followed by node features.
+
+    The embedding is a plain attribute, not a submodule or parameter: ``parameters()``,
+    ``state_dict()``, dense optimizers and ``DistributedDataParallel`` never see it, and a
+    sparse optimizer from :mod:`graphemb.optim` trains it.
+
+    Parameters
+    ----------
+    embedding : NodeEmbedding or None
+        Table with one row per node of the graph; ``None`` for features only.
+    num_features : int
+        Width ``F`` of the node features to append (0 for none).
+    feature_key : str
+        Where features are found when ``forward`` gets none: ``block.srcdata[feature_key]``
+        (DGL's samplers slice the graph's ``ndata`` into the blocks).
+
+    Attributes
+    ----------
+    out_size : int
+        ``embedding_dim + F``: the width of the output.
+
+    Examples
+    --------
+    >>> import dgl, torch
+    >>> from graphemb import NodeEmbedding
+    >>> from graphemb.dgl import EmbeddingInput
+    >>> emb = NodeEmbedding(10, 4, "input-demo", init_func=lambda t: t.normal_())
+    >>> layer = EmbeddingInput(emb, num_features=3)
+    >>> block = dgl.to_block(dgl.graph(([1, 2], [3, 3]), num_nodes=10), dst_nodes=[3])
+    >>> block.srcdata["feat"] = torch.ones(block.num_src_nodes(), 3)
+    >>> layer(block).shape                      # 3 input nodes (3, 1, 2): 4 + 3 columns
+    torch.Size([3, 7])
+    """
+
+    def __init__(
+        self,
+        embedding: NodeEmbedding | None,
+        num_features: int = 0,
+        *,
+        feature_key: str = "feat",
+    ) -> None:
+        super().__init__()
+        if embedding is not None and not isinstance(embedding, NodeEmbedding):
+            raise TypeError(
+                "embedding must be a graphemb.NodeEmbedding or None, got "
+                f"{type(embedding).__name__}"
+            )
+        if isinstance(num_features, bool) or not isinstance(num_features, int) or num_features < 0:
+            raise ValueError(f"num_features must be an int >= 0, got {num_features!r}")
+        if embedding is None and num_features == 0:
+            raise ValueError(
+                "EmbeddingInput needs an embedding, features (num_features > 0), or both"
+            )
+        # Neither a Module nor a Parameter: nn.Module keeps it as a plain attribute, out of
+        # parameters() and state_dict().
+        self.embedding = embedding
+        self.num_features = num_features
+        self.feature_key = feature_key
+        self.out_size = (0 if embedding is None else embedding.embedding_dim) + num_features
+
+    def forward(self, block: dgl.DGLGraph, features: torch.Tensor | None = None) -> torch.Tensor:
+        """Input representations of ``block``'s source nodes.
+
+        Parameters
+        ----------
+        block : DGLGraph
+            The first block of a sampled mini-batch (or a whole graph).
+        features : Tensor of shape (num_src_nodes, F), optional
+            Features of the source nodes. Default: ``block.srcdata[feature_key]``. Ignored
+            when ``num_features == 0``.
+
+        Returns
+        -------
+        Tensor of shape (num_src_nodes, out_size), on ``block.device``.
+            Embedding rows first (they require grad while autograd records, so the sparse
+            optimizer receives their gradient), then features. The dtype is the features'
+            (without features, the table's).
+        """
+        parts = []
+        if self.embedding is not None:
+            parts.append(self.embedding(input_node_ids(block), device=block.device))
+        if self.num_features:
+            if features is None:
+                if self.feature_key not in block.srcdata:
+                    raise KeyError(
+                        f"EmbeddingInput expects {self.num_features} features per node in "
+                        f"block.srcdata[{self.feature_key!r}] (set "
+                        f"graph.ndata[{self.feature_key!r}] before sampling) or passed as "
+                        "`features`"
+                    )
+                features = block.srcdata[self.feature_key]
+            if features.shape != (block.num_src_nodes(), self.num_features):
+                raise ValueError(
+                    f"features must have shape ({block.num_src_nodes()}, {self.num_features}), "
+                    f"got {tuple(features.shape)}"
+                )
+            features = features.to(block.device)
+            # The result takes the features' dtype (rows of a float16/bfloat16 table are cast).
+            parts = [rows.to(features.dtype) for rows in parts] + [features]
+        return parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
+
+    def extra_repr(self) -> str:
+        emb = (
+            "None"
+            if self.embedding is None
+            else f"{self.embedding.name!r} ({self.embedding.embedding_dim})"
+        )
+        return f"embedding={emb}, num_features={self.num_features}, out_size={self.out_size}"

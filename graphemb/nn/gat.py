@@ -1,0 +1,119 @@
+"""GAT on PyG's ``GATConv``, with a learnable node embedding as (part of) its input."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch_geometric.nn import GATConv
+
+from ..embedding import NodeEmbedding
+from ..sampling.block import Block
+from .stack import BlockGNN, check_positive_int, check_probability
+
+__all__ = ["GAT"]
+
+
+class GAT(BlockGNN):
+    """Graph attention network (Velickovic et al., 2018) whose input is node embeddings
+    and/or features.
+
+    ``input -> dropout -> GATConv -> activation -> dropout -> ... -> GATConv -> logits``, one
+    ``torch_geometric.nn.GATConv`` per block. Hidden layers concatenate ``heads`` attention
+    heads of ``hidden_size // heads`` channels; the last layer averages ``output_heads``
+    heads of ``num_classes`` channels. Every destination node also attends to itself (a
+    self-loop is added per destination node: its own representation is the source node of
+    the same local id, since destination nodes come first among the source nodes).
+
+    Attention needs one message per edge, so the layers read ``block.edge_index``.
+
+    Parameters
+    ----------
+    embedding : NodeEmbedding or None
+        One row per node of the graph (``None`` for a features-only model).
+    num_features : int
+        Width ``F`` of the node features passed to :meth:`forward` (0: embeddings only).
+    hidden_size : int
+        Width of the hidden layers (all heads together); a multiple of ``heads``.
+    num_classes : int
+        Width ``C`` of the output (logits).
+    num_layers : int
+        Number of ``GATConv`` layers, i.e. of blocks per mini-batch.
+    heads : int
+        Attention heads of the hidden layers.
+    output_heads : int
+        Attention heads of the last layer, averaged.
+    dropout : float
+        Dropout before every layer but the first.
+    input_dropout : float, optional
+        Dropout on the input representations. Default: ``dropout``.
+    attention_dropout : float
+        Dropout on the attention coefficients.
+    activation : callable
+        Applied after every layer but the last.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from graphemb import NodeEmbedding
+    >>> from graphemb.graph import Graph
+    >>> from graphemb.nn import GAT
+    >>> graph = Graph.from_edges(torch.tensor([0, 1, 2, 3]), torch.tensor([1, 2, 3, 0]))
+    >>> emb = NodeEmbedding(4, 8, "gat-demo", init_func=lambda t: t.normal_())
+    >>> model = GAT(emb, num_features=0, hidden_size=16, num_classes=3, heads=4)
+    >>> model(graph).shape
+    torch.Size([4, 3])
+    """
+
+    def __init__(
+        self,
+        embedding: NodeEmbedding | None,
+        num_features: int,
+        hidden_size: int,
+        num_classes: int,
+        num_layers: int = 2,
+        *,
+        heads: int = 8,
+        output_heads: int = 1,
+        dropout: float = 0.5,
+        input_dropout: float | None = None,
+        attention_dropout: float = 0.0,
+        activation: Callable[[torch.Tensor], torch.Tensor] = F.elu,
+    ) -> None:
+        super().__init__(
+            embedding,
+            num_features,
+            dropout=dropout,
+            input_dropout=input_dropout,
+            activation=activation,
+        )
+        for what, value in (
+            ("hidden_size", hidden_size),
+            ("num_classes", num_classes),
+            ("num_layers", num_layers),
+            ("heads", heads),
+            ("output_heads", output_heads),
+        ):
+            check_positive_int(what, value)
+        attention_dropout = check_probability("attention_dropout", attention_dropout)
+        if hidden_size % heads:
+            raise ValueError(
+                f"hidden_size ({hidden_size}) must be a multiple of heads ({heads}): the "
+                "heads' outputs are concatenated"
+            )
+        width = self.input.out_size
+        layers: list[nn.Module] = []
+        for _ in range(num_layers - 1):
+            layers.append(GATConv(width, hidden_size // heads, heads, dropout=attention_dropout))
+            width = hidden_size
+        layers.append(
+            GATConv(width, num_classes, output_heads, concat=False, dropout=attention_dropout)
+        )
+        self.layers = nn.ModuleList(layers)
+
+    def convolve(self, layer: nn.Module, block: Block, h: torch.Tensor) -> torch.Tensor:
+        # GATConv adds the self-loops d -> d for d < num_dst_nodes (after removing any sampled
+        # ones): local source d is destination d.
+        return layer((h, h[: block.num_dst_nodes]), block.edge_index)

@@ -1,0 +1,119 @@
+"""What every model of :mod:`graphemb.nn` shares: an input layer reading embedding rows, then
+one message-passing layer per block, with dropout and an activation between layers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+from torch import nn
+
+from ..embedding import NodeEmbedding
+from ..graph import Graph
+from ..sampling.block import Block
+from .blocks import as_blocks
+from .input import EmbeddingInput
+
+__all__ = ["BlockGNN"]
+
+
+def check_positive_int(what: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{what} must be a positive int, got {value!r}")
+    return value
+
+
+def check_probability(what: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        raise ValueError(f"{what} must be a number in [0, 1), got {value!r}")
+    return float(value)
+
+
+class BlockGNN(nn.Module):
+    """``input -> dropout -> layer -> activation -> dropout -> ... -> layer``, one layer per
+    block. Subclasses build :attr:`layers` and say how one layer reads one block
+    (:meth:`convolve`).
+
+    Parameters
+    ----------
+    embedding : NodeEmbedding or None
+        One row per node of the graph (``None`` for a features-only model).
+    num_features : int
+        Width ``F`` of the node features (0: embeddings only).
+    dropout : float
+        Dropout before every layer but the first.
+    input_dropout : float, optional
+        Dropout on the input representations (embedding rows and features). Default:
+        ``dropout``.
+    activation : callable
+        Applied after every layer but the last.
+    """
+
+    layers: nn.ModuleList
+
+    def __init__(
+        self,
+        embedding: NodeEmbedding | None,
+        num_features: int,
+        *,
+        dropout: float,
+        input_dropout: float | None,
+        activation: Callable[[torch.Tensor], torch.Tensor],
+    ) -> None:
+        super().__init__()
+        dropout = check_probability("dropout", dropout)
+        input_dropout = dropout if input_dropout is None else input_dropout
+        input_dropout = check_probability("input_dropout", input_dropout)
+        if not callable(activation):
+            raise TypeError(f"activation must be callable, got {type(activation).__name__}")
+        self.input = EmbeddingInput(embedding, num_features)
+        self.input_dropout = nn.Dropout(input_dropout)
+        self.dropout = nn.Dropout(dropout)
+        self.activation = activation
+
+    @property
+    def embedding(self) -> NodeEmbedding | None:
+        """The :class:`~graphemb.NodeEmbedding` read by the input layer."""
+        return self.input.embedding
+
+    @property
+    def num_features(self) -> int:
+        return self.input.num_features
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
+    def convolve(self, layer: nn.Module, block: Block, h: torch.Tensor) -> torch.Tensor:
+        """Apply ``layer`` to ``block``: ``h`` holds the source nodes' representations
+        (shape (num_src_nodes, in)); returns the destination nodes' (num_dst_nodes, out)."""
+        raise NotImplementedError
+
+    def forward(
+        self, blocks: Sequence[Block] | Graph, features: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Outputs (logits) of the destination nodes of the last block.
+
+        Parameters
+        ----------
+        blocks : list of Block, or Graph
+            ``num_layers`` blocks from a sampler (``blocks[0]`` holds the input nodes,
+            ``blocks[-1]`` the seeds); or a whole :class:`~graphemb.graph.Graph`, which every
+            layer then reads in full (full-neighbourhood inference over all nodes, for graphs
+            whose ``num_nodes x hidden_size`` activations fit in memory).
+        features : Tensor of shape (N, F), optional
+            Node features of all ``N`` nodes (indexed by ``blocks[0].src_nodes``); needed
+            when ``num_features > 0``.
+
+        Returns
+        -------
+        Tensor of shape (blocks[-1].num_dst_nodes, out_size), on the blocks' device; with a
+        Graph, (N, out_size).
+        """
+        blocks = as_blocks(blocks, self.num_layers)
+        h = self.input_dropout(self.input(blocks[0], features))
+        for index, (layer, block) in enumerate(zip(self.layers, blocks, strict=True)):
+            if index:
+                h = self.dropout(self.activation(h))
+            h = self.convolve(layer, block, h)
+        return h
