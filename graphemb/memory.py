@@ -17,8 +17,13 @@ import sys
 
 import torch
 
-__all__ = ["advise_huge_pages", "advise_huge_pages_of_mapping", "empty_rows", "zeros_table",
-           "index_rows"]
+__all__ = [
+    "advise_huge_pages",
+    "advise_huge_pages_of_mapping",
+    "empty_rows",
+    "zeros_table",
+    "index_rows",
+]
 
 _HUGE_PAGE = 2 << 20
 _MADV_HUGEPAGE = 14  # linux/mman.h

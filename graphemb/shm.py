@@ -227,7 +227,7 @@ def _remove_stale_segments(name: str) -> None:
     """Delete leftovers of ``name`` whose creating process no longer exists."""
     prefix = segment_prefix(name)
     for path in SHM_DIR.glob(f"{prefix}*"):
-        pid_text = path.name[len(prefix):].split(".", 1)[0]
+        pid_text = path.name[len(prefix) :].split(".", 1)[0]
         if pid_text.isdigit() and not _process_alive(int(pid_text)):
             unlink_segment(path)
 

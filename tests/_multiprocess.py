@@ -50,8 +50,13 @@ class _Pool:
 
     def run(self, worker, world_size, args, timeout, backend):
         self._ensure(world_size)
-        store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
-                              timeout=timedelta(seconds=timeout))
+        store = dist.TCPStore(
+            "127.0.0.1",
+            0,
+            is_master=True,
+            wait_for_workers=False,
+            timeout=timedelta(seconds=timeout),
+        )
         for rank in range(world_size):
             self._tasks[rank].put((worker, rank, world_size, store.port, backend, args))
         deadline = time.monotonic() + timeout
@@ -80,7 +85,10 @@ class _Pool:
         self._tasks = [spawn.Queue() for _ in range(size)]
         self._results = [spawn.Queue() for _ in range(size)]
         self._context = mp.start_processes(
-            _serve, args=(self._tasks, self._results), nprocs=size, join=False,
+            _serve,
+            args=(self._tasks, self._results),
+            nprocs=size,
+            join=False,
             start_method="spawn",
         )
 
@@ -111,8 +119,9 @@ def _run_one(worker, rank, world_size, port, backend, args) -> bytes:
     if backend == "nccl":
         torch.cuda.set_device(rank % torch.cuda.device_count())
     store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timedelta(seconds=60))
-    dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
-                            timeout=timedelta(seconds=60))
+    dist.init_process_group(
+        backend, store=store, rank=rank, world_size=world_size, timeout=timedelta(seconds=60)
+    )
     try:
         result = worker(rank, world_size, *args)
         dist.barrier()  # nobody tears the group down while others still talk to it

@@ -4,7 +4,9 @@ import sys
 import pytest
 import torch
 
-sys.path.insert(0, os.path.dirname(__file__))  # helpers (_multiprocess, oracles) for spawned ranks too
+sys.path.insert(
+    0, os.path.dirname(__file__)
+)  # helpers (_multiprocess, oracles) for spawned ranks too
 
 from graphemb.optim import kernels  # noqa: E402
 

@@ -12,8 +12,9 @@ class DenseLazyReference:
     ``rule`` is one of "sgd", "adagrad", "rowwise_adagrad", "adam".
     """
 
-    def __init__(self, weight: torch.Tensor, rule: str, lr: float, eps: float = 0.0,
-                 betas=(0.9, 0.999)):
+    def __init__(
+        self, weight: torch.Tensor, rule: str, lr: float, eps: float = 0.0, betas=(0.9, 0.999)
+    ):
         self.weight = weight.detach().to(torch.float64).clone()
         self.rule, self.lr, self.eps = rule, lr, eps
         self.beta1, self.beta2 = betas
@@ -41,9 +42,11 @@ class DenseLazyReference:
             self.step[rows] += 1
             t = self.step[rows].to(torch.float64)[:, None]
             m = self.exp_avg[rows] = self.beta1 * self.exp_avg[rows] + (1 - self.beta1) * g
-            v = self.exp_avg_sq[rows] = self.beta2 * self.exp_avg_sq[rows] + (1 - self.beta2) * g * g
-            m_hat = m / (1 - self.beta1 ** t)
-            v_hat = v / (1 - self.beta2 ** t)
+            v = self.exp_avg_sq[rows] = (
+                self.beta2 * self.exp_avg_sq[rows] + (1 - self.beta2) * g * g
+            )
+            m_hat = m / (1 - self.beta1**t)
+            v_hat = v / (1 - self.beta2**t)
             w[rows] -= self.lr * m_hat / (v_hat.sqrt() + self.eps)
         else:
             raise ValueError(self.rule)

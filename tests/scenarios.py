@@ -16,8 +16,8 @@ import torch
 from graphemb import NodeEmbedding
 from graphemb.optim import SparseAdagrad, SparseAdam, SparseRowWiseAdagrad, SparseSGD
 
-NUM, DIM, STEPS, LOCAL_BATCH = 37, 4, 20, 12   # 37 rows: uneven parts for 2, 3 and 4 ranks
-EMPTY_STEP = 3                                  # the last rank has no ids at this step
+NUM, DIM, STEPS, LOCAL_BATCH = 37, 4, 20, 12  # 37 rows: uneven parts for 2, 3 and 4 ranks
+EMPTY_STEP = 3  # the last rank has no ids at this step
 
 OPTIMIZERS = {
     "adam": lambda embs: SparseAdam(embs, lr=0.05, betas=(0.8, 0.95), eps=1e-6),
@@ -63,8 +63,9 @@ def uses_rare(step: int, rank: int) -> bool:
     return rank == 0 and step % 2 == 0
 
 
-def train_steps(embeddings, optimizers, rank: int, world_size: int, steps,
-                data_world: int | None = None) -> None:
+def train_steps(
+    embeddings, optimizers, rank: int, world_size: int, steps, data_world: int | None = None
+) -> None:
     """Train ``steps`` of the scenario whose batches come from ``data_world`` data ranks
     (default: ``world_size``), on process ``rank`` of ``world_size``.
 
@@ -127,6 +128,11 @@ def assert_same_training(result: dict, oracle: dict, exact: bool = False) -> Non
             if exact or expected.dtype == torch.int64:
                 assert torch.equal(actual, expected), f"{name}.{key}"
             else:
-                torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-6,
-                                           msg=lambda m: f"{name}.{key}: {m}")
+                torch.testing.assert_close(
+                    actual,
+                    expected,
+                    rtol=1e-5,
+                    atol=1e-6,
+                    msg=lambda m, name=name, key=key: f"{name}.{key}: {m}",
+                )
     assert not torch.equal(oracle["adam"]["weight"], initial_table("adam")), "nothing trained"

@@ -5,10 +5,10 @@ storage is covered by the ``device`` fixture of test_optim.py and test_embedding
 from __future__ import annotations
 
 import pytest
-import torch
-
 import scenarios
+import torch
 from _multiprocess import run_ranks
+
 from graphemb import NodeEmbedding
 
 pytestmark = [
@@ -29,8 +29,10 @@ def nccl_worker(rank, world_size):
     ids = torch.randint(0, scenarios.NUM, (4, 5), device="cuda")
     looked_up = probe(ids)
     assert looked_up.is_cuda
-    return {"lookup": (ids.cpu(), looked_up.cpu(), table),
-            "training": scenarios.train_rank(rank, world_size, make)}
+    return {
+        "lookup": (ids.cpu(), looked_up.cpu(), table),
+        "training": scenarios.train_rank(rank, world_size, make),
+    }
 
 
 def test_nccl_world_size_one_equals_cpu():
@@ -55,6 +57,6 @@ def shared_to_gpu_worker(rank, world_size):
 def test_cpu_shared_memory_table_with_gpu_lookups():
     for table in run_ranks(shared_to_gpu_worker, 2):
         expected = torch.ones(10, 3)
-        expected[[0, 1]] -= 0.25   # each hit by one rank: gradient 1, / world size 2
-        expected[9] -= 0.5          # hit by both ranks
+        expected[[0, 1]] -= 0.25  # each hit by one rank: gradient 1, / world size 2
+        expected[9] -= 0.5  # hit by both ranks
         assert torch.equal(table, expected)

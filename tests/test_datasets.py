@@ -107,7 +107,7 @@ def _raw(directory: Path, name: str, part: str):
 
 
 def _edge_pairs(src: torch.Tensor, dst: torch.Tensor) -> list[tuple[int, int]]:
-    return list(zip(src.tolist(), dst.tolist()))
+    return list(zip(src.tolist(), dst.tolist(), strict=True))
 
 
 # ------------------------------------------------------------- Planetoid: published facts
@@ -503,7 +503,7 @@ def _same_graph(a: SyntheticGraph, b: SyntheticGraph) -> bool:
     fa, fb = _fields(a), _fields(b)
     return fa.keys() == fb.keys() and all(
         torch.equal(x, y) if isinstance(x, torch.Tensor) else x == y
-        for x, y in zip(fa.values(), fb.values())
+        for x, y in zip(fa.values(), fb.values(), strict=True)
     )
 
 

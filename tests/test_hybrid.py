@@ -14,10 +14,10 @@ import contextlib
 
 import pytest
 import torch
+from _multiprocess import run_ranks
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from _multiprocess import run_ranks
 from graphemb import NodeEmbedding, Partition
 from graphemb.optim import SparseSGD
 
@@ -42,7 +42,9 @@ class Model(nn.Module):
 
 def micro_batch(step, rank, micro):
     gen = torch.Generator().manual_seed(100 * step + 10 * rank + micro)
-    return torch.randint(0, NUM, (BATCH,), generator=gen), torch.randint(0, CLASSES, (BATCH,), generator=gen)
+    return torch.randint(0, NUM, (BATCH,), generator=gen), torch.randint(
+        0, CLASSES, (BATCH,), generator=gen
+    )
 
 
 def make_training(embedding):
@@ -58,7 +60,9 @@ def hybrid_worker(rank, world_size, storage):
     embedding = NodeEmbedding(NUM, DIM, "hybrid", partition=partition, timeout=30)
     model, sparse_opt = make_training(embedding)
     ddp = DistributedDataParallel(model, find_unused_parameters=True)
-    assert {n for n, _ in ddp.named_parameters()} == {f"module.{n}" for n, _ in model.named_parameters()}
+    assert {n for n, _ in ddp.named_parameters()} == {
+        f"module.{n}" for n, _ in model.named_parameters()
+    }
     dense_opt = torch.optim.Adam(ddp.parameters(), lr=0.01)
     for step in range(STEPS):
         for micro in range(MICRO):
@@ -70,7 +74,9 @@ def hybrid_worker(rank, world_size, storage):
         dense_opt.step()
         sparse_opt.step()
         dense_opt.zero_grad()
-    return {k: v.detach().clone() for k, v in model.state_dict().items()}, embedding.all_get_embedding()
+    return {
+        k: v.detach().clone() for k, v in model.state_dict().items()
+    }, embedding.all_get_embedding()
 
 
 def train_one_process(world_size):
@@ -94,7 +100,9 @@ def train_one_process(world_size):
 def test_ddp_dense_plus_model_parallel_embedding_equals_one_process(storage):
     results = run_ranks(hybrid_worker, 2, storage)
     dense_oracle, table_oracle = train_one_process(2)
-    assert not torch.equal(table_oracle, make_training(NodeEmbedding(NUM, DIM, "x"))[0].embedding.weight)
+    assert not torch.equal(
+        table_oracle, make_training(NodeEmbedding(NUM, DIM, "x"))[0].embedding.weight
+    )
     for dense, table in results:
         assert dense.keys() == dense_oracle.keys()
         for name in dense_oracle:

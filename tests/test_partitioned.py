@@ -9,10 +9,10 @@ the union of the batches.
 from __future__ import annotations
 
 import pytest
-import torch
-
 import scenarios
+import torch
 from _multiprocess import run_ranks
+
 from graphemb import NodeEmbedding, Partition
 
 pytestmark = pytest.mark.multiprocess
@@ -20,23 +20,32 @@ pytestmark = pytest.mark.multiprocess
 PARTITIONS = {
     "remainder": lambda num, world: Partition.remainder(num, world),
     # 3 ranks: sizes 20, 0, 17 -- uneven, and rank 1 owns nothing
-    "range": lambda num, world: Partition.range(num, [0, 20, num] if world == 2 else [0, 20, 20, num]),
+    "range": lambda num, world: Partition.range(
+        num, [0, 20, num] if world == 2 else [0, 20, 20, num]
+    ),
 }
 
 
 def partitioned_worker(rank, world_size, mode):
     def make(name):
-        return NodeEmbedding(scenarios.NUM, scenarios.DIM, name, timeout=30,
-                             partition=PARTITIONS[mode](scenarios.NUM, world_size))
+        return NodeEmbedding(
+            scenarios.NUM,
+            scenarios.DIM,
+            name,
+            timeout=30,
+            partition=PARTITIONS[mode](scenarios.NUM, world_size),
+        )
 
     # lookups of every shape, with duplicates, empty on one rank, batch not divisible by N
     table = torch.randn(scenarios.NUM, scenarios.DIM, generator=torch.Generator().manual_seed(5))
     probe = make("probe")
     probe.all_set_embedding(table)
     gen = torch.Generator().manual_seed(rank)
-    requests = [torch.randint(0, scenarios.NUM, (7, 3), generator=gen),
-                torch.randint(0, scenarios.NUM, (5 + rank,), generator=gen),
-                torch.empty(0, dtype=torch.int64) if rank == 1 else torch.tensor([36, 0, 36])]
+    requests = [
+        torch.randint(0, scenarios.NUM, (7, 3), generator=gen),
+        torch.randint(0, scenarios.NUM, (5 + rank,), generator=gen),
+        torch.empty(0, dtype=torch.int64) if rank == 1 else torch.tensor([36, 0, 36]),
+    ]
     lookups = []
     with torch.no_grad():
         for ids in requests:
@@ -73,8 +82,14 @@ def test_partitioned_lookups_and_training_equal_one_process(world_size, mode):
 
 
 def gather_to_one_worker(rank, world_size):
-    emb = NodeEmbedding(10, 2, "to-one", partition=Partition.remainder(10, world_size),
-                        init_func=lambda t: t.fill_(rank + 1.0), timeout=30)
+    emb = NodeEmbedding(
+        10,
+        2,
+        "to-one",
+        partition=Partition.remainder(10, world_size),
+        init_func=lambda t: t.fill_(rank + 1.0),
+        timeout=30,
+    )
     return emb.all_get_embedding(dst=1)
 
 
@@ -106,5 +121,5 @@ def bad_partition_worker(rank, world_size):
 
 def test_bad_partition_is_rejected_on_every_rank():
     for messages in run_ranks(bad_partition_worker, 2):
-        for (_, expected), actual in zip(BAD_PARTITIONS, messages):
+        for (_, expected), actual in zip(BAD_PARTITIONS, messages, strict=True):
             assert expected in actual

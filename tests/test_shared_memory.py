@@ -14,10 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
-
 import scenarios
+import torch
 from _multiprocess import RankFailed, run_ranks, worker_pids
+
 from graphemb import CoordinationError, NodeEmbedding
 from graphemb.optim import SparseAdagrad, SparseAdam, SparseSGD
 from graphemb.shm import SHM_DIR, segment_prefix
@@ -42,8 +42,9 @@ def no_leaked_segments():
     before = our_segments()
     yield
     ours = worker_pids() | {os.getpid()}
-    leaked = [s for s in our_segments() - before
-              if creator_pid(s) in ours or not _alive(creator_pid(s))]
+    leaked = [
+        s for s in our_segments() - before if creator_pid(s) in ours or not _alive(creator_pid(s))
+    ]
     assert not leaked, f"shared memory segments left behind: {leaked}"
 
 
@@ -82,7 +83,9 @@ def growing_batches_worker(rank, world_size):
     emb.all_set_embedding(torch.ones(5000, 8))
     opt = SparseAdagrad([emb], lr=0.1)
     for step, size in enumerate([1, 3000, 10, 0, 9000, 5]):
-        ids = torch.randint(0, 5000, (size,), generator=torch.Generator().manual_seed(10 * step + rank))
+        ids = torch.randint(
+            0, 5000, (size,), generator=torch.Generator().manual_seed(10 * step + rank)
+        )
         loss = emb(ids).pow(2).sum() / max(size, 1)
         loss.backward()
         opt.step()
@@ -98,7 +101,9 @@ def test_mailboxes_grow_and_are_unlinked_each_step(no_leaked_segments):
     for step, size in enumerate([1, 3000, 10, 0, 9000, 5]):
         loss = 0
         for rank in range(2):
-            ids = torch.randint(0, 5000, (size,), generator=torch.Generator().manual_seed(10 * step + rank))
+            ids = torch.randint(
+                0, 5000, (size,), generator=torch.Generator().manual_seed(10 * step + rank)
+            )
             loss = loss + oracle(ids).pow(2).sum() / max(size, 1)
         (loss / 2).backward()
         opt.step()
@@ -231,9 +236,20 @@ def test_killed_run_leaves_nothing_and_the_next_run_starts_cleanly(tmp_path, no_
     script = TESTS / "torchrun_job.py"
     env = {**os.environ, "GRAPHEMB_TEST_HANG_AFTER_STEPS": "2"}
     job = subprocess.Popen(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-         str(script), str(tmp_path / "killed")],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            str(script),
+            str(tmp_path / "killed"),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     try:
         for line in job.stdout:  # the job prints when both ranks are mid-training
@@ -249,9 +265,19 @@ def test_killed_run_leaves_nothing_and_the_next_run_starts_cleanly(tmp_path, no_
 
 def run_torchrun(out: Path, world_size: int = 2) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
-         str(world_size), str(TESTS / "torchrun_job.py"), str(out)],
-        capture_output=True, text=True, timeout=180,
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            str(world_size),
+            str(TESTS / "torchrun_job.py"),
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
