@@ -12,6 +12,13 @@ class NodeSplits:
     """Masks and counts derived from the ``src``, ``train_idx``, ``val_idx``, ``test_idx`` and
     ``num_nodes`` fields of a dataset class."""
 
+    # Declared here for type checkers; the dataset classes define them.
+    src: torch.Tensor
+    num_nodes: int
+    train_idx: torch.Tensor
+    val_idx: torch.Tensor
+    test_idx: torch.Tensor
+
     @property
     def num_edges(self) -> int:
         """Number of directed edges ``E`` (twice the number of undirected edges)."""
