@@ -43,6 +43,7 @@ def _json_line(stdout: str, prefix: str) -> dict:
         ("bench_sparse_step.py", []),
         ("bench_multiprocess.py", ["--no-dgl"]),  # DGL's multi-process store needs a fixed port
         ("bench_partitioned.py", []),
+        ("bench_skipgram.py", []),
     ],
 )
 def test_benchmark_quick_mode_prints_its_summary(script, args):

@@ -1,0 +1,337 @@
+"""Random walks on a :class:`~graphemb.graph.Graph`: uniform (DeepWalk) and node2vec's
+biased second-order walks, vectorized over all walkers, on CPU and CUDA.
+
+Walks follow *out*-edges (``graph.csr()``). Every walker takes one step per iteration of a
+loop over the walk's length -- never a loop over walkers -- and all randomness comes from
+one ``torch.Generator`` on the graph's device, so a seeded generator gives the same walks
+on every run. A walker standing on a node without out-neighbours stops there (no restart):
+the rest of its row is :data:`PAD`.
+
+Example
+-------
+>>> import torch
+>>> from graphemb.graph import Graph
+>>> from graphemb.sampling.walks import PAD, random_walks
+>>> ring = Graph.from_edges(torch.tensor([0, 1, 2]), torch.tensor([1, 2, 0]))
+>>> random_walks(ring, torch.tensor([0, 2]), walk_length=4)
+tensor([[0, 1, 2, 0, 1],
+        [2, 0, 1, 2, 0]])
+>>> path = Graph.from_edges(torch.tensor([0, 1]), torch.tensor([1, 2]))   # 2 is a sink
+>>> random_walks(path, torch.tensor([0]), walk_length=4)
+tensor([[ 0,  1,  2, -1, -1]])
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import torch
+
+from .._checks import as_size
+from ..graph import Graph
+
+__all__ = ["PAD", "RandomWalker", "random_walks"]
+
+#: Fills the steps of a walk after it reached a node without out-neighbours.
+PAD = -1
+
+# Edge keys src * N + dst must fit in int64 (node2vec's "is x a neighbour of t" lookup).
+_MAX_KEYED_NODES = math.isqrt(2**63 - 1)
+
+
+class RandomWalker:
+    """Draws random walks on ``graph``; build once, call every epoch.
+
+    With ``p == q == 1`` (the default) a walker at node ``v`` moves along one of ``v``'s
+    out-edges chosen uniformly (DeepWalk; parallel edges count as often as they occur).
+    Otherwise the walk is node2vec's second-order walk (Grover & Leskovec, 2016): after
+    stepping ``t -> v``, the next node ``x`` among ``v``'s out-neighbours is drawn with
+    probability proportional to
+
+    * ``1 / p`` if ``x == t`` (return),
+    * ``1``     if ``t -> x`` is an edge (``x`` is at distance 1 from ``t``),
+    * ``1 / q`` otherwise (``x`` moves away from ``t``).
+
+    The first step of a walk is uniform. The biased step uses rejection sampling (as
+    KnightKing and PyG's ``torch_cluster`` do): propose a uniform out-neighbour, accept it
+    with probability ``weight / max(1/p, 1, 1/q)``, redraw for the rejected walkers only.
+    No per-edge weights are precomputed, so memory stays at one sorted key per edge.
+
+    Parameters
+    ----------
+    graph : Graph
+        The graph (CPU or CUDA); walks are drawn where it lives.
+    p : float
+        Return parameter, > 0: small ``p`` keeps walks near where they came from.
+    q : float
+        In-out parameter, > 0: small ``q`` pushes walks outwards (DFS-like), large ``q``
+        keeps them local (BFS-like).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from graphemb.graph import Graph
+    >>> from graphemb.sampling.walks import RandomWalker
+    >>> star = Graph.from_edges(torch.tensor([0, 0, 0, 1, 2, 3]),
+    ...                         torch.tensor([1, 2, 3, 0, 0, 0]))
+    >>> walker = RandomWalker(star, p=1e-9, q=1.0)      # practically always return
+    >>> walker(torch.tensor([1, 2]), 4, generator=torch.Generator().manual_seed(0))[:, 2:]
+    tensor([[1, 0, 1],
+            [2, 0, 2]])
+    """
+
+    def __init__(self, graph: Graph, p: float = 1.0, q: float = 1.0) -> None:
+        if not isinstance(graph, Graph):
+            raise TypeError(f"graph must be a graphemb.graph.Graph, got {type(graph).__name__}")
+        self._p = _positive_number("p", p)
+        self._q = _positive_number("q", q)
+        self._graph = graph
+        self._indptr, self._indices, _ = graph.csr()
+        self._degrees = self._indptr[1:] - self._indptr[:-1]
+        if not self.uniform:
+            if graph.num_nodes > _MAX_KEYED_NODES:
+                raise ValueError(
+                    f"node2vec walks support at most {_MAX_KEYED_NODES} nodes, the graph has "
+                    f"{graph.num_nodes}"
+                )
+            # "Is t -> x an edge?" bisects t's neighbour list, which must be sorted.
+            self._indices = _rows_sorted(self._indptr, self._indices, graph.num_nodes)
+
+    @property
+    def graph(self) -> Graph:
+        return self._graph
+
+    @property
+    def p(self) -> float:
+        return self._p
+
+    @property
+    def q(self) -> float:
+        return self._q
+
+    @property
+    def uniform(self) -> bool:
+        """Whether the walks are first-order uniform walks (``p == q == 1``)."""
+        return self._p == 1.0 and self._q == 1.0
+
+    def __call__(
+        self,
+        start: torch.Tensor,
+        walk_length: int,
+        *,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
+        """One walk from each node of ``start``.
+
+        Parameters
+        ----------
+        start : Tensor of integers, shape (W,)
+            Start node of each walk (repeats allowed), on any device.
+        walk_length : int
+            Number of steps ``L`` (>= 0).
+        generator : torch.Generator, optional
+            Source of randomness, on the graph's device. Default: torch's default
+            generator of that device.
+
+        Returns
+        -------
+        Tensor of int64, shape (W, L + 1), on the graph's device
+            Row ``i`` is the walk ``start[i], v_1, ..., v_L``: each consecutive pair is an
+            edge of the graph. A walk that reaches a node without out-neighbours stops;
+            its remaining entries are :data:`PAD` (-1).
+        """
+        start = self._checked_start(start)
+        walk_length = as_size("walk_length", walk_length)
+        _check_generator(generator, self._graph.device)
+        walks = torch.full(
+            (start.numel(), walk_length + 1), PAD, dtype=torch.int64, device=start.device
+        )
+        walks[:, 0] = start
+        if walk_length == 0 or start.numel() == 0 or self._graph.num_edges == 0:
+            return walks
+        # Dead walkers keep standing on their last node (a valid id, so that gathers stay
+        # in range) and write PAD; no compaction, hence no host synchronisation per step.
+        current = start
+        previous = start
+        alive = torch.ones_like(start, dtype=torch.bool)
+        for step in range(1, walk_length + 1):
+            degree = self._degrees.index_select(0, current)  # index_select: faster than []
+            alive &= degree > 0
+            if self.uniform or step == 1:
+                following = self._uniform_step(current, degree, generator)
+            else:
+                following = self._node2vec_step(previous, current, alive, generator)
+            walks[:, step] = torch.where(alive, following, PAD)
+            previous = current
+            current = torch.where(alive, following, current)
+        return walks
+
+    # ------------------------------------------------------------------ one step
+    def _uniform_step(
+        self, current: torch.Tensor, degree: torch.Tensor, generator: torch.Generator | None
+    ) -> torch.Tensor:
+        """A uniform out-neighbour of each ``current`` node (garbage where degree is 0)."""
+        # float64: floor(u * degree) is uniform on [0, degree) up to 2**-53, and below degree
+        # (u < 1 and the rounding of u * degree cannot reach degree).
+        uniform = torch.rand(
+            current.numel(), dtype=torch.float64, device=current.device, generator=generator
+        )
+        offset = uniform.mul_(degree).long()
+        edge = self._indptr.index_select(0, current).add_(offset)
+        # A node without out-edges may start at indptr = E: keep the gather in range.
+        return self._indices.index_select(0, edge.clamp_(max=self._graph.num_edges - 1))
+
+    def _node2vec_step(
+        self,
+        previous: torch.Tensor,
+        current: torch.Tensor,
+        alive: torch.Tensor,
+        generator: torch.Generator | None,
+    ) -> torch.Tensor:
+        """node2vec's biased step for every live walker, by rejection sampling."""
+        following = current.clone()
+        back, near, away = 1.0 / self._p, 1.0, 1.0 / self._q
+        envelope = max(back, near, away)
+        # Expected proposals per walker is at most envelope / min weight. Large sets take one
+        # proposal per walker and round; small ones (the tail, or small batches) take that
+        # many at once -- the first accepted one is exactly what sequential rejection
+        # sampling returns -- so the loop ends in a few rounds instead of ~log(n).
+        tail_trials = min(32, math.ceil(2 * envelope / min(back, near, away)))
+        pending = torch.nonzero(alive).squeeze(1)
+        while pending.numel():
+            trials = 1 if pending.numel() > 65536 else tail_trials
+            count = pending.numel()
+            tried = pending.repeat(trials)  # trial r of walker i at r * count + i
+            here = current.index_select(0, tried)
+            came_from = previous.index_select(0, tried)
+            proposal = self._uniform_step(here, self._degrees.index_select(0, here), generator)
+            threshold = torch.rand(
+                tried.numel(), dtype=torch.float64, device=current.device, generator=generator
+            ).mul_(envelope)
+            returns = proposal == came_from
+            # Accept x with probability weight(x) / envelope, i.e. when threshold < weight.
+            # The neighbour test is needed only when the threshold lies between the weights
+            # of "near" and "away": elsewhere both kinds give the same answer.
+            accept = threshold < min(near, away)
+            undecided = (threshold < max(near, away)) & ~accept & ~returns
+            if near != away and bool(undecided.any()):
+                ask = torch.nonzero(undecided).squeeze(1)
+                is_near = self._is_edge(
+                    came_from.index_select(0, ask), proposal.index_select(0, ask)
+                )
+                accept[ask] = is_near if near > away else ~is_near
+            accept = torch.where(returns, threshold < back, accept).view(trials, count)
+            done = accept.any(0)
+            first = accept.byte().argmax(0)  # the first accepted trial of each walker
+            chosen = proposal.view(trials, count).gather(0, first.unsqueeze(0)).squeeze(0)
+            following[pending[done]] = chosen[done]
+            pending = pending[~done]
+        return following
+
+    def _is_edge(self, src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
+        """Whether ``src[i] -> dst[i]`` is an edge: bisection of ``src[i]``'s sorted
+        neighbour list, all queries at once (a global search over every edge would miss
+        the cache at each probe)."""
+        low = self._indptr.index_select(0, src)
+        end = self._indptr.index_select(0, src + 1)
+        high = end.clone()
+        last = self._graph.num_edges - 1
+        widest = int((end - low).max()) if src.numel() else 0
+        for _ in range(widest.bit_length()):
+            middle = (low + high) >> 1
+            smaller = self._indices.index_select(0, middle.clamp(max=last)) < dst
+            searching = low < high
+            low = torch.where(searching & smaller, middle + 1, low)
+            high = torch.where(searching & ~smaller, middle, high)
+        found = self._indices.index_select(0, low.clamp(max=last)) == dst
+        return found & (low < end)
+
+    def _checked_start(self, start: torch.Tensor) -> torch.Tensor:
+        if not isinstance(start, torch.Tensor):
+            raise TypeError(f"start must be a tensor of node ids, got {type(start).__name__}")
+        if start.dtype == torch.bool or start.is_floating_point() or start.is_complex():
+            raise TypeError(f"start must hold integer node ids, got dtype {start.dtype}")
+        if start.dim() != 1:
+            raise ValueError(f"start must be 1-dimensional, got shape {tuple(start.shape)}")
+        start = start.to(device=self._graph.device, dtype=torch.int64)
+        if start.numel():
+            low, high = (int(v) for v in torch.aminmax(start))
+            if low < 0 or high >= self._graph.num_nodes:
+                bad = low if low < 0 else high
+                raise ValueError(f"start holds node id {bad}, outside [0, {self._graph.num_nodes})")
+        return start
+
+    def __repr__(self) -> str:
+        kind = "uniform" if self.uniform else f"node2vec(p={self._p}, q={self._q})"
+        return f"RandomWalker({kind}, {self._graph!r})"
+
+
+def random_walks(
+    graph: Graph,
+    start: torch.Tensor,
+    walk_length: int,
+    *,
+    p: float = 1.0,
+    q: float = 1.0,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """One random walk of ``walk_length`` steps from each node of ``start``.
+
+    Shorthand for ``RandomWalker(graph, p, q)(start, walk_length, generator=generator)``;
+    build a :class:`RandomWalker` once to draw walks repeatedly (node2vec walks sort the
+    edges once per walker).
+
+    Parameters
+    ----------
+    graph : Graph
+        Walks follow its out-edges.
+    start : Tensor of integers, shape (W,)
+        Start nodes.
+    walk_length : int
+        Steps per walk ``L``.
+    p, q : float
+        node2vec's return and in-out parameters; ``p == q == 1`` gives uniform walks.
+    generator : torch.Generator, optional
+        On the graph's device.
+
+    Returns
+    -------
+    Tensor of int64, shape (W, L + 1)
+        Walks, :data:`PAD` after a node without out-neighbours.
+    """
+    return RandomWalker(graph, p, q)(start, walk_length, generator=generator)
+
+
+def _rows_sorted(indptr: torch.Tensor, indices: torch.Tensor, num_nodes: int) -> torch.Tensor:
+    """``indices`` with every CSR row sorted (``indices`` itself when they already are)."""
+    if indices.numel() < 2:
+        return indices
+    rows = torch.repeat_interleave(
+        torch.arange(num_nodes, device=indices.device), indptr[1:] - indptr[:-1]
+    )
+    keys = rows * num_nodes + indices  # row-major order of (row, neighbour)
+    if bool((keys[1:] >= keys[:-1]).all()):
+        return indices
+    return torch.sort(keys).values - rows * num_nodes
+
+
+def _positive_number(what: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{what} must be a positive number, got {value!r}")
+    number = float(value)
+    if not (number > 0 and math.isfinite(number)):
+        raise ValueError(f"{what} must be a positive finite number, got {value!r}")
+    return number
+
+
+def _check_generator(generator: torch.Generator | None, device: torch.device) -> None:
+    if generator is None:
+        return
+    if not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+    if generator.device.type != device.type:
+        raise ValueError(
+            f"generator is on {generator.device}, the graph on {device}: create it with "
+            f"torch.Generator(device={str(device)!r})"
+        )

@@ -1,0 +1,307 @@
+"""Random walks (graphemb.sampling.walks): structural invariants, and the distribution of
+steps against the formulas -- 1/out-degree for uniform walks, node2vec's 1/p, 1, 1/q
+weights otherwise -- with chi-square tests (scipy), plus DGL's samplers on the dgl stack.
+
+Every statistical test draws from a seeded generator, so it is deterministic; its
+threshold (p-value > 1e-3) is checked to reject a slightly wrong distribution as well.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+import torch
+from scipy import stats
+
+from graphemb.graph import Graph
+from graphemb.sampling.walks import PAD, RandomWalker, random_walks
+
+DEVICES = [
+    "cpu",
+    pytest.param(
+        "cuda",
+        marks=[
+            pytest.mark.cuda,
+            pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+        ],
+    ),
+]
+P_VALUE = 1e-3
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Small tensors: one thread is faster, and never spins against other busy processes
+    (measured 4x slower steps with 2 threads on a loaded 2-core machine)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def seeded(device, seed=0) -> torch.Generator:
+    return torch.Generator(device=device).manual_seed(seed)
+
+
+def directed_graph(device="cpu") -> Graph:
+    """Random directed multigraph: parallel edges, self-loops, and sinks (no out-edges)."""
+    gen = torch.Generator().manual_seed(7)
+    num_nodes = 30
+    src = torch.randint(0, 25, (120,), generator=gen)  # nodes 25..29 have no out-edges
+    dst = torch.randint(0, num_nodes, (120,), generator=gen)
+    src = torch.cat([src, torch.tensor([3, 3, 4])])  # parallel edges and a self-loop
+    dst = torch.cat([dst, torch.tensor([7, 7, 4])])
+    return Graph.from_edges(src, dst, num_nodes, device=device)
+
+
+def edge_list(graph: Graph) -> tuple[list[int], list[int]]:
+    src, dst = graph.edges()
+    return src.tolist(), dst.tolist()
+
+
+def transitions(walks: torch.Tensor, first_step: int = 0) -> torch.Tensor:
+    """(from, to) of every step of every walk from column ``first_step`` on, PAD excluded."""
+    left, right = walks[:, first_step:-1].reshape(-1), walks[:, first_step + 1 :].reshape(-1)
+    keep = right != PAD
+    return torch.stack([left[keep], right[keep]], 1)
+
+
+# ---------------------------------------------------------------------------- invariants
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("p, q", [(1.0, 1.0), (0.5, 2.0), (3.0, 0.3)])
+def test_every_step_is_an_edge_and_padding_follows_sinks(device, p, q):
+    graph = directed_graph(device)
+    src, dst = edge_list(graph)
+    edges = set(zip(src, dst, strict=True))
+    out_degree = Counter(src)
+    start = torch.arange(graph.num_nodes, device=device).repeat(20)
+    walks = RandomWalker(graph, p, q)(start, 12, generator=seeded(device))
+
+    assert walks.shape == (start.numel(), 13) and walks.dtype == torch.int64
+    assert walks.device.type == torch.device(device).type
+    walks = walks.cpu()
+    assert torch.equal(walks[:, 0], start.cpu())
+    for row in walks.tolist():
+        length = row.index(PAD) if PAD in row else len(row)
+        assert all(v == PAD for v in row[length:])  # once stopped, stopped for good
+        assert all((a, b) in edges for a, b in zip(row[: length - 1], row[1:length], strict=True))
+        if length < len(row):  # stopped early: only on a node without out-edges
+            assert out_degree[row[length - 1]] == 0
+        else:
+            assert all(out_degree[v] > 0 for v in row[:-1])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_seeded_walks_repeat_and_differ_across_seeds(device):
+    graph = directed_graph(device)
+    start = torch.arange(graph.num_nodes, device=device)
+    for p, q in [(1.0, 1.0), (0.5, 2.0)]:
+        walker = RandomWalker(graph, p, q)
+        first = walker(start, 8, generator=seeded(device, 1))
+        assert torch.equal(first, walker(start, 8, generator=seeded(device, 1)))
+        assert not torch.equal(first, walker(start, 8, generator=seeded(device, 2)))
+        assert torch.equal(
+            first, random_walks(graph, start, 8, p=p, q=q, generator=seeded(device, 1))
+        )
+
+
+def test_degenerate_inputs():
+    graph = directed_graph()
+    walker = RandomWalker(graph)
+    assert torch.equal(walker(torch.tensor([3, 26]), 0), torch.tensor([[3], [26]]))
+    assert walker(torch.empty(0, dtype=torch.long), 5).shape == (0, 6)
+    assert torch.equal(walker(torch.tensor([26]), 3), torch.tensor([[26, PAD, PAD, PAD]]))
+    no_edges = Graph.from_edges(
+        torch.empty(0, dtype=torch.long), torch.empty(0, dtype=torch.long), 4
+    )
+    for p in (1.0, 2.0):
+        assert torch.equal(
+            RandomWalker(no_edges, p=p)(torch.tensor([0, 3]), 2),
+            torch.tensor([[0, PAD, PAD], [3, PAD, PAD]]),
+        )
+    # start ids of another integer dtype are fine
+    assert walker(torch.tensor([1, 2], dtype=torch.int32), 2).dtype == torch.int64
+
+
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (lambda g: RandomWalker(g)(torch.tensor([0.0]), 3), TypeError, "integer node ids"),
+        (lambda g: RandomWalker(g)(torch.tensor([True]), 3), TypeError, "integer node ids"),
+        (lambda g: RandomWalker(g)([0, 1], 3), TypeError, "tensor of node ids"),
+        (lambda g: RandomWalker(g)(torch.tensor([[0]]), 3), ValueError, "1-dimensional"),
+        (lambda g: RandomWalker(g)(torch.tensor([0, 30]), 3), ValueError, "node id 30"),
+        (lambda g: RandomWalker(g)(torch.tensor([-1]), 3), ValueError, "node id -1"),
+        (lambda g: RandomWalker(g)(torch.tensor([0]), -1), ValueError, "walk_length"),
+        (lambda g: RandomWalker(g)(torch.tensor([0]), 2.0), ValueError, "walk_length"),
+        (lambda g: RandomWalker(g)(torch.tensor([0]), 2, generator=1), TypeError, "generator"),
+        (lambda g: RandomWalker(g, p=0.0), ValueError, "p must be a positive"),
+        (lambda g: RandomWalker(g, q=float("inf")), ValueError, "q must be a positive"),
+        (lambda g: RandomWalker(g, q=-1), ValueError, "q must be a positive"),
+        (lambda g: RandomWalker(g, p=True), TypeError, "p must be a positive"),
+        (lambda g: RandomWalker(g, p="2"), TypeError, "p must be a positive"),
+        (lambda g: RandomWalker(g.edges()), TypeError, "Graph"),
+    ],
+)
+def test_bad_input_is_refused(call, error, message):
+    with pytest.raises(error, match=message):
+        call(directed_graph())
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_generator_on_another_device_is_refused():
+    graph = directed_graph("cuda")
+    with pytest.raises(ValueError, match="generator is on cpu"):
+        RandomWalker(graph)(torch.tensor([0], device="cuda"), 3, generator=torch.Generator())
+
+
+# ---------------------------------------------------------------------------- distributions
+def chi_square_by_group(observed: dict, expected_probability: dict, group_totals: dict) -> float:
+    """p-value of a chi-square test of per-group multinomial counts; ``observed`` and
+    ``expected_probability`` are keyed by (group, outcome), ``group_totals`` by group."""
+    cells = sorted(expected_probability)
+    f_obs = [observed.get(cell, 0) for cell in cells]
+    f_exp = [group_totals[cell[0]] * expected_probability[cell] for cell in cells]
+    assert set(observed) <= set(cells), "a transition the formula gives probability 0"
+    # One constraint per group (its counts sum to its total): ddof = groups - 1.
+    return stats.chisquare(f_obs, f_exp, ddof=len(group_totals) - 1).pvalue
+
+
+def uniform_expectation(graph: Graph, multiplicity: bool = True) -> dict:
+    """P(next = x | at v) = (number of edges v -> x) / out-degree(v)."""
+    src, dst = edge_list(graph)
+    counts = Counter(zip(src, dst, strict=True))
+    if not multiplicity:  # a wrong formula, to show that the test can fail
+        counts = Counter(dict.fromkeys(counts, 1))
+    out = Counter()
+    for (v, _), c in counts.items():
+        out[v] += c
+    return {(v, x): c / out[v] for (v, x), c in counts.items()}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_uniform_steps_follow_one_over_the_out_degree(device):
+    graph = directed_graph(device)
+    start = torch.arange(25, device=device).repeat(400)  # the nodes with out-edges
+    walks = RandomWalker(graph)(start, 6, generator=seeded(device, 3))
+    steps = transitions(walks.cpu())
+    observed = Counter(map(tuple, steps.tolist()))
+    totals = Counter(steps[:, 0].tolist())
+    assert chi_square_by_group(observed, uniform_expectation(graph), totals) > P_VALUE
+    # ignoring parallel edges is a detectable mistake at this sample size
+    assert chi_square_by_group(observed, uniform_expectation(graph, False), totals) < 1e-6
+
+
+def undirected_test_graph(device="cpu") -> Graph:
+    """A small undirected graph with triangles (distance-1 candidates) and longer cycles."""
+    pairs = [
+        (0, 1),
+        (0, 2),
+        (1, 2),
+        (1, 3),
+        (2, 3),
+        (3, 4),
+        (4, 5),
+        (5, 0),
+        (1, 6),
+        (6, 7),
+        (7, 3),
+        (2, 7),
+        (4, 8),
+        (8, 9),
+        (9, 4),
+        (6, 9),
+    ]
+    src = torch.tensor([a for a, b in pairs] + [b for a, b in pairs])
+    dst = torch.tensor([b for a, b in pairs] + [a for a, b in pairs])
+    return Graph.from_edges(src, dst, 10, device=device)
+
+
+def node2vec_expectation(graph: Graph, p: float, q: float) -> dict:
+    """P(next = x | came t -> v): 1/p if x == t, 1 if t -> x is an edge, 1/q otherwise."""
+    src, dst = edge_list(graph)
+    edges = set(zip(src, dst, strict=True))
+    neighbours: dict[int, list[int]] = {}
+    for a, b in zip(src, dst, strict=True):
+        neighbours.setdefault(a, []).append(b)
+    expected = {}
+    for t, v in edges:
+        weights = {}
+        for x in neighbours[v]:
+            w = 1 / p if x == t else (1.0 if (t, x) in edges else 1 / q)
+            weights[x] = weights.get(x, 0.0) + w
+        total = sum(weights.values())
+        expected.update({((t, v), x): w / total for x, w in weights.items()})
+    return expected
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("p, q", [(0.5, 2.0), (4.0, 0.25), (1.0, 3.0)])
+def test_node2vec_steps_follow_the_biased_formula(device, p, q):
+    graph = undirected_test_graph(device)
+    start = torch.arange(graph.num_nodes, device=device).repeat(300)
+    walks = RandomWalker(graph, p, q)(start, 8, generator=seeded(device, 5)).cpu()
+    triples = torch.stack([walks[:, :-2], walks[:, 1:-1], walks[:, 2:]], -1).reshape(-1, 3)
+    observed = Counter(((t, v), x) for t, v, x in triples.tolist())
+    totals = Counter((t, v) for t, v, _ in triples.tolist())
+    expected = node2vec_expectation(graph, p, q)
+    assert chi_square_by_group(observed, expected, totals) > P_VALUE
+    # the swapped parameters give a distribution the test tells apart
+    assert chi_square_by_group(observed, node2vec_expectation(graph, q, p), totals) < 1e-6
+    # the first step is uniform
+    first = Counter(map(tuple, walks[:, :2].tolist()))
+    assert (
+        chi_square_by_group(first, uniform_expectation(graph), Counter(walks[:, 0].tolist()))
+        > P_VALUE
+    )
+
+
+def test_node2vec_distance_one_means_an_edge_from_the_previous_node():
+    """Directed graph: after 0 -> 1, node 2 is 'near' (edge 0 -> 2) and node 3 is 'away'
+    even though 3 -> 0 exists; with p = q = 1 the walk would be uniform."""
+    graph = Graph.from_edges(torch.tensor([0, 0, 1, 1, 3]), torch.tensor([1, 2, 2, 3, 0]))
+    start = torch.zeros(20000, dtype=torch.long)
+    walks = RandomWalker(graph, p=1.0, q=4.0)(start, 2, generator=seeded("cpu", 11))
+    second = walks[walks[:, 1] == 1, 2]  # walks that went 0 -> 1 (about half)
+    share_near = float((second == 2).double().mean())  # expected 1 / (1 + 1/4) = 0.8
+    assert abs(share_near - 0.8) < 4 * (0.8 * 0.2 / second.numel()) ** 0.5
+
+
+def test_unsorted_csr_rows_are_handled():
+    """The neighbour test bisects sorted rows: a CSR with unsorted rows must be sorted first."""
+    graph = undirected_test_graph()
+    indptr, indices, edge_ids = graph.csr()
+    flipped = indices.clone()
+    for v in range(graph.num_nodes):  # reverse every row (tiny graph: a loop is fine here)
+        flipped[indptr[v] : indptr[v + 1]] = indices[indptr[v] : indptr[v + 1]].flip(0)
+    graph._csr = (indptr, flipped, edge_ids)
+    start = torch.arange(graph.num_nodes).repeat(300)
+    walks = RandomWalker(graph, 0.5, 2.0)(start, 8, generator=seeded("cpu", 5))
+    triples = torch.stack([walks[:, :-2], walks[:, 1:-1], walks[:, 2:]], -1).reshape(-1, 3)
+    observed = Counter(((t, v), x) for t, v, x in triples.tolist())
+    totals = Counter((t, v) for t, v, _ in triples.tolist())
+    assert chi_square_by_group(observed, node2vec_expectation(graph, 0.5, 2.0), totals) > P_VALUE
+
+
+# ---------------------------------------------------------------------------- DGL as oracle
+@pytest.mark.dgl
+@pytest.mark.parametrize("p, q", [(1.0, 1.0), (0.25, 4.0)])
+def test_same_distribution_as_dgl(p, q):
+    """Where the walk is after 3 steps from node 0: ours and DGL's samples come from one
+    distribution (chi-square test of homogeneity)."""
+    dgl = pytest.importorskip("dgl", reason="needs DGL (the dgl stack)")
+    graph = undirected_test_graph()
+    src, dst = graph.edges()
+    dgl_graph = dgl.graph((src, dst), num_nodes=graph.num_nodes)
+    start = torch.zeros(20000, dtype=torch.long)
+    ours = RandomWalker(graph, p, q)(start, 3, generator=seeded("cpu", 13))[:, 3]
+    dgl.seed(13)
+    if p == q == 1.0:
+        theirs = dgl.sampling.random_walk(dgl_graph, start, length=3)[0][:, 3]
+    else:
+        theirs = dgl.sampling.node2vec_random_walk(dgl_graph, start, p, q, walk_length=3)[:, 3]
+    table = torch.stack([torch.bincount(ours, minlength=10), torch.bincount(theirs, minlength=10)])
+    table = table[:, table.sum(0) > 0]
+    assert stats.chi2_contingency(table.numpy()).pvalue > P_VALUE
