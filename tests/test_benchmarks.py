@@ -37,6 +37,13 @@ def _json_line(stdout: str, prefix: str) -> dict:
     return json.loads(lines[0][len(prefix) :])
 
 
+def test_sampler_benchmark_quick_mode_prints_its_result():
+    result = _json_line(_run("bench_sampler.py").stdout, "RESULT ")
+    assert result["results"], "no contender was measured"
+    for name, measured in result["results"].items():
+        assert measured["median_ms"] > 0, name
+
+
 @pytest.mark.parametrize(
     "script, args",
     [

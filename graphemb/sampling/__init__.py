@@ -2,5 +2,16 @@
 seed batches per rank, and random walks."""
 
 from .block import Block
+from .loader import SeedLoader
+from .neighbor import NeighborSampler, sample_neighbors
+from .walks import PAD, RandomWalker, random_walks
 
-__all__ = ["Block"]
+__all__ = [
+    "PAD",
+    "Block",
+    "NeighborSampler",
+    "RandomWalker",
+    "SeedLoader",
+    "random_walks",
+    "sample_neighbors",
+]

@@ -29,7 +29,9 @@ class Block:
         indexes ``dst_nodes``. This is the ``edge_index`` of PyG's bipartite layers:
         ``conv((x_src, x_dst), block.edge_index)``.
     edge_ids : Tensor of int64, shape (E,), optional
-        Ids of the sampled edges in the original graph.
+        Ids of the sampled edges in the original graph. Blocks from
+        :class:`~graphemb.sampling.NeighborSampler` gather them on first read of
+        :attr:`edge_ids` (most models never read them).
 
     Examples
     --------
@@ -57,8 +59,47 @@ class Block:
         self.src_nodes = src_nodes
         self.num_dst_nodes = int(num_dst_nodes)
         self.edge_index = edge_index
-        self.edge_ids = edge_ids
+        self._edge_ids = edge_ids
+        # (graph's edge-id table, positions): edge ids gathered on first use
+        self._edge_id_source: tuple[torch.Tensor, torch.Tensor] | None = None
         self._adj_t: torch.Tensor | None = None
+
+    @classmethod
+    def _with_edge_positions(
+        cls,
+        src_nodes: torch.Tensor,
+        num_dst_nodes: int,
+        edge_index: torch.Tensor,
+        edge_id_table: torch.Tensor,
+        positions: torch.Tensor,
+    ) -> Block:
+        """A block whose edge ids are ``edge_id_table[positions]``, gathered only when read
+        (most models never read them, and the gather is a pass of random reads)."""
+        block = cls(src_nodes, num_dst_nodes, edge_index)
+        block._edge_id_source = (edge_id_table, positions)
+        return block
+
+    @property
+    def edge_ids(self) -> torch.Tensor | None:
+        """Ids of the sampled edges in the original graph, shape (E,), or None."""
+        if self._edge_id_source is not None:
+            table, positions = self._edge_id_source
+            self._edge_ids = table.index_select(0, positions)
+            self._edge_id_source = None
+        return self._edge_ids
+
+    @edge_ids.setter
+    def edge_ids(self, value: torch.Tensor | None) -> None:
+        self._edge_ids, self._edge_id_source = value, None
+
+    def _tensors(self) -> list[torch.Tensor]:
+        """Every tensor the block holds (for stream bookkeeping), without gathering."""
+        held = [self.src_nodes, self.edge_index]
+        if self._edge_id_source is not None:
+            held.append(self._edge_id_source[1])
+        elif self._edge_ids is not None:
+            held.append(self._edge_ids)
+        return held
 
     @property
     def dst_nodes(self) -> torch.Tensor:
