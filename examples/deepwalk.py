@@ -52,13 +52,10 @@ import json
 import os
 import sys
 import time
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
 from tqdm import tqdm
 
 import graphemb
@@ -74,6 +71,9 @@ from graphemb.graph import Graph
 from graphemb.optim import SparseAdagrad, SparseAdam
 from graphemb.sampling.walks import RandomWalker
 from graphemb.skipgram import NegativeSampler, SkipGram
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _launch as launch  # noqa: E402  (examples/_launch.py: options and launcher of ranks)
 
 # --quick: a short run for CI, seconds on one CPU core; still far above chance.
 QUICK = {
@@ -173,22 +173,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="random splits per fraction (default 5; 2 with --quick)",
     )
 
-    procs = parser.add_argument_group("processes")
-    procs.add_argument(
-        "--num-procs", type=int, default=1, help="processes to start here (ignored under torchrun)"
-    )
-    procs.add_argument(
-        "--device",
-        choices=["cpu", "cuda"],
-        default="cpu",
-        help="cpu: gloo, tables in shared memory across processes; cuda: one "
+    launch.add_process_arguments(
+        parser,
+        num_procs_default=1,
+        num_procs_help="processes to start here (ignored under torchrun)",
+        device_help="cpu: gloo, tables in shared memory across processes; cuda: one "
         "GPU per process, NCCL, tables partitioned over the GPUs",
-    )
-    procs.add_argument(
-        "--timeout",
-        type=float,
-        default=300.0,
-        help="seconds a process waits for the others before failing",
     )
 
     ckpt = parser.add_argument_group("checkpoints")
@@ -239,10 +229,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
     if not (args.p > 0 and args.q > 0):
         parser.error("--p and --q must be > 0")
-    if args.resume and args.checkpoint is None:
-        parser.error("--resume needs --checkpoint PATH")
-    if args.resume and not args.checkpoint.exists():
-        parser.error(f"--resume: no checkpoint at {args.checkpoint}")
+    launch.check_resume(parser, args)
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: no CUDA device is visible")
     return args
@@ -425,84 +412,10 @@ def run(rank: int, world_size: int, local_rank: int, args: argparse.Namespace) -
 
 
 # ---------------------------------------------------------------------------- processes
-def run_rank(
-    rank: int,
-    world_size: int,
-    local_rank: int,
-    args: argparse.Namespace,
-    store: dist.Store | None = None,
-) -> None:
-    """Join the process group (torchrun's environment, or ``store``), run, leave."""
-    if args.device == "cuda":
-        torch.cuda.set_device(local_rank)
-    backend = "nccl" if args.device == "cuda" else "gloo"
-    timeout = timedelta(seconds=args.timeout)
-    if store is None:
-        dist.init_process_group(backend, timeout=timeout)
-    else:
-        dist.init_process_group(
-            backend, store=store, rank=rank, world_size=world_size, timeout=timeout
-        )
-    try:
-        run(rank, world_size, local_rank, args)
-        dist.barrier()  # nobody leaves while the others still talk
-    finally:
-        dist.destroy_process_group()
-
-
-def _spawned(rank: int, world_size: int, port: int, args: argparse.Namespace) -> None:
-    store = dist.TCPStore(
-        "127.0.0.1", port, is_master=False, timeout=timedelta(seconds=args.timeout)
-    )
-    run_rank(rank, world_size, rank, args, store)
-
-
-def spawn(args: argparse.Namespace) -> None:
-    """Start ``--num-procs`` ranks around a TCPStore on a port the OS picks; a failing rank
-    stops the others and its traceback ends this process."""
-    store = dist.TCPStore(
-        "127.0.0.1",
-        0,
-        is_master=True,
-        wait_for_workers=False,
-        timeout=timedelta(seconds=args.timeout),
-    )
-    context = mp.start_processes(
-        _spawned,
-        args=(args.num_procs, store.port, args),
-        nprocs=args.num_procs,
-        join=False,
-        start_method="spawn",
-    )
-    try:
-        while not context.join(timeout=1.0):
-            pass
-    except (mp.ProcessRaisedException, mp.ProcessExitedException) as error:
-        sys.exit(f"a rank failed:\n{error}")
-    finally:
-        for process in context.processes:
-            if process.is_alive():
-                process.kill()
-                process.join(timeout=10)
-
-
 def main(argv: list[str] | None = None) -> dict[str, Any] | None:
     args = parse_args(argv)
-    if "LOCAL_RANK" in os.environ and "WORLD_SIZE" in os.environ:  # started by torchrun
-        run_rank(
-            int(os.environ["RANK"]),
-            int(os.environ["WORLD_SIZE"]),
-            int(os.environ["LOCAL_RANK"]),
-            args,
-        )
-        return None
-    if args.num_procs > 1:
-        if args.device == "cuda" and args.num_procs > torch.cuda.device_count():
-            sys.exit(
-                f"--num-procs {args.num_procs} needs as many GPUs, "
-                f"{torch.cuda.device_count()} visible"
-            )
-        spawn(args)
+    if launch.torchrun_ranks() is not None or args.num_procs > 1:
+        launch.launch(run, args, args.num_procs)
         return None
     return run(0, 1, 0, args)
 

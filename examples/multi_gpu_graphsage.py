@@ -39,14 +39,13 @@ import argparse
 import os
 import sys
 import time
-from datetime import timedelta
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch.nn.parallel import DistributedDataParallel
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _launch as launch  # noqa: E402  (examples/_launch.py: options and launcher of ranks)
 import node_classification as single  # noqa: E402  (exits with a message without PyG/tqdm)
 from tqdm import tqdm  # noqa: E402
 
@@ -55,26 +54,13 @@ from graphemb.optim import SparseAdam  # noqa: E402
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = single.build_parser((__doc__ or "").split("\n\n")[0])
-    group = parser.add_argument_group("processes")
-    group.add_argument(
-        "--num-procs",
-        type=int,
-        default=None,
-        help="start this many processes here (default: the number of GPUs with --device cuda, "
-        "else 2); ignored under torchrun, which starts them",
-    )
-    group.add_argument(
-        "--device",
-        choices=["cpu", "cuda"],
-        default="cpu",
-        help="cpu: gloo, embedding in shared memory; cuda: one GPU per process, NCCL, "
+    launch.add_process_arguments(
+        parser,
+        num_procs_default=None,
+        num_procs_help="start this many processes here (default: the number of GPUs with "
+        "--device cuda, else 2); ignored under torchrun, which starts them",
+        device_help="cpu: gloo, embedding in shared memory; cuda: one GPU per process, NCCL, "
         "embedding partitioned over the GPUs, sampling on each GPU",
-    )
-    group.add_argument(
-        "--timeout",
-        type=float,
-        default=300.0,
-        help="seconds any process waits for the others before failing",
     )
     args = single.finish_arguments(parser, parser.parse_args(argv))
     if args.emb_dim == 0:
@@ -112,11 +98,7 @@ def train(rank: int, world_size: int, local_rank: int, args: argparse.Namespace)
         )
         first_epoch = done + 1
         if is_main:
-            print(
-                f"RESUMED from {args.checkpoint} after epoch {done} "
-                f"(best val {best.val:.4f} at epoch {best.epoch})",
-                flush=True,
-            )
+            print(single.resumed_line(args.checkpoint, done, best), flush=True)
 
     per_rank_batch = max(1, args.batch_size // world_size)
     loader = single.train_loader(
@@ -191,89 +173,11 @@ def evaluate(
     return {"val": values[0].item(), "test": values[1].item()}
 
 
-def run_rank(
-    rank: int,
-    world_size: int,
-    local_rank: int,
-    args: argparse.Namespace,
-    store: dist.Store | None = None,
-) -> None:
-    """Join the process group (from torchrun's environment, or ``store``), train, leave."""
-    torch.set_num_threads(args.num_threads)
-    timeout = timedelta(seconds=args.timeout)
-    if args.device == "cuda":
-        torch.cuda.set_device(local_rank)  # before NCCL touches a device
-    backend = "nccl" if args.device == "cuda" else "gloo"
-    if store is None:  # torchrun: MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE
-        dist.init_process_group(backend, timeout=timeout)
-    else:
-        dist.init_process_group(
-            backend, store=store, rank=rank, world_size=world_size, timeout=timeout
-        )
-    try:
-        train(rank, world_size, local_rank, args)
-        dist.barrier()  # nobody tears the group down while the others still use it
-    finally:
-        dist.destroy_process_group()
-
-
-# ---------------------------------------------------------------------------- launchers
-def _spawned(rank: int, world_size: int, port: int, args: argparse.Namespace) -> None:
-    store = dist.TCPStore(
-        "127.0.0.1", port, is_master=False, timeout=timedelta(seconds=args.timeout)
-    )
-    run_rank(rank, world_size, rank, args, store)
-
-
-def spawn(args: argparse.Namespace, num_procs: int) -> None:
-    """Start ``num_procs`` ranks on this machine and wait for them.
-
-    This process hosts the TCPStore that the ranks meet at, on a port the OS picks (port 0:
-    never a fixed, possibly taken one). A rank that fails ends the run: the others are
-    stopped and its traceback is raised here.
-    """
-    store = dist.TCPStore(
-        "127.0.0.1",
-        0,
-        is_master=True,
-        wait_for_workers=False,
-        timeout=timedelta(seconds=args.timeout),
-    )
-    context = mp.start_processes(
-        _spawned,
-        args=(num_procs, store.port, args),
-        nprocs=num_procs,
-        join=False,
-        start_method="spawn",
-    )
-    try:
-        # join() returns False while ranks run; a rank's failure raises and stops the rest.
-        # Ranks never wait on each other longer than --timeout, so this loop ends.
-        while not context.join(timeout=1.0):
-            pass
-    except (mp.ProcessRaisedException, mp.ProcessExitedException) as error:
-        sys.exit(f"a rank failed:\n{error}")
-    finally:
-        for process in context.processes:
-            if process.is_alive():
-                process.kill()
-                process.join(timeout=10)
-
-
+# ---------------------------------------------------------------------------- launcher
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    if "LOCAL_RANK" in os.environ and "WORLD_SIZE" in os.environ:  # started by torchrun
-        run_rank(
-            int(os.environ["RANK"]),
-            int(os.environ["WORLD_SIZE"]),
-            int(os.environ["LOCAL_RANK"]),
-            args,
-        )
-        return
     num_procs = args.num_procs or (torch.cuda.device_count() if args.device == "cuda" else 2)
-    if args.device == "cuda" and num_procs > torch.cuda.device_count():
-        sys.exit(f"--num-procs {num_procs} needs as many GPUs, {torch.cuda.device_count()} visible")
-    spawn(args, num_procs)
+    launch.launch(train, args, num_procs)  # torchrun's ranks, or num_procs spawned here
 
 
 if __name__ == "__main__":

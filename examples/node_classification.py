@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -53,6 +54,9 @@ except ImportError as _error:
         "install the examples' needs with `pip install 'graphemb[examples]'` "
         "(torch_geometric, tqdm, ...)"
     )
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _launch as launch  # noqa: E402  (examples/_launch.py, shared with the other examples)
 
 DEFAULT_EPOCHS = 40
 EMB_LR_ALONE = 0.01
@@ -205,10 +209,7 @@ def finish_arguments(
         parser.error(f"--fanouts must be comma-separated integers, got {args.fanouts!r}")
     if not args.fanouts or not all(f >= 1 or f == -1 for f in args.fanouts):
         parser.error("--fanouts needs positive integers (or -1 for all neighbours)")
-    if args.resume and args.checkpoint is None:
-        parser.error("--resume needs --checkpoint PATH")
-    if args.resume and not args.checkpoint.exists():
-        parser.error(f"--resume: no checkpoint at {args.checkpoint}")
+    launch.check_resume(parser, args)
     if args.epochs < 0:
         parser.error("--epochs must be >= 0")
     if args.batch_size < 1:
@@ -448,6 +449,11 @@ def load_checkpoint(
     return int(extra["epoch"]), Best(extra["best"])
 
 
+def resumed_line(path: Path, done: int, best: Best) -> str:
+    """What a resumed run prints first."""
+    return f"RESUMED from {path} after epoch {done} (best val {best.val:.4f} at epoch {best.epoch})"
+
+
 def result_line(
     args: argparse.Namespace,
     num_classes: int,
@@ -516,11 +522,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         assert embedding is not None and sparse_opt is not None  # finish_arguments checked
         done, best = load_checkpoint(args.checkpoint, embedding, sparse_opt, model, dense_opt)
         first_epoch = done + 1
-        print(
-            f"RESUMED from {args.checkpoint} after epoch {done} "
-            f"(best val {best.val:.4f} at epoch {best.epoch})",
-            flush=True,
-        )
+        print(resumed_line(args.checkpoint, done, best), flush=True)
     print(describe(args, data, embedding) + f"; device {device}", flush=True)
 
     loader = train_loader(data, args)

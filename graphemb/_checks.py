@@ -7,7 +7,7 @@ import operator
 
 import torch
 
-__all__ = ["as_size", "is_integer_like"]
+__all__ = ["as_size", "check_positive_int", "check_probability", "is_integer_like"]
 
 
 def is_integer_like(value: object) -> bool:
@@ -87,3 +87,35 @@ def as_size(what: str, value: object, minimum: int = 0) -> int:
     if number < minimum:
         raise ValueError(f"{what} must be an integer >= {minimum}, got {number}")
     return number
+
+
+def check_positive_int(what: str, value: object) -> int:
+    """``value`` if it is a Python int ``>= 1`` (not a bool), else a ``ValueError`` naming
+    ``what``: the layer sizes of :mod:`graphemb.nn` and :mod:`graphemb.dgl` models.
+
+    Examples
+    --------
+    >>> check_positive_int("num_layers", 2)
+    2
+    >>> check_positive_int("num_layers", 0)
+    Traceback (most recent call last):
+    ...
+    ValueError: num_layers must be a positive int, got 0
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{what} must be a positive int, got {value!r}")
+    return value
+
+
+def check_probability(what: str, value: object) -> float:
+    """``value`` as a float if it is a number in ``[0, 1)`` (not a bool), else a
+    ``ValueError`` naming ``what``: dropout rates.
+
+    Examples
+    --------
+    >>> check_probability("dropout", 0.5)
+    0.5
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        raise ValueError(f"{what} must be a number in [0, 1), got {value!r}")
+    return float(value)

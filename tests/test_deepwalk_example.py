@@ -10,30 +10,18 @@ interpreter, then its training cell is re-run.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
+from helpers import REPO, kernel_of_this_interpreter, outputs_of, planetoid_dir, result_of, tagged
 
-REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "examples" / "deepwalk.py"
 NOTEBOOK = REPO / "notebooks" / "deepwalk.ipynb"
 KERNEL = "graphemb-deepwalk-test"
 TIMEOUT_S = 300
-
-
-def planetoid_dir() -> str:
-    for candidate in (
-        os.environ.get("GRAPHEMB_PLANETOID_DIR"),
-        REPO.parent / "shared/datasets/planetoid",
-    ):
-        if candidate and (Path(candidate) / "ind.cora.graph").exists():
-            return str(candidate)
-    pytest.skip("Planetoid files not found: set GRAPHEMB_PLANETOID_DIR")
 
 
 @pytest.fixture
@@ -46,12 +34,6 @@ def deepwalk(monkeypatch):
     threads = torch.get_num_threads()
     yield module
     torch.set_num_threads(threads)
-
-
-def result_of(stdout: str) -> dict:
-    lines = [line for line in stdout.splitlines() if line.startswith("RESULT ")]
-    assert len(lines) == 1, f"expected one RESULT line (rank 0 only), got:\n{stdout}"
-    return json.loads(lines[0][len("RESULT ") :])
 
 
 def test_help_lists_the_options(deepwalk, capsys):
@@ -162,35 +144,12 @@ def test_committed_notebook_has_no_outputs():
             assert cell.outputs == [] and cell.execution_count is None
 
 
-def outputs_of(cell) -> tuple[str, list[str]]:
-    text = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
-    return text, [m for o in cell.outputs for m in o.get("data", {})]
-
-
-def tagged(notebook, tag: str) -> list[int]:
-    return [i for i, c in enumerate(notebook.cells) if tag in c.metadata.get("tags", [])]
-
-
 def test_notebook_trains_scores_plots_reloads_and_reruns(tmp_path, monkeypatch):
     nbformat = pytest.importorskip("nbformat", reason="needs nbformat (requirements/dev.txt)")
     nbclient = pytest.importorskip("nbclient", reason="needs nbclient (requirements/dev.txt)")
     pytest.importorskip("ipykernel", reason="needs ipykernel (requirements/dev.txt)")
     # A kernelspec that starts this very interpreter: the notebook runs on the stack under test.
-    spec_dir = tmp_path / "jupyter" / "kernels" / KERNEL
-    spec_dir.mkdir(parents=True)
-    (spec_dir / "kernel.json").write_text(
-        json.dumps(
-            {
-                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-                "display_name": "graphemb deepwalk test",
-                "language": "python",
-            }
-        )
-    )
-    output_dir = tmp_path / "outputs"
-    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
-    monkeypatch.setenv("GRAPHEMB_PLANETOID_DIR", planetoid_dir())
-    monkeypatch.setenv("GRAPHEMB_NOTEBOOK_DIR", str(output_dir))
+    output_dir = kernel_of_this_interpreter(tmp_path, monkeypatch, KERNEL, "graphemb deepwalk test")
 
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     client = nbclient.NotebookClient(

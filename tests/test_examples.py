@@ -11,7 +11,6 @@ parses ``argv`` as the command line would and spares a torch + PyG start-up per 
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -19,12 +18,13 @@ import sys
 import textwrap
 from pathlib import Path
 
+import helpers
 import pytest
 import torch
+from helpers import REPO, planetoid_dir
 
 pytest.importorskip("torch_geometric", reason="the examples need torch_geometric")
 
-REPO = Path(__file__).resolve().parent.parent
 SINGLE = REPO / "examples" / "node_classification.py"
 MULTI = REPO / "examples" / "multi_gpu_graphsage.py"
 RUN_TIMEOUT_S = 300
@@ -37,19 +37,6 @@ WITHOUT_DGL = textwrap.dedent("""
     script, sys.argv = sys.argv[1], sys.argv[1:]
     runpy.run_path(script, run_name="__main__")
 """)
-
-
-def planetoid_dir() -> str:
-    """$GRAPHEMB_PLANETOID_DIR, else the shared copy beside the checkout (as CI does)."""
-    for candidate in (
-        os.environ.get("GRAPHEMB_PLANETOID_DIR"),
-        REPO.parent / "shared/datasets/planetoid",
-    ):
-        if candidate and (Path(candidate) / "ind.cora.graph").exists():
-            return str(candidate)
-    pytest.skip(
-        "Planetoid files not found: set GRAPHEMB_PLANETOID_DIR to a folder holding ind.cora.*"
-    )
 
 
 def run(command: list[str], expect_ok: bool = True) -> subprocess.CompletedProcess:
@@ -77,10 +64,7 @@ def torchrun(script: Path, nproc: int, *args: str) -> subprocess.CompletedProces
 
 
 def result_of(output: subprocess.CompletedProcess | str) -> dict:
-    text = output if isinstance(output, str) else output.stdout
-    lines = [line for line in text.splitlines() if line.startswith("RESULT ")]
-    assert len(lines) == 1, f"expected one RESULT line (rank 0 only), got:\n{text}"
-    return json.loads(lines[0][len("RESULT ") :])
+    return helpers.result_of(output if isinstance(output, str) else output.stdout)
 
 
 def logged_epochs(output: subprocess.CompletedProcess | str) -> list[int]:

@@ -11,20 +11,10 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
+from helpers import DEVICES
 
 from graphemb.datasets import stochastic_block_model
 from graphemb.graph import Graph
-
-DEVICES = [
-    "cpu",
-    pytest.param(
-        "cuda",
-        marks=[
-            pytest.mark.cuda,
-            pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
-        ],
-    ),
-]
 
 
 def random_edges(seed=0, num_nodes=40, num_edges=300) -> tuple[np.ndarray, np.ndarray]:

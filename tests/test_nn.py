@@ -50,31 +50,29 @@ def run_python(code: str) -> subprocess.CompletedProcess:
 def test_imports_pyg_and_dgl_only_on_demand_with_clear_errors_without_them():
     """One fresh interpreter (imports of torch are slow) goes through the cases in order."""
     result = run_python("""
-        import sys
+        import importlib, sys
         import graphemb, graphemb.optim, graphemb.datasets, graphemb.graph, graphemb.sampling
         from graphemb import NodeEmbedding
         loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("dgl", "torch_geometric")
                         or m.startswith(("graphemb.nn", "graphemb.dgl")))
         print("LOADED", loaded)
 
+        def try_import(module, label):
+            try:
+                importlib.import_module(module)
+            except ImportError as error:
+                print(label, "MESSAGE", error)
+            else:
+                print(label, "NO ERROR")
+
         # sys.modules[name] = None makes `import name` fail as if it were not installed.
         sys.modules["torch_geometric"] = None
-        try:
-            import graphemb.nn
-        except ImportError as error:
-            print("NN MESSAGE", error)
-        else:
-            print("NN NO ERROR")
+        try_import("graphemb.nn", "NN")
         print("CORE OK", graphemb.NodeEmbedding(3, 2, "x").weight.shape)
 
         del sys.modules["torch_geometric"]
         sys.modules["dgl"] = None
-        try:
-            import graphemb.dgl
-        except ImportError as error:
-            print("DGL MESSAGE", error)
-        else:
-            print("DGL NO ERROR")
+        try_import("graphemb.dgl", "DGL")
         import graphemb.nn                    # the PyG models do not need DGL
         print("NN OK", graphemb.nn.GraphSAGE.__name__)
     """)
@@ -102,15 +100,6 @@ def test_graphemb_dgl_error_on_a_stack_without_dgl():
 
 
 # ---------------------------------------------------------------------------- helpers
-@pytest.fixture
-def one_thread():
-    # Small batches: more threads only spin against other processes on a busy machine.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def sbm(num_nodes=60, seed=1):
     return stochastic_block_model(num_nodes, num_communities=3, avg_degree=6.0, seed=seed)
 

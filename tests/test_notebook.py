@@ -4,32 +4,17 @@ torch + PyG, not DGL)."""
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import sys
-from pathlib import Path
 
+import helpers
 import pytest
+from helpers import REPO, outputs_of, tagged
 
 nbformat = pytest.importorskip("nbformat", reason="needs nbformat (requirements/dev.txt)")
 
-REPO = Path(__file__).resolve().parent.parent
 NOTEBOOK = REPO / "notebooks" / "explore_embeddings.ipynb"
 KERNEL = "graphemb-test-python"
 CELL_TIMEOUT_S = 120
-
-
-def planetoid_dir() -> str:
-    for candidate in (
-        os.environ.get("GRAPHEMB_PLANETOID_DIR"),
-        REPO.parent / "shared/datasets/planetoid",
-    ):
-        if candidate and (Path(candidate) / "ind.cora.graph").exists():
-            return str(candidate)
-    pytest.skip(
-        "Planetoid files not found: set GRAPHEMB_PLANETOID_DIR to a folder holding ind.cora.*"
-    )
 
 
 @pytest.fixture
@@ -39,29 +24,7 @@ def kernel_of_this_interpreter(tmp_path, monkeypatch):
     pytest.importorskip("torch_geometric", reason="the notebook uses graphemb.nn (PyG layers)")
     pytest.importorskip("nbclient", reason="needs nbclient (requirements/dev.txt)")
     pytest.importorskip("ipykernel", reason="needs ipykernel (requirements/dev.txt)")
-    spec_dir = tmp_path / "jupyter" / "kernels" / KERNEL
-    spec_dir.mkdir(parents=True)
-    spec = {
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "graphemb test",
-        "language": "python",
-    }
-    (spec_dir / "kernel.json").write_text(json.dumps(spec))
-    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
-    monkeypatch.setenv("GRAPHEMB_PLANETOID_DIR", planetoid_dir())
-    monkeypatch.setenv("GRAPHEMB_NOTEBOOK_DIR", str(tmp_path / "outputs"))
-    return tmp_path / "outputs"
-
-
-def outputs_of(cell) -> tuple[str, list[str]]:
-    """(printed text, MIME types of displayed data) of an executed cell."""
-    text = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
-    mimes = [m for o in cell.outputs for m in o.get("data", {})]
-    return text, mimes
-
-
-def tagged(notebook, tag: str) -> list[int]:
-    return [i for i, c in enumerate(notebook.cells) if tag in c.metadata.get("tags", [])]
+    return helpers.kernel_of_this_interpreter(tmp_path, monkeypatch, KERNEL, "graphemb test")
 
 
 def test_committed_notebook_has_no_outputs():

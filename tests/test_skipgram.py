@@ -15,6 +15,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from _multiprocess import run_ranks
+from helpers import DEVICES
 from scipy import stats
 
 import graphemb.evaluation as evaluation
@@ -26,27 +27,10 @@ from graphemb.optim import SparseAdagrad, SparseAdam, SparseSGD
 from graphemb.sampling.walks import PAD, RandomWalker
 from graphemb.skipgram import NegativeSampler, SkipGram, context_pairs
 
-DEVICES = [
-    "cpu",
-    pytest.param(
-        "cuda",
-        marks=[
-            pytest.mark.cuda,
-            pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
-        ],
-    ),
-]
 NUM, DIM, WINDOW, K = 12, 5, 2, 3
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Small tensors: one thread is faster, and never spins against other busy processes
-    (measured 4x slower steps with 2 threads on a loaded 2-core machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest: every test on one torch thread
 
 
 def tiny_walks() -> tuple[torch.Tensor, torch.Tensor]:

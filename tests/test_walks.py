@@ -12,32 +12,16 @@ from collections import Counter
 
 import pytest
 import torch
+from helpers import DEVICES
 from scipy import stats
 
 from graphemb.graph import Graph
 from graphemb.sampling.walks import PAD, RandomWalker, random_walks
 
-DEVICES = [
-    "cpu",
-    pytest.param(
-        "cuda",
-        marks=[
-            pytest.mark.cuda,
-            pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
-        ],
-    ),
-]
 P_VALUE = 1e-3
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Small tensors: one thread is faster, and never spins against other busy processes
-    (measured 4x slower steps with 2 threads on a loaded 2-core machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest: every test on one torch thread
 
 
 def seeded(device, seed=0) -> torch.Generator:

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from dgl.nn import SAGEConv
 from torch import nn
 
+from .._checks import check_positive_int
 from ..embedding import NodeEmbedding
 from .input import EmbeddingInput
 
@@ -93,13 +94,9 @@ class GraphSAGE(nn.Module):
         feature_key: str = "feat",
     ) -> None:
         super().__init__()
-        for what, value in (
-            ("hidden_size", hidden_size),
-            ("num_classes", num_classes),
-            ("num_layers", num_layers),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{what} must be a positive int, got {value!r}")
+        check_positive_int("hidden_size", hidden_size)
+        check_positive_int("num_classes", num_classes)
+        check_positive_int("num_layers", num_layers)
         self.input = EmbeddingInput(embedding, num_features, feature_key=feature_key)
         sizes = [self.input.out_size] + [hidden_size] * (num_layers - 1) + [num_classes]
         self.layers = nn.ModuleList(

@@ -9,9 +9,10 @@ import torch.nn.functional as F
 from torch import nn
 from torch_geometric.nn import GATConv
 
+from .._checks import check_positive_int, check_probability
 from ..embedding import NodeEmbedding
 from ..sampling.block import Block
-from .stack import BlockGNN, check_positive_int, check_probability
+from .stack import BlockGNN
 
 __all__ = ["GAT"]
 

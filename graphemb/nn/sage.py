@@ -10,9 +10,10 @@ import torch.nn.functional as F
 from torch import nn
 from torch_geometric.nn import SAGEConv
 
+from .._checks import check_positive_int
 from ..embedding import NodeEmbedding
 from ..sampling.block import Block
-from .stack import BlockGNN, check_positive_int
+from .stack import BlockGNN
 
 __all__ = ["GraphSAGE", "SAGE_AGGREGATORS"]
 

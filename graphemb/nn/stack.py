@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import nn
 
+from .._checks import check_probability
 from ..embedding import NodeEmbedding
 from ..graph import Graph
 from ..sampling.block import Block
@@ -15,18 +16,6 @@ from .blocks import as_blocks
 from .input import EmbeddingInput
 
 __all__ = ["BlockGNN"]
-
-
-def check_positive_int(what: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{what} must be a positive int, got {value!r}")
-    return value
-
-
-def check_probability(what: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
-        raise ValueError(f"{what} must be a number in [0, 1), got {value!r}")
-    return float(value)
 
 
 class BlockGNN(nn.Module):

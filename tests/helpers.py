@@ -1,0 +1,77 @@
+"""Small helpers shared by several test files (imported as ``helpers``: conftest puts this
+folder on sys.path): device parameters, the Planetoid folder, ``RESULT`` lines of the
+examples, and running notebooks on a kernel of this interpreter."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parent.parent
+
+CUDA = pytest.param(
+    "cuda",
+    marks=[
+        pytest.mark.cuda,
+        pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+    ],
+)
+DEVICES = ["cpu", CUDA]
+
+
+def planetoid_dir() -> str:
+    """$GRAPHEMB_PLANETOID_DIR, else the shared copy beside the checkout (as CI does); skips
+    the test where neither holds the Planetoid files."""
+    for candidate in (
+        os.environ.get("GRAPHEMB_PLANETOID_DIR"),
+        REPO.parent / "shared/datasets/planetoid",
+    ):
+        if candidate and (Path(candidate) / "ind.cora.graph").exists():
+            return str(candidate)
+    pytest.skip(
+        "Planetoid files not found: set GRAPHEMB_PLANETOID_DIR to a folder holding ind.cora.*"
+    )
+
+
+def result_of(stdout: str) -> dict:
+    """The JSON of the one ``RESULT {json}`` line an example prints (rank 0 only)."""
+    lines = [line for line in stdout.splitlines() if line.startswith("RESULT ")]
+    assert len(lines) == 1, f"expected one RESULT line (rank 0 only), got:\n{stdout}"
+    return json.loads(lines[0][len("RESULT ") :])
+
+
+# ---------------------------------------------------------------------------- notebooks
+def kernel_of_this_interpreter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, display_name: str
+) -> Path:
+    """A kernelspec ``name`` that starts ``sys.executable`` (the notebook runs on the stack
+    under test, whatever `python3` kernel a machine has installed), the Planetoid folder and
+    an output folder in the environment; returns the output folder (not created)."""
+    spec_dir = tmp_path / "jupyter" / "kernels" / name
+    spec_dir.mkdir(parents=True)
+    spec = {
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": display_name,
+        "language": "python",
+    }
+    (spec_dir / "kernel.json").write_text(json.dumps(spec))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    monkeypatch.setenv("GRAPHEMB_PLANETOID_DIR", planetoid_dir())
+    monkeypatch.setenv("GRAPHEMB_NOTEBOOK_DIR", str(tmp_path / "outputs"))
+    return tmp_path / "outputs"
+
+
+def outputs_of(cell) -> tuple[str, list[str]]:
+    """(printed text, MIME types of displayed data) of an executed cell."""
+    text = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+    return text, [m for o in cell.outputs for m in o.get("data", {})]
+
+
+def tagged(notebook, tag: str) -> list[int]:
+    """Indices of the cells of ``notebook`` tagged ``tag``."""
+    return [i for i, c in enumerate(notebook.cells) if tag in c.metadata.get("tags", [])]
