@@ -7,7 +7,9 @@ rows live is the business of :mod:`graphemb.storage`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from datetime import timedelta
 
 import torch
@@ -15,7 +17,7 @@ import torch
 from ._checks import as_size
 from .coordination import DEFAULT_TIMEOUT, as_timedelta
 from .partition import Partition
-from .storage import RowStorage, create_storage
+from .storage import RowPrefetch, RowStorage, create_storage
 
 __all__ = ["NodeEmbedding"]
 
@@ -34,14 +36,20 @@ class NodeEmbedding:
     Where the rows live depends on the process group, ``device`` and ``partition``:
 
     * no ``torch.distributed`` process group: in this process, on ``device`` (CPU or CUDA);
-    * a process group, CPU, no ``partition``: once per machine, in shared memory that every
-      rank maps; each row is updated by one owner rank (``id % world_size``);
-    * a process group and CUDA, or any ``partition``: partitioned; each rank stores only the
-      rows ``partition`` assigns to it, and lookups fetch rows from their owners.
+    * a process group, CPU, no ``partition``, every rank on one machine: once, in shared
+      memory that every rank maps; each row is updated by one owner rank
+      (``id % world_size``);
+    * the same when ranks span machines (or ``machines`` is given): ``"hierarchical"`` --
+      rows partitioned across machines, each machine's share once in its shared memory
+      (:mod:`graphemb.hierarchical`);
+    * a process group and CUDA, or any ``partition`` (without ``machines``): partitioned;
+      each rank stores only the rows ``partition`` assigns to it, and lookups fetch rows
+      from their owners.
 
     With a process group, construction is collective: every rank creates the same
-    embeddings, with the same arguments, in the same order. In partitioned mode every
-    lookup is collective too (a rank with nothing to look up passes an empty tensor).
+    embeddings, with the same arguments, in the same order. In partitioned and hierarchical
+    modes every lookup is collective too (a rank with nothing to look up passes an empty
+    tensor): see :attr:`graphemb.storage.RowStorage.collective_lookups`.
 
     Parameters
     ----------
@@ -68,6 +76,16 @@ class NodeEmbedding:
     timeout : timedelta or float, keyword-only
         Longest wait for other ranks (store keys, collectives) before a
         :class:`~graphemb.CoordinationError` names the waiting rank. Default: 10 minutes.
+    machines : sequence, keyword-only
+        The machine of every rank (any labels, one per rank, e.g. ``[0, 0, 1, 1]``), for
+        CPU tables: selects the hierarchical layout. Default: ``$GRAPHEMB_MACHINES`` or the
+        host of each rank (see :mod:`graphemb.topology`).
+    overlap : bool, keyword-only
+        Hierarchical storage: push this step's gradient rows in the background as soon as
+        backward has produced them (``step()`` then waits), and let :meth:`prefetch` route
+        lookups ahead. Results are bit-identical to ``overlap=False`` for one backward per
+        step (with several, equal up to the order of summation). ``zero_grad()`` between
+        backward and ``step()`` then raises. Other storages ignore it (synchronous steps).
 
     Examples
     --------
@@ -94,6 +112,8 @@ class NodeEmbedding:
         dtype: torch.dtype = torch.float32,
         *,
         timeout: timedelta | float = DEFAULT_TIMEOUT,
+        machines: Sequence[object] | None = None,
+        overlap: bool = False,
     ) -> None:
         num_embeddings = as_size("num_embeddings", num_embeddings, minimum=1)
         embedding_dim = as_size("embedding_dim", embedding_dim, minimum=1)
@@ -111,13 +131,20 @@ class NodeEmbedding:
         self._name = name
         self._num_embeddings = num_embeddings
         self._embedding_dim = embedding_dim
-        self._storage: RowStorage = create_storage(name, num_embeddings, device, partition, timeout)
+        self._storage: RowStorage = create_storage(
+            name, num_embeddings, device, partition, timeout, machines, bool(overlap)
+        )
         init = None if init_func is None else _checked_init(init_func, name)
         self._weight = self._storage.create_table("weight", (embedding_dim,), dtype, init)
         # Lookups under autograd hang off this zero-size leaf, so that backward reaches
         # _TracedLookup.backward, which records the rows' gradient for the optimizer.
         self._anchor = torch.empty(0, requires_grad=True)
         self._gradients: list[tuple[torch.Tensor, torch.Tensor]] = []
+        # Overlap: the push started at the end of this step's first backward, if any, and
+        # the routed lookups waiting for their turn (oldest first).
+        self._early_push: Future | None = None
+        self._push_queued = False
+        self._prefetches: deque[RowPrefetch] = deque()
         # Range check of ids looked up on the GPU, pending on the device: (any bad, first
         # bad id). Read by check_ids(), so that a lookup never waits for the GPU.
         self._pending_check: tuple[torch.Tensor, torch.Tensor] | None = None
@@ -165,7 +192,48 @@ class NodeEmbedding:
         return rows.view(*ids.shape, self._embedding_dim)
 
     def _read(self, flat_ids: torch.Tensor) -> torch.Tensor:
-        return self._storage.read_rows(self._weight, flat_ids, "row lookup")
+        if not self._prefetches:
+            return self._storage.read_rows(self._weight, flat_ids, "row lookup")
+        prefetched = self._prefetches.popleft()
+        if not torch.equal(prefetched.ids, flat_ids):
+            raise ValueError(
+                f"NodeEmbedding {self._name!r}: looked up {flat_ids.numel()} ids that are not "
+                f"the {prefetched.ids.numel()} ids of the oldest prefetch: with prefetch(), "
+                "every rank must look up exactly the prefetched ids, in prefetch order"
+            )
+        return self._storage.read_prefetched(self._weight, prefetched, "prefetched row lookup")
+
+    def prefetch(self, node_ids: torch.Tensor) -> RowPrefetch:
+        """Start fetching the rows of a coming lookup of ``node_ids``; returns its handle.
+
+        The lookups of a partitioned or hierarchical table exchange ids before rows. With
+        ``overlap=True`` this starts that exchange now, in the background, so that the
+        lookup only reads and sends rows -- read when the lookup runs, never stale, so
+        results are exactly those without prefetch. Lookups use prefetches in order: the
+        next lookup of this embedding must ask for exactly ``node_ids`` (else
+        ``ValueError``). Collective like a lookup: every rank prefetches, in the same order.
+        Elsewhere (one process, shared memory, no overlap) it checks the ids and the lookup
+        reads as usual.
+
+        Parameters
+        ----------
+        node_ids : Tensor of integers, any shape
+            The ids the next lookup will pass.
+
+        Returns
+        -------
+        RowPrefetch
+            The handle (``.ids``: the flat int64 ids); the next lookup consumes it.
+
+        Raises
+        ------
+        TypeError, IndexError
+            As a lookup would, before anything starts.
+        """
+        flat = self._checked_flat_ids(self._checked_type(node_ids))
+        prefetched = self._storage.prefetch(flat, "row prefetch")
+        self._prefetches.append(prefetched)
+        return prefetched
 
     def _checked_type(self, node_ids: torch.Tensor) -> torch.Tensor:
         if not isinstance(node_ids, torch.Tensor):
@@ -251,6 +319,35 @@ class NodeEmbedding:
     # ------------------------------------------------------------------ gradients
     def _record_gradient(self, flat_ids: torch.Tensor, grad: torch.Tensor) -> None:
         self._gradients.append((flat_ids, grad.reshape(-1, self._embedding_dim)))
+        if self._storage.overlaps and self._early_push is None and not self._push_queued:
+            # At the end of this backward pass every gradient of this embedding is in (its
+            # lookup is the first layer: they come last anyway): push them then, as DDP's
+            # reducer finalises, without waiting for step().
+            self._push_queued = True
+            torch.autograd.Variable._execution_engine.queue_callback(self._start_early_push)
+
+    def _start_early_push(self) -> None:
+        self._push_queued = False
+        if self._early_push is None:
+            self._early_push = self._start_push("gradient push started by backward", late=False)
+
+    def _start_push(self, what: str, *, late: bool) -> Future:
+        ids, grads = self._take_gradients()
+        return self._storage.start_push(ids, [grads], what, late=late)
+
+    def _pushed_gradients(self, what: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """With overlap: the early push (started now if backward did not) and the late one
+        (rows recorded since), both waited for; ``(ids (R,), grads (R, dim))`` this rank
+        owns. Every rank runs both, whatever it recorded, so the collectives line up."""
+        early, self._early_push = self._early_push, None
+        if early is None:
+            early = self._start_push(what, late=False)
+        late = self._start_push(f"{what} (late rows)", late=True)
+        early_ids, (early_grads,) = early.result()
+        late_ids, (late_grads,) = late.result()
+        if not late_ids.numel():
+            return early_ids, early_grads
+        return torch.cat([early_ids, late_ids]), torch.cat([early_grads, late_grads])
 
     def _take_gradients(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Recorded ``(ids (M,), grads (M, dim))`` on the storage device; forgets them."""
@@ -269,6 +366,12 @@ class NodeEmbedding:
         return torch.float64 if self._weight.dtype == torch.float64 else torch.float32
 
     def _clear_gradients(self) -> None:
+        if self._early_push is not None:
+            raise RuntimeError(
+                f"NodeEmbedding {self._name!r}: this step's gradients are already being "
+                "pushed to their owners (overlap=True) and cannot be discarded; call the "
+                "optimizer's step() before zero_grad()"
+            )
         self._gradients = []
 
     # ------------------------------------------------------------------ whole table
@@ -348,7 +451,7 @@ class NodeEmbedding:
 
     @property
     def storage_kind(self) -> str:
-        """``"local"``, ``"shared"`` or ``"partitioned"``."""
+        """``"local"``, ``"shared"``, ``"hierarchical"`` or ``"partitioned"``."""
         return self._storage.kind
 
     @property

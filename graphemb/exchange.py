@@ -21,16 +21,26 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from datetime import timedelta
+from typing import NamedTuple
 
 import torch
 import torch.distributed as dist
 
 from .coordination import CoordinationError
 
-__all__ = ["Exchange"]
+__all__ = ["Exchange", "PullPlan"]
 
 # dtypes gloo moves natively; anything else travels as raw bytes.
 _GLOO_NATIVE = {torch.float32, torch.float64, torch.int64, torch.int32, torch.uint8, torch.int8}
+
+
+class PullPlan(NamedTuple):
+    """Routing of a pull whose ids are exchanged but whose rows are not yet read."""
+
+    order: torch.Tensor  # (M,) int64: the requested ids grouped by owner
+    send_counts: list[int]  # ids sent to each rank
+    recv_counts: list[int]  # ids each rank asks of this one
+    requested: torch.Tensor  # (R,) int64: the ids this rank will serve
 
 
 class Exchange:
@@ -58,6 +68,9 @@ class Exchange:
         self.rank = dist.get_rank(group)
         self.world_size = dist.get_world_size(group)
         self._backend = dist.get_backend(group)
+        # Called after a collective failed; returns words appended to the error (e.g. which
+        # ranks are gone). Set by storages that can find out.
+        self.diagnose: Callable[[], str] | None = None
 
     @classmethod
     def create(cls, device: torch.device, timeout: timedelta, label: str) -> Exchange:
@@ -70,6 +83,26 @@ class Exchange:
         backend = "nccl" if device.type == "cuda" else "gloo"
         group = dist.new_group(backend=backend, timeout=timeout)
         return cls(group, device, timeout, label)
+
+    @classmethod
+    def create_subgroup(
+        cls, groups: Sequence[Sequence[int]], device: torch.device, timeout: timedelta, label: str
+    ) -> Exchange:
+        """The group, among ``groups`` (disjoint lists of global ranks covering every rank),
+        that holds this rank; its ranks are numbered in ascending global rank.
+
+        Collective: every rank creates every group, in the same order, so every rank must
+        call it with the same ``groups``.
+        """
+        backend = "nccl" if device.type == "cuda" else "gloo"
+        me, mine = dist.get_rank(), None
+        for ranks in groups:
+            group = dist.new_group(sorted(ranks), timeout=timeout, backend=backend)
+            if me in ranks:
+                mine = group
+        if mine is None:
+            raise ValueError(f"rank {me} is in none of the groups {groups}")
+        return cls(mine, device, timeout, label)
 
     # ------------------------------------------------------------------ public
     def push(
@@ -125,11 +158,24 @@ class Exchange:
         Tensor of shape (M, ...)
             The rows of ``ids``, in the order of ``ids``.
         """
+        return self.answer_pull(self.plan_pull(ids, owners, what), serve, what)
+
+    def plan_pull(self, ids: torch.Tensor, owners: torch.Tensor, what: str) -> PullPlan:
+        """The first half of :meth:`pull`: tell every owner which of its rows it will be
+        asked for (counts, then ids). Collective; may run ahead of :meth:`answer_pull`, on
+        another group of the same ranks (a prefetch), since no row is read yet."""
         order, send_counts, recv_counts = self._route(owners, what)
         requested = self._all_to_all(ids[order], send_counts, recv_counts, what)
-        answered = self._all_to_all(serve(requested), recv_counts, send_counts, what)
+        return PullPlan(order, send_counts, recv_counts, requested)
+
+    def answer_pull(
+        self, plan: PullPlan, serve: Callable[[torch.Tensor], torch.Tensor], what: str
+    ) -> torch.Tensor:
+        """The second half of :meth:`pull`: owners read the planned rows now and send them;
+        returns them in the order of the planned ids. Collective."""
+        answered = self._all_to_all(serve(plan.requested), plan.recv_counts, plan.send_counts, what)
         rows = torch.empty_like(answered)
-        rows[order] = answered  # undo the grouping by owner
+        rows[plan.order] = answered  # undo the grouping by owner
         return rows
 
     def barrier(self, what: str) -> None:
@@ -200,9 +246,10 @@ class Exchange:
         try:
             collective()
         except Exception as err:  # gloo/NCCL raise RuntimeError or DistBackendError
+            diagnosis = "" if self.diagnose is None else self.diagnose()
             raise CoordinationError(
                 f"rank {self.rank} of {self.world_size}: {what} for {self.label} failed or "
-                f"timed out (timeout {self.timeout.total_seconds():g}s): {err}"
+                f"timed out (timeout {self.timeout.total_seconds():g}s){diagnosis}: {err}"
             ) from err
 
 

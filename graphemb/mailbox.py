@@ -62,9 +62,9 @@ class SharedMemoryMailboxes:
         self._generations = create_shared_table(
             coordinator, f"{name}/mailboxes", (self._world_size,), torch.int64
         )
-        self._own: torch.Tensor | None = None          # this rank's mailbox (bytes)
+        self._own: torch.Tensor | None = None  # this rank's mailbox (bytes)
         self._peers: dict[int, tuple[int, torch.Tensor]] = {}  # rank -> (generation, bytes)
-        self._replaced: list[Path] = []                # own segments others may still map
+        self._replaced: list[Path] = []  # own segments others may still map
         weakref.finalize(self, _unlink_all, self._replaced)
 
     def push(
@@ -80,12 +80,13 @@ class SharedMemoryMailboxes:
         header[: self._world_size] = counts
         header[self._world_size] = rows
         torch.index_select(ids, 0, order, out=box_ids)
-        for value, region in zip(values, box_values):
+        for value, region in zip(values, box_values, strict=True):
             torch.index_select(value, 0, order, out=region)
 
         self._exchange.barrier(what)  # every mailbox is written
 
-        received_ids, received = [], [[] for _ in values]
+        received_ids: list[torch.Tensor] = []
+        received: list[list[torch.Tensor]] = [[] for _ in values]
         for sender in range(self._world_size):
             mailbox = self._mailbox_of(sender, what)
             header = mailbox[: 8 * (self._world_size + 1)].view(torch.int64)
@@ -142,7 +143,9 @@ class SharedMemoryMailboxes:
 
 def _concatenated(parts: list[torch.Tensor]) -> torch.Tensor:
     rows = sum(p.shape[0] for p in parts)
-    return torch.cat(parts, out=empty_rows((rows, *parts[0].shape[1:]), parts[0].dtype, parts[0].device))
+    return torch.cat(
+        parts, out=empty_rows((rows, *parts[0].shape[1:]), parts[0].dtype, parts[0].device)
+    )
 
 
 def _unlink_all(paths: list[Path]) -> None:
@@ -167,14 +170,16 @@ def _regions(mailbox: torch.Tensor, world_size: int, rows: int, row_layout):
 
     def take(nbytes: int, dtype: torch.dtype, shape) -> torch.Tensor:
         nonlocal offset
-        region = mailbox[offset: offset + nbytes].view(dtype).view(shape)
+        region = mailbox[offset : offset + nbytes].view(dtype).view(shape)
         offset += _aligned(nbytes)
         return region
 
     header = take(8 * (world_size + 1), torch.int64, (world_size + 1,))
     ids = take(8 * rows, torch.int64, (rows,))
-    values = [take(rows * math.prod(shape) * _itemsize(dtype), dtype, (rows, *shape))
-              for shape, dtype in row_layout]
+    values = [
+        take(rows * math.prod(shape) * _itemsize(dtype), dtype, (rows, *shape))
+        for shape, dtype in row_layout
+    ]
     return header, ids, values
 
 

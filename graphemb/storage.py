@@ -22,6 +22,9 @@ storage              chosen when         rows in this process update written by
 ``LocalStorage``     no process group    all                  this process
 ``SharedMemory...``  process group, CPU  all (shared mapping) the owner rank of each row
                      and no partition
+``Hierarchical...``  process group, CPU,  its machine's rows   the owner rank of each row
+                     several machines    (shared mapping)
+                     (graphemb.hierarchical)
 ``Partitioned...``   process group and   the owned rows only  the owner rank of each row
                      CUDA or partition
 ===================  ==================  ===================  =============================
@@ -32,6 +35,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from datetime import timedelta
 
 import torch
@@ -49,6 +53,7 @@ __all__ = [
     "LocalStorage",
     "SharedMemoryStorage",
     "PartitionedStorage",
+    "RowPrefetch",
     "create_storage",
 ]
 
@@ -74,6 +79,8 @@ class RowStorage(ABC):
     """
 
     kind: str = "abstract"
+    # Whether every lookup is a collective (rows may come from other ranks).
+    collective_lookups: bool = False
     # Sum duplicate rows before pushing them: worth a sort when rows cross a network, not
     # when they are copied through shared memory (the owner sums duplicates anyway).
     coalesce_before_push: bool = True
@@ -171,6 +178,34 @@ class RowStorage(ABC):
         index = self.local_index(ids)
         for table, values in zip(tables, rows, strict=True):
             table.index_copy_(0, index, values.to(table.dtype))
+
+    # ------------------------------------------------------------------ overlap
+    #: Whether :meth:`start_push` and :meth:`prefetch` run asynchronously (the storage was
+    #: created with ``overlap=True`` and has exchanges to overlap).
+    overlaps: bool = False
+
+    def start_push(
+        self, ids: torch.Tensor, values: Sequence[torch.Tensor], what: str, *, late: bool = False
+    ) -> Future[tuple[torch.Tensor, list[torch.Tensor]]]:
+        """:meth:`push`, started now and finished in the background; ``result()`` waits.
+
+        An overlapping storage pushes twice per step and embedding, on every rank: an early
+        push (started by backward, or by ``step()`` on ranks without gradients) and a late
+        one (``late=True``, from ``step()``: gradients recorded after the early push
+        began, usually none -- then one small vote replaces the exchange). Here: at once.
+        """
+        done: Future[tuple[torch.Tensor, list[torch.Tensor]]] = Future()
+        done.set_result(self.push(ids, values, what))
+        return done
+
+    def prefetch(self, ids: torch.Tensor, what: str) -> RowPrefetch:
+        """Start routing a later lookup of ``ids`` (int64 (M,), checked); see
+        :class:`RowPrefetch`. Nothing to do unless lookups are collective and overlapped."""
+        return RowPrefetch(ids, None)
+
+    def read_prefetched(self, table: torch.Tensor, prefetched: RowPrefetch, what: str):
+        """Rows of ``prefetched.ids``, read now (collective like :meth:`read_rows`)."""
+        return self.read_rows(table, prefetched.ids, what)
 
     def after_update(self, what: str) -> None:  # noqa: B027 - a hook; most layouts need nothing
         """Called once this rank has written rows (an optimizer step, a checkpoint load)."""
@@ -278,6 +313,7 @@ class PartitionedStorage(RowStorage):
     """Each rank holds only the rows it owns, in its own CPU or GPU memory."""
 
     kind = "partitioned"
+    collective_lookups = True
 
     def __init__(
         self,
@@ -330,19 +366,53 @@ class PartitionedStorage(RowStorage):
         table.copy_(values.index_select(0, own))
 
 
+class RowPrefetch:
+    """A lookup whose routing runs ahead: ids deduplicated and sent to their owners while
+    other work goes on; the rows themselves are read by the lookup that uses it, so they are
+    never stale.
+
+    Parameters
+    ----------
+    ids : Tensor of int64 (M,)
+        The ids the lookup will ask for.
+    plan : Future or None
+        The storage's routing in flight (``None``: nothing to route).
+    """
+
+    def __init__(self, ids: torch.Tensor, plan: Future | None, extra: object = None) -> None:
+        self.ids = ids
+        self.plan = plan
+        self.extra = extra
+
+
 def create_storage(
     name: str,
     num_embeddings: int,
     device: torch.device,
     partition: Partition | None,
     timeout: timedelta,
+    machines: Sequence[object] | None = None,
+    overlap: bool = False,
 ) -> RowStorage:
     """Pick the storage for an embedding from the process group, device and partition.
 
     Collective when ``torch.distributed`` is initialised (it creates the embedding's own
-    process group).
+    process groups). CPU tables without a ``partition`` go to shared memory when every rank
+    runs on one machine and to :class:`~graphemb.hierarchical.HierarchicalStorage` when
+    they span machines (found by :func:`graphemb.topology.discover_topology`, or given as
+    ``machines``, a machine label per rank); ``machines`` with a ``partition`` selects the
+    hierarchical storage over that partition. ``overlap`` makes the hierarchical storage
+    push gradients and route prefetches in the background (other storages ignore it: their
+    steps stay synchronous).
     """
+    if machines is not None and device.type != "cpu":
+        raise ValueError(f"machines= applies to CPU tables, the device is {device}")
     if not (dist.is_available() and dist.is_initialized()):
+        if machines is not None and len(set(map(str, machines))) > 1:
+            raise ValueError(
+                f"machines={list(machines)!r} names several machines but torch.distributed "
+                "is not initialised: call init_process_group first"
+            )
         if partition is not None and partition.num_parts != 1:
             raise ValueError(
                 f"partition {partition} has {partition.num_parts} parts but "
@@ -353,10 +423,22 @@ def create_storage(
 
     rank, world_size = dist.get_rank(), dist.get_world_size()
     _check_partition(partition, num_embeddings, world_size)
+    coordinator = Coordinator(rank, world_size, timeout)
+    topology = None
+    if device.type == "cpu" and (partition is None or machines is not None):
+        from .topology import discover_topology  # noqa: PLC0415 - only for CPU tables
+
+        topology = discover_topology(coordinator, machines)
+    if topology is not None and (topology.num_machines > 1 or partition is not None):
+        from .hierarchical import HierarchicalStorage  # noqa: PLC0415 - it derives from here
+
+        partition = partition or Partition.remainder(num_embeddings, world_size)
+        return HierarchicalStorage(
+            name, num_embeddings, partition, topology, timeout, overlap=overlap
+        )
     shared = partition is None and device.type == "cpu"
     exchange = Exchange.create(device, timeout, f"NodeEmbedding {name!r}")
     partition = partition or Partition.remainder(num_embeddings, world_size)
-    coordinator = Coordinator(rank, world_size, timeout)
     if shared:
         return SharedMemoryStorage(name, num_embeddings, partition, exchange, coordinator)
     return PartitionedStorage(name, num_embeddings, device, partition, exchange, coordinator)

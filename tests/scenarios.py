@@ -87,7 +87,7 @@ def train_steps(
                 uses = True
         if not mine:  # a process without data still looks up (collective when partitioned)
             loss = sum(embeddings[n](torch.empty(0, dtype=torch.int64)).sum() for n in OPTIMIZERS)
-        if not uses and embeddings[RARE].storage_kind == "partitioned":
+        if not uses and embeddings[RARE].storage.collective_lookups:
             embeddings[RARE](torch.empty(0, dtype=torch.int64))
         (loss * scale).backward()
         for opt in optimizers.values():

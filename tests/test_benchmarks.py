@@ -44,6 +44,15 @@ def test_sampler_benchmark_quick_mode_prints_its_result():
         assert measured["median_ms"] > 0, name
 
 
+def test_scaleout_benchmark_quick_mode_measures_traffic_and_steps():
+    summary = _json_line(_run("bench_scaleout.py").stdout, "BENCH_SUMMARY ")
+    sent = summary["bytes_across_machines_per_step"]
+    # Counted bytes can never beat the minimum (unique remote rows x row size).
+    assert 0 < summary["minimum_bytes_per_step"] <= min(sent.values()), summary
+    for name, step in summary["step_ms"].items():
+        assert step["median_ms"] > 0, name
+
+
 @pytest.mark.parametrize(
     "script, args",
     [

@@ -73,6 +73,12 @@ class SeedLoader(IterableDataset[Batch]):
     current one is used (on a side CUDA stream when sampling or ``device`` is on a GPU);
     the batches are identical to ``prefetch=False``.
 
+    **Rows.** ``prefetch_rows`` (NodeEmbeddings) has each batch's ``input_nodes`` handed to
+    their :meth:`~graphemb.NodeEmbedding.prefetch` as soon as the batch is sampled, in batch
+    order -- with ``prefetch=True`` while the previous batch is in use -- so that the lookup
+    ``emb(input_nodes)`` finds its ids already routed (tables created with ``overlap=True``;
+    elsewhere a no-op). Every batch must then be looked up, in order, on every rank.
+
     **DataLoader.** This is an :class:`~torch.utils.data.IterableDataset` that yields whole
     batches: ``DataLoader(loader, batch_size=None, num_workers=W)`` spreads the batches over
     W workers (worker ``w`` samples batches ``w, w + W, ...``) and yields them in order.
@@ -98,6 +104,9 @@ class SeedLoader(IterableDataset[Batch]):
         Sample the next batch ahead, in a background thread.
     device : torch.device or str, optional
         Where the returned nodes and blocks are moved. Default: the graph's device.
+    prefetch_rows : NodeEmbedding or sequence of them, optional
+        Embeddings whose rows of ``input_nodes`` are prefetched for every batch (see
+        **Rows**). Not with DataLoader workers (other processes).
 
     Yields
     ------
@@ -123,6 +132,7 @@ class SeedLoader(IterableDataset[Batch]):
         world_size: int | None = None,
         prefetch: bool = False,
         device: torch.device | str | None = None,
+        prefetch_rows: Any = None,
     ) -> None:
         if not isinstance(graph, Graph):
             raise TypeError(f"graph must be a graphemb Graph, got {type(graph).__name__}")
@@ -142,6 +152,7 @@ class SeedLoader(IterableDataset[Batch]):
         self.prefetch = bool(prefetch)
         self.device = graph.device if device is None else torch.device(device)
         self.epoch = 0
+        self.prefetch_rows = _as_embeddings(prefetch_rows)
 
     # ------------------------------------------------------------------ public
     def set_epoch(self, epoch: int) -> None:
@@ -163,6 +174,11 @@ class SeedLoader(IterableDataset[Batch]):
     def __iter__(self) -> Iterator[Batch]:
         batches = list(enumerate(self._rank_batches()))
         worker = get_worker_info()
+        if worker is not None and self.prefetch_rows:
+            raise ValueError(
+                "prefetch_rows needs the batches in the training process, not in DataLoader "
+                f"worker {worker.id}: use prefetch=True instead of DataLoader workers"
+            )
         if worker is not None:  # inside a DataLoader worker: every num_workers-th batch
             batches = batches[worker.id :: worker.num_workers]
         if not self.prefetch:
@@ -213,6 +229,8 @@ class SeedLoader(IterableDataset[Batch]):
             input_nodes = input_nodes.to(self.device)
             output_nodes = output_nodes.to(self.device)
             blocks = [block.to(self.device) for block in blocks]
+        for embedding in self.prefetch_rows:  # in batch order: lookups use them in order
+            embedding.prefetch(input_nodes)
         return input_nodes, output_nodes, blocks
 
     # ------------------------------------------------------------------ prefetch
@@ -259,6 +277,20 @@ def _hand_over(batch: Batch, done: torch.cuda.Event, device: torch.device) -> No
     for tensor in tensors:
         if tensor.device.type == "cuda":
             tensor.record_stream(consumer)
+
+
+def _as_embeddings(prefetch_rows: Any) -> tuple:
+    """``prefetch_rows`` as a tuple of objects with a ``prefetch(ids)`` method."""
+    if prefetch_rows is None:
+        return ()
+    items = tuple(prefetch_rows) if isinstance(prefetch_rows, (list, tuple)) else (prefetch_rows,)
+    for item in items:
+        if not callable(getattr(item, "prefetch", None)):
+            raise TypeError(
+                f"prefetch_rows must hold NodeEmbeddings (with a prefetch method), got "
+                f"{type(item).__name__}"
+            )
+    return items
 
 
 def _rank_and_world_size(rank: int | None, world_size: int | None) -> tuple[int, int]:

@@ -1,0 +1,303 @@
+"""Machine-aware storage: rows partitioned across machines, one shared copy per machine.
+
+Ranks form M machines of R ranks each (:mod:`graphemb.topology`). A row-level
+:class:`~graphemb.Partition` over the W = M * R ranks says which rank *owns* (updates) each
+row; a machine holds the rows of its R ranks once, in shared memory that they all map: the
+concatenation of their parts, local rank 0's first. So
+
+* a lookup reads rows of its own machine straight from the shared table, and *pulls* the
+  others -- deduplicated -- from its *peer* on the owning machine: the rank with the same
+  local rank there (one process group per local rank, of size M, carries these); every
+  cross-machine message goes between peers and the R ranks of a machine share the traffic;
+* a step sends each gradient row through shared memory (:mod:`graphemb.mailbox`) to the
+  rank of its machine whose local rank is the owner's, which sums the duplicates of its
+  whole machine (the aggregation) and pushes the sums to its peer on the owning machine --
+  the owner itself -- which updates the machine's shared table.
+
+With the default partition (``id % W``), machine ``m`` holds the rows ``id % M == m``.
+Writers never overlap (one owner per row), and an end-of-step barrier inside the machine is
+enough: another machine reads its rows only through a peer that has passed that barrier.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+
+import torch
+
+from .coordination import CoordinationError, Coordinator
+from .exchange import Exchange
+from .mailbox import SharedMemoryMailboxes
+from .memory import index_rows
+from .partition import Partition
+from .shm import create_shared_table
+from .storage import RowPrefetch, RowStorage
+from .topology import Topology
+
+__all__ = ["HierarchicalStorage"]
+
+_CHUNK_BYTES = 64 << 20  # whole-table copies move at most this per round
+
+
+class HierarchicalStorage(RowStorage):
+    """Rows partitioned across machines, each machine's share in shared memory.
+
+    Collective to create (it creates one process group per machine and one per local rank).
+
+    Parameters
+    ----------
+    name : str
+        The embedding's name.
+    num_embeddings : int
+        Global number of rows.
+    partition : Partition
+        Owner rank of every row (``num_parts`` = world size).
+    topology : Topology
+        Machines of the ranks.
+    timeout : timedelta
+        Bound of every wait.
+    """
+
+    kind = "hierarchical"
+    collective_lookups = True
+    coalesce_before_push = False  # the handler sums its machine's rows (see push)
+
+    def __init__(
+        self,
+        name: str,
+        num_embeddings: int,
+        partition: Partition,
+        topology: Topology,
+        timeout: timedelta,
+        *,
+        overlap: bool = False,
+    ) -> None:
+        label = f"NodeEmbedding {name!r}"
+        cpu = torch.device("cpu")
+        exchange = Exchange.create(cpu, timeout, label)
+        coordinator = Coordinator(exchange.rank, exchange.world_size, timeout)
+        super().__init__(name, num_embeddings, cpu, partition, exchange, coordinator)
+        self._coordinator = coordinator
+        self.topology = topology
+        machines = range(topology.num_machines)
+        self._intra = Exchange.create_subgroup(
+            [topology.ranks_of(m) for m in machines], cpu, timeout, label
+        )
+        self._cross = Exchange.create_subgroup(
+            [topology.peers(lr) for lr in range(topology.ranks_per_machine)], cpu, timeout, label
+        )
+        # Pushes run on groups of their own: with overlap they run in a background thread,
+        # and collectives of one group must come in the same order on every rank.
+        self._push_intra, self._push_cross = self._intra, self._cross
+        self._vote = exchange
+        self.overlaps = overlap
+        if overlap:
+            self._vote = Exchange.create(cpu, timeout, label)
+            self._push_intra = Exchange.create_subgroup(
+                [topology.ranks_of(m) for m in machines], cpu, timeout, label
+            )
+            self._push_cross = Exchange.create_subgroup(
+                [topology.peers(lr) for lr in range(topology.ranks_per_machine)],
+                cpu,
+                timeout,
+                label,
+            )
+            self._fetch_cross = Exchange.create_subgroup(
+                [topology.peers(lr) for lr in range(topology.ranks_per_machine)],
+                cpu,
+                timeout,
+                label,
+            )
+            # One thread each: a group's collectives stay in call order.
+            self._pusher = ThreadPoolExecutor(1, thread_name_prefix=f"graphemb-push-{name}")
+            self._fetcher = ThreadPoolExecutor(1, thread_name_prefix=f"graphemb-fetch-{name}")
+            for pool in (self._pusher, self._fetcher):
+                weakref.finalize(self, pool.shutdown, wait=False)
+        for ex in {
+            exchange,
+            self._intra,
+            self._cross,
+            self._vote,
+            self._push_intra,
+            self._push_cross,
+            getattr(self, "_fetch_cross", exchange),
+        }:
+            ex.diagnose = self._missing_ranks
+        # Shared-memory and store names are per machine: "machines" may share one /dev/shm.
+        self._machine_name = f"{name}/machine{topology.machine}"
+        self._local = Coordinator(topology.local_rank, topology.ranks_per_machine, timeout)
+        self._mailboxes = SharedMemoryMailboxes(self._machine_name, self._local, self._push_intra)
+
+        world = topology.world_size
+        machine_of_rank = torch.tensor(topology.machine_of_rank, dtype=torch.int64)
+        local_of_rank = torch.tensor(topology.local_rank_of_rank, dtype=torch.int64)
+        sizes = torch.tensor(partition.local_sizes(), dtype=torch.int64)
+        offset = torch.zeros(world, dtype=torch.int64)  # first machine row of each rank's part
+        for m in machines:  # a loop over machines, not rows
+            ranks = torch.tensor(topology.ranks_of(m))
+            offset[ranks] = torch.cumsum(sizes[ranks], 0) - sizes[ranks]
+        self._machine_of_rank = machine_of_rank
+        self._local_of_rank = local_of_rank
+        self._offset = offset
+        # Group rank of each machine's peer in the cross group (peers sorted by global rank).
+        peers = topology.peers(topology.local_rank)
+        self._cross_rank_of_machine = torch.tensor(
+            [sorted(peers).index(p) for p in peers], dtype=torch.int64
+        )
+        self._machine_rows = int(sizes[torch.tensor(topology.ranks_of(topology.machine))].sum())
+
+    # ------------------------------------------------------------------ index math
+    def _machine_index(self, ids: torch.Tensor) -> torch.Tensor:
+        """Row of each id in its machine's table (valid on the machine that holds it)."""
+        return self._offset[self.partition.owner(ids)] + self.partition.to_local(ids)
+
+    def _machine_of(self, ids: torch.Tensor) -> torch.Tensor:
+        return self._machine_of_rank[self.partition.owner(ids)]
+
+    def local_rows(self) -> int:
+        return self._machine_rows
+
+    def local_index(self, ids):
+        return self._machine_index(ids)
+
+    # ------------------------------------------------------------------ tables
+    def create_table(self, key, row_shape, dtype, init=None):
+        return create_shared_table(
+            self._local,
+            f"{self._machine_name}/{key}",
+            (self._machine_rows, *row_shape),
+            dtype,
+            init,
+        )
+
+    def read_rows(self, table, ids, what):
+        local, remote, wanted, inverse, peer = self._route(ids)
+        plan = self._cross.plan_pull(wanted, peer, what)
+        return self._read_planned(table, ids, local, remote, inverse, plan, what)
+
+    def prefetch(self, ids, what):
+        if not self.overlaps:
+            return RowPrefetch(ids, None)
+        local, remote, wanted, inverse, peer = self._route(ids)
+        plan = self._fetcher.submit(self._fetch_cross.plan_pull, wanted, peer, what)
+        return RowPrefetch(ids, plan, (local, remote, inverse))
+
+    def read_prefetched(self, table, prefetched, what):
+        if prefetched.plan is None:
+            return self.read_rows(table, prefetched.ids, what)
+        local, remote, inverse = prefetched.extra
+        plan = prefetched.plan.result()
+        return self._read_planned(table, prefetched.ids, local, remote, inverse, plan, what)
+
+    def _route(self, ids: torch.Tensor):
+        """Positions of this machine's ids and of the others; the others deduplicated (each
+        remote row crosses once, however often this rank asks for it) with their peers."""
+        here = self._machine_of(ids) == self.topology.machine
+        local = here.nonzero().squeeze(1)
+        remote = (~here).nonzero().squeeze(1)
+        wanted, inverse = torch.unique(ids[remote], return_inverse=True)
+        peer = self._cross_rank_of_machine[self._machine_of(wanted)]
+        return local, remote, wanted, inverse, peer
+
+    def _read_planned(self, table, ids, local, remote, inverse, plan, what) -> torch.Tensor:
+        def serve(requested: torch.Tensor) -> torch.Tensor:
+            return index_rows(table, self._machine_index(requested))
+
+        rows = torch.empty((ids.numel(), *table.shape[1:]), dtype=table.dtype)
+        rows[local] = index_rows(table, self._machine_index(ids[local]))
+        rows[remote] = self._cross.answer_pull(plan, serve, what)[inverse]
+        return rows
+
+    # ------------------------------------------------------------------ a step
+    def push(self, ids, values, what):
+        if self.overlaps:  # every push in the pushing thread: one order per group
+            return self.start_push(ids, values, what).result()
+        return self._push(ids, values, what)
+
+    def start_push(self, ids, values, what, *, late=False):
+        if not self.overlaps:
+            return super().start_push(ids, values, what, late=late)
+        return self._pusher.submit(self._push, ids, list(values), what, late)
+
+    def _push(self, ids, values, what, late: bool = False):
+        if late and not self._vote.any(ids.numel() > 0, f"{what} (any late rows?)"):
+            return ids, list(values)  # nobody has late rows: nothing to exchange
+        owner = self.partition.owner(ids)
+        ids, values = self._mailboxes.push(ids, self._local_of_rank[owner], values, what)
+        ids, values = _summed(ids, values)
+        peer = self._cross_rank_of_machine[self._machine_of(ids)]
+        return self._push_cross.push(ids, peer, values, what)
+
+    def write_rows(self, tables, ids, rows, what):
+        # Any rank of the owning machine may write its rows (ids are disjoint): send them to
+        # the peer there, which writes into the shared table; after_update publishes.
+        peer = self._cross_rank_of_machine[self._machine_of(ids)]
+        ids, rows = self._cross.push(ids, peer, rows, what)
+        index = self._machine_index(ids)
+        for table, values in zip(tables, rows, strict=True):
+            table.index_copy_(0, index, values.to(table.dtype))
+
+    def after_update(self, what):
+        self._intra.barrier(what)
+        self._mailboxes.after_barrier()
+
+    # ------------------------------------------------------------------ whole tables
+    def gather(self, table, dst=None):
+        wanted = dst is None or dst == self.rank
+        out = None
+        if wanted:
+            out = torch.empty((self.num_embeddings, *table.shape[1:]), dtype=table.dtype)
+        row_bytes = max(1, math.prod(table.shape[1:]) * table.element_size())
+        chunk = max(1, _CHUNK_BYTES // row_bytes)
+        for start in range(0, self.num_embeddings, chunk):
+            end = min(start + chunk, self.num_embeddings)
+            ids = torch.arange(start, end if wanted else start)
+            rows = self.read_rows(table, ids, f"gathering table of {self.name!r}")
+            if wanted:
+                out[start:end] = rows
+        return out
+
+    def write_all(self, table, values):
+        own = self.owned_ids()
+        table.index_copy_(0, self._machine_index(own), values.index_select(0, own))
+        self._intra.barrier(f"writing table of {self.name!r}")
+
+    # ------------------------------------------------------------------ failures
+    def _missing_ranks(self) -> str:
+        """After a failed collective: which ranks did not report in within the timeout.
+
+        Every survivor reports through the store and waits for the others' reports, so each
+        of them names the same dead ranks.
+        """
+        try:
+            # Job-wide keys: survivors may have failed in collectives of different tables.
+            self._coordinator.publish(f"alive/{self.rank}", {})
+            missing = []
+            for r in range(self.world_size):
+                if r == self.rank:
+                    continue
+                try:
+                    self._coordinator.wait([f"alive/{r}"], f"rank {r} to report in")
+                except CoordinationError:
+                    missing.append(r)
+        except Exception:  # the store itself is gone: nothing more to learn
+            return " (the job's store is unreachable)"
+        if not missing:
+            return ""
+        machines = sorted({self.topology.machine_of_rank[r] for r in missing})
+        return f"; rank(s) {missing} (machine(s) {machines}) did not report in: gone or stuck"
+
+
+def _summed(
+    ids: torch.Tensor, values: list[torch.Tensor]
+) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """Unique ids and the sums of their rows (a machine's gradients, aggregated)."""
+    unique, inverse = torch.unique(ids, return_inverse=True)
+    summed = [
+        torch.zeros((unique.numel(), *v.shape[1:]), dtype=v.dtype).index_add_(0, inverse, v)
+        for v in values
+    ]
+    return unique, summed
