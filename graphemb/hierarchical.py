@@ -21,7 +21,6 @@ enough: another machine reads its rows only through a peer that has passed that 
 
 from __future__ import annotations
 
-import math
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -245,21 +244,6 @@ class HierarchicalStorage(RowStorage):
         self._mailboxes.after_barrier()
 
     # ------------------------------------------------------------------ whole tables
-    def gather(self, table, dst=None):
-        wanted = dst is None or dst == self.rank
-        out = None
-        if wanted:
-            out = torch.empty((self.num_embeddings, *table.shape[1:]), dtype=table.dtype)
-        row_bytes = max(1, math.prod(table.shape[1:]) * table.element_size())
-        chunk = max(1, _CHUNK_BYTES // row_bytes)
-        for start in range(0, self.num_embeddings, chunk):
-            end = min(start + chunk, self.num_embeddings)
-            ids = torch.arange(start, end if wanted else start)
-            rows = self.read_rows(table, ids, f"gathering table of {self.name!r}")
-            if wanted:
-                out[start:end] = rows
-        return out
-
     def write_all(self, table, values):
         own = self.owned_ids()
         table.index_copy_(0, self._machine_index(own), values.index_select(0, own))

@@ -214,11 +214,29 @@ class RowStorage(ABC):
     def gather(self, table: torch.Tensor, dst: int | None = None) -> torch.Tensor | None:
         """The full table as a new CPU tensor on every rank (``dst=None``) or on ``dst``.
 
-        Ranks other than ``dst`` return ``None``. Collective for partitioned storage.
+        Ranks other than ``dst`` return ``None``. Collective when rows live on several ranks
+        (:attr:`collective_lookups`).
         """
-        if dst is not None and dst != self.rank:
-            return None
-        return table.detach().to("cpu", copy=True)
+        if not self.collective_lookups:  # every row is here
+            if dst is not None and dst != self.rank:
+                return None
+            return table.detach().to("cpu", copy=True)
+        # Rows live on several ranks: pull them in chunks of bounded size.
+        wanted = dst is None or dst == self.rank
+        out = None
+        if wanted:
+            out = torch.empty((self.num_embeddings, *table.shape[1:]), dtype=table.dtype)
+        # From the row shape, not the local rows: every rank must agree on the rounds, also
+        # a rank that owns no rows.
+        row_bytes = max(1, math.prod(table.shape[1:]) * table.element_size())
+        chunk = max(1, _CHUNK_BYTES // row_bytes)
+        for start in range(0, self.num_embeddings, chunk):
+            end = min(start + chunk, self.num_embeddings)
+            ids = torch.arange(start, end if wanted else start, device=self.device)
+            rows = self.read_rows(table, ids, f"gathering table of {self.name!r}")
+            if out is not None:
+                out[start:end] = rows.cpu()
+        return out
 
     @abstractmethod
     def write_all(self, table: torch.Tensor, values: torch.Tensor) -> None:
@@ -343,23 +361,6 @@ class PartitionedStorage(RowStorage):
 
     def local_index(self, ids):
         return self.partition.to_local(ids)
-
-    def gather(self, table, dst=None):
-        wanted = dst is None or dst == self.rank
-        out = None
-        if wanted:
-            out = torch.empty((self.num_embeddings, *table.shape[1:]), dtype=table.dtype)
-        # From the row shape, not the local rows: every rank must agree on the rounds, also
-        # a rank that owns no rows.
-        row_bytes = max(1, math.prod(table.shape[1:]) * table.element_size())
-        chunk = max(1, _CHUNK_BYTES // row_bytes)
-        for start in range(0, self.num_embeddings, chunk):
-            end = min(start + chunk, self.num_embeddings)
-            ids = torch.arange(start, end if wanted else start, device=self.device)
-            rows = self.read_rows(table, ids, f"gathering table of {self.name!r}")
-            if wanted:
-                out[start:end] = rows.cpu()
-        return out
 
     def write_all(self, table, values):
         own = self.partition.global_ids(self.rank)
