@@ -6,6 +6,7 @@ import dgl
 import torch
 from torch import nn
 
+from .._checks import check_input_arguments
 from ..embedding import NodeEmbedding
 
 __all__ = ["EmbeddingInput", "input_node_ids"]
@@ -73,17 +74,7 @@ class EmbeddingInput(nn.Module):
         feature_key: str = "feat",
     ) -> None:
         super().__init__()
-        if embedding is not None and not isinstance(embedding, NodeEmbedding):
-            raise TypeError(
-                "embedding must be a graphemb.NodeEmbedding or None, got "
-                f"{type(embedding).__name__}"
-            )
-        if isinstance(num_features, bool) or not isinstance(num_features, int) or num_features < 0:
-            raise ValueError(f"num_features must be an int >= 0, got {num_features!r}")
-        if embedding is None and num_features == 0:
-            raise ValueError(
-                "EmbeddingInput needs an embedding, features (num_features > 0), or both"
-            )
+        check_input_arguments(embedding, num_features)
         # Neither a Module nor a Parameter: nn.Module keeps it as a plain attribute, out of
         # parameters() and state_dict().
         self.embedding = embedding

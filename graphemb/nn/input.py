@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .._checks import check_input_arguments
 from ..embedding import NodeEmbedding
 from ..sampling.block import Block
 
@@ -47,17 +48,7 @@ class EmbeddingInput(nn.Module):
 
     def __init__(self, embedding: NodeEmbedding | None, num_features: int = 0) -> None:
         super().__init__()
-        if embedding is not None and not isinstance(embedding, NodeEmbedding):
-            raise TypeError(
-                "embedding must be a graphemb.NodeEmbedding or None, got "
-                f"{type(embedding).__name__}"
-            )
-        if isinstance(num_features, bool) or not isinstance(num_features, int) or num_features < 0:
-            raise ValueError(f"num_features must be an int >= 0, got {num_features!r}")
-        if embedding is None and num_features == 0:
-            raise ValueError(
-                "EmbeddingInput needs an embedding, features (num_features > 0), or both"
-            )
+        check_input_arguments(embedding, num_features)
         # Neither a Module nor a Parameter: nn.Module keeps it as a plain attribute, out of
         # parameters() and state_dict().
         self.embedding = embedding
