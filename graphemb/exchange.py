@@ -71,6 +71,9 @@ class Exchange:
         # Called after a collective failed; returns words appended to the error (e.g. which
         # ranks are gone). Set by storages that can find out.
         self.diagnose: Callable[[], str] | None = None
+        # Payload bytes sent to each rank of the group so far (ids and rows; not the counts):
+        # what benchmarks and tests read to measure traffic.
+        self.bytes_sent = [0] * self.world_size
 
     @classmethod
     def create(cls, device: torch.device, timeout: timedelta, label: str) -> Exchange:
@@ -229,6 +232,9 @@ class Exchange:
     ) -> torch.Tensor:
         send = send.contiguous()
         recv = send.new_empty((sum(recv_counts), *send.shape[1:]))
+        row_bytes = math.prod(send.shape[1:]) * send.element_size()
+        for rank, count in enumerate(send_counts):
+            self.bytes_sent[rank] += count * row_bytes
         if self._backend == "gloo" and send.dtype not in _GLOO_NATIVE:
             # float16 / bfloat16 / bool rows travel as bytes; the row split is unchanged.
             wire_send, wire_recv = _as_bytes(send), _as_bytes(recv)

@@ -5,10 +5,15 @@ Ranks form M machines of R ranks each (:mod:`graphemb.topology`). A row-level
 row; a machine holds the rows of its R ranks once, in shared memory that they all map: the
 concatenation of their parts, local rank 0's first. So
 
-* a lookup reads rows of its own machine straight from the shared table, and *pulls* the
-  others -- deduplicated -- from its *peer* on the owning machine: the rank with the same
-  local rank there (one process group per local rank, of size M, carries these); every
-  cross-machine message goes between peers and the R ranks of a machine share the traffic;
+* a lookup reads rows of its own machine straight from the shared table; the others are
+  *pulled* once per machine: each rank hands the remote ids it needs, through shared memory,
+  to its machine's *delegate* for their owner -- the rank whose local rank is the owner's --
+  which merges the requests of the whole machine (a row several ranks need crosses once),
+  pulls the rows from its *peer* on the owning machine (the rank with the same local rank
+  there, i.e. the owner; one process group per local rank, of size M, carries these) and
+  hands them back through shared memory. Every cross-machine message goes between peers,
+  the R ranks of a machine share the traffic, and it is the minimum: each remote row a
+  machine needs crosses once;
 * a step sends each gradient row through shared memory (:mod:`graphemb.mailbox`) to the
   rank of its machine whose local rank is the owner's, which sums the duplicates of its
   whole machine (the aggregation) and pushes the sums to its peer on the owning machine --
@@ -24,11 +29,12 @@ from __future__ import annotations
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from typing import NamedTuple
 
 import torch
 
 from .coordination import CoordinationError, Coordinator
-from .exchange import Exchange
+from .exchange import Exchange, PullPlan
 from .mailbox import SharedMemoryMailboxes
 from .memory import index_rows
 from .partition import Partition
@@ -129,6 +135,24 @@ class HierarchicalStorage(RowStorage):
         self._machine_name = f"{name}/machine{topology.machine}"
         self._local = Coordinator(topology.local_rank, topology.ranks_per_machine, timeout)
         self._mailboxes = SharedMemoryMailboxes(self._machine_name, self._local, self._push_intra)
+        # Lookups: requests to the delegates, answers back (two sets used in turn: a set is
+        # rewritten only after the next answer barrier, by which every rank has read it).
+        self._requests = SharedMemoryMailboxes(
+            f"{self._machine_name}/requests", self._local, self._intra
+        )
+        self._answers = [
+            SharedMemoryMailboxes(f"{self._machine_name}/answers{k}", self._local, self._intra)
+            for k in range(2)
+        ]
+        self._answer_turn = 0
+        if overlap:  # prefetches send their requests from the fetching thread, on its group
+            self._fetch_intra = Exchange.create_subgroup(
+                [topology.ranks_of(m) for m in machines], cpu, timeout, label
+            )
+            self._fetch_intra.diagnose = self._missing_ranks
+            self._fetch_requests = SharedMemoryMailboxes(
+                f"{self._machine_name}/prefetch-requests", self._local, self._fetch_intra
+            )
 
         world = topology.world_size
         machine_of_rank = torch.tensor(topology.machine_of_rank, dtype=torch.int64)
@@ -173,41 +197,83 @@ class HierarchicalStorage(RowStorage):
         )
 
     def read_rows(self, table, ids, what):
-        local, remote, wanted, inverse, peer = self._route(ids)
-        plan = self._cross.plan_pull(wanted, peer, what)
-        return self._read_planned(table, ids, local, remote, inverse, plan, what)
+        local, remote, inverse, wanted = self._route(ids)
+        pull = self._request(wanted, self._requests, self._cross, what)
+        return self._read_planned(table, ids, local, remote, inverse, pull, what)
 
     def prefetch(self, ids, what):
         if not self.overlaps:
             return RowPrefetch(ids, None)
-        local, remote, wanted, inverse, peer = self._route(ids)
-        plan = self._fetcher.submit(self._fetch_cross.plan_pull, wanted, peer, what)
-        return RowPrefetch(ids, plan, (local, remote, inverse))
+        local, remote, inverse, wanted = self._route(ids)
+        pull = self._fetcher.submit(self._prefetch_request, wanted, what)
+        return RowPrefetch(ids, pull, (local, remote, inverse))
 
     def read_prefetched(self, table, prefetched, what):
         if prefetched.plan is None:
             return self.read_rows(table, prefetched.ids, what)
         local, remote, inverse = prefetched.extra
-        plan = prefetched.plan.result()
-        return self._read_planned(table, prefetched.ids, local, remote, inverse, plan, what)
+        pull = prefetched.plan.result()
+        return self._read_planned(table, prefetched.ids, local, remote, inverse, pull, what)
 
     def _route(self, ids: torch.Tensor):
-        """Positions of this machine's ids and of the others; the others deduplicated (each
-        remote row crosses once, however often this rank asks for it) with their peers."""
+        """Positions of this machine's ids and of the others, and the others deduplicated
+        (``wanted[inverse] == ids[remote]``)."""
         here = self._machine_of(ids) == self.topology.machine
         local = here.nonzero().squeeze(1)
         remote = (~here).nonzero().squeeze(1)
         wanted, inverse = torch.unique(ids[remote], return_inverse=True)
-        peer = self._cross_rank_of_machine[self._machine_of(wanted)]
-        return local, remote, wanted, inverse, peer
+        return local, remote, inverse, wanted
 
-    def _read_planned(self, table, ids, local, remote, inverse, plan, what) -> torch.Tensor:
+    def _request(
+        self,
+        wanted: torch.Tensor,
+        requests: SharedMemoryMailboxes,
+        cross: Exchange,
+        what: str,
+    ) -> _MachinePull:
+        """Route a lookup's remote ids (collective): to the machine's delegates through
+        shared memory, merged there, and on to the owners. No row is read yet."""
+        delegate = self._local_of_rank[self.partition.owner(wanted)]
+        asked = requests.deliver(wanted, delegate, [], f"{what} (requests)")
+        needed, needed_inverse = torch.unique(asked.ids, return_inverse=True)
+        peer = self._cross_rank_of_machine[self._machine_of(needed)]
+        return _MachinePull(
+            order=torch.argsort(delegate, stable=True),
+            asked=asked.ids,
+            askers=torch.repeat_interleave(
+                torch.arange(len(asked.counts)), torch.tensor(asked.counts, dtype=torch.int64)
+            ),
+            needed_inverse=needed_inverse,
+            plan=cross.plan_pull(needed, peer, what),
+        )
+
+    def _prefetch_request(self, wanted: torch.Tensor, what: str) -> _MachinePull:
+        pull = self._request(wanted, self._fetch_requests, self._fetch_cross, what)
+        # Prefetches may run several lookups ahead: nobody rewrites a request mailbox
+        # before every rank has read it.
+        self._fetch_intra.barrier(f"{what} (requests read)")
+        self._fetch_requests.after_barrier()
+        return pull
+
+    def _read_planned(self, table, ids, local, remote, inverse, pull, what) -> torch.Tensor:
         def serve(requested: torch.Tensor) -> torch.Tensor:
             return index_rows(table, self._machine_index(requested))
 
         rows = torch.empty((ids.numel(), *table.shape[1:]), dtype=table.dtype)
         rows[local] = index_rows(table, self._machine_index(ids[local]))
-        rows[remote] = self._cross.answer_pull(plan, serve, what)[inverse]
+        # The delegates read the rows their machine asked for from the owners ...
+        needed = self._cross.answer_pull(pull.plan, serve, what)
+        # ... and hand each asker its rows back, in the order it asked for them.
+        answers = self._answers[self._answer_turn]
+        self._answer_turn ^= 1
+        answered = answers.deliver(
+            pull.asked, pull.askers, [needed[pull.needed_inverse]], f"{what} (answers)"
+        ).values[0]
+        self._requests.after_barrier()  # past the answer barrier: requests all mapped
+        self._answers[self._answer_turn].after_barrier()
+        wanted_rows = torch.empty_like(answered)
+        wanted_rows[pull.order] = answered
+        rows[remote] = wanted_rows[inverse]
         return rows
 
     # ------------------------------------------------------------------ a step
@@ -241,13 +307,24 @@ class HierarchicalStorage(RowStorage):
 
     def after_update(self, what):
         self._intra.barrier(what)
-        self._mailboxes.after_barrier()
+        for mailboxes in (self._mailboxes, self._requests, *self._answers):
+            mailboxes.after_barrier()
 
     # ------------------------------------------------------------------ whole tables
     def write_all(self, table, values):
         own = self.owned_ids()
         table.index_copy_(0, self._machine_index(own), values.index_select(0, own))
         self._intra.barrier(f"writing table of {self.name!r}")
+
+    # ------------------------------------------------------------------ traffic
+    def bytes_across_machines(self) -> int:
+        """Payload bytes (ids and rows) this rank has sent to other machines so far.
+
+        Every cross-machine message of this storage goes between peers, so this is what
+        this rank's peer groups sent to their other members.
+        """
+        groups = {self._cross, self._push_cross, getattr(self, "_fetch_cross", self._cross)}
+        return sum(sum(ex.bytes_sent) - ex.bytes_sent[ex.rank] for ex in groups)
 
     # ------------------------------------------------------------------ failures
     def _missing_ranks(self) -> str:
@@ -273,6 +350,16 @@ class HierarchicalStorage(RowStorage):
             return ""
         machines = sorted({self.topology.machine_of_rank[r] for r in missing})
         return f"; rank(s) {missing} (machine(s) {machines}) did not report in: gone or stuck"
+
+
+class _MachinePull(NamedTuple):
+    """A lookup's remote rows, routed through the machine's delegates (see ``_request``)."""
+
+    order: torch.Tensor  # (K,) this rank's wanted ids grouped by delegate
+    asked: torch.Tensor  # (A,) ids the machine's ranks asked of this rank (as delegate)
+    askers: torch.Tensor  # (A,) the local rank that asked for each
+    needed_inverse: torch.Tensor  # (A,) position of each asked id among the merged ids
+    plan: PullPlan  # the merged ids, on their way to the owners
 
 
 def _summed(

@@ -22,6 +22,7 @@ import math
 import weakref
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
@@ -30,9 +31,17 @@ from .exchange import Exchange
 from .memory import empty_rows
 from .shm import create_segment, create_shared_table, map_segment, unlink_segment
 
-__all__ = ["SharedMemoryMailboxes"]
+__all__ = ["Delivery", "SharedMemoryMailboxes"]
 
 _ALIGN = 64  # bytes: every region starts on a cache line
+
+
+class Delivery(NamedTuple):
+    """What one rank received from a :meth:`SharedMemoryMailboxes.deliver`."""
+
+    ids: torch.Tensor  # (R,) int64, grouped by sender rank, each sender's rows in send order
+    values: list[torch.Tensor]  # each (R, ...)
+    counts: list[int]  # rows from each sender rank
 
 
 class SharedMemoryMailboxes:
@@ -71,6 +80,17 @@ class SharedMemoryMailboxes:
         self, ids: torch.Tensor, owners: torch.Tensor, values: Sequence[torch.Tensor], what: str
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """Same contract as :meth:`graphemb.exchange.Exchange.push`."""
+        delivered = self.deliver(ids, owners, values, what)
+        return delivered.ids, delivered.values
+
+    def deliver(
+        self, ids: torch.Tensor, owners: torch.Tensor, values: Sequence[torch.Tensor], what: str
+    ) -> Delivery:
+        """:meth:`push`, also saying how many rows came from each sender (to answer them).
+
+        Rows reach each destination grouped by sender, each sender's rows in the order it
+        passed them (the grouping by destination is stable).
+        """
         order = torch.argsort(owners, stable=True)
         counts = torch.bincount(owners, minlength=self._world_size)
         rows = ids.numel()
@@ -87,6 +107,7 @@ class SharedMemoryMailboxes:
 
         received_ids: list[torch.Tensor] = []
         received: list[list[torch.Tensor]] = [[] for _ in values]
+        received_counts: list[int] = []
         for sender in range(self._world_size):
             mailbox = self._mailbox_of(sender, what)
             header = mailbox[: 8 * (self._world_size + 1)].view(torch.int64)
@@ -96,10 +117,15 @@ class SharedMemoryMailboxes:
             start = sum(sender_counts[: self._rank])
             stop = start + sender_counts[self._rank]
             received_ids.append(sender_ids[start:stop])
+            received_counts.append(stop - start)
             for k, region in enumerate(sender_values):
                 received[k].append(region[start:stop])
         # Copy out of the mailboxes, which their writers reuse next step.
-        return _concatenated(received_ids), [_concatenated(parts) for parts in received]
+        return Delivery(
+            _concatenated(received_ids),
+            [_concatenated(parts) for parts in received],
+            received_counts,
+        )
 
     def after_barrier(self) -> None:
         """Unlink replaced mailboxes: past a barrier that follows a push, every reader has

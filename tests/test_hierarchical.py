@@ -116,6 +116,40 @@ def test_two_machines_of_two_ranks_train_like_one_process(no_leaked_segments):
         scenarios.assert_same_training(result, oracle)
 
 
+def traffic_ids(rank: int) -> torch.Tensor:
+    """Ranks of one machine ask for many of the same rows (hubs), each with duplicates."""
+    gen = torch.Generator().manual_seed(rank)
+    shared = torch.arange(0, 400, 3)  # every rank needs these
+    return torch.cat([shared, torch.randint(0, 1000, (300,), generator=gen), shared[:50]])
+
+
+def traffic_worker(rank, world_size):
+    from graphemb.optim import SparseSGD
+
+    emb = NodeEmbedding(1000, 8, "traffic", machines=TWO_BY_TWO, timeout=30)
+    opt = SparseSGD([emb], lr=0.1)
+    before = emb.storage.bytes_across_machines()
+    emb(traffic_ids(rank)).sum().backward()
+    opt.step()
+    return emb.storage.bytes_across_machines() - before
+
+
+@pytest.mark.multiprocess
+def test_each_remote_row_a_machine_needs_crosses_once_each_way(no_leaked_segments):
+    # Oracle: the rows each machine needs from the other, counted once however many of its
+    # ranks need them (owner rank of an id: id % 4, with machines [0, 0, 1, 1]).
+    machine_of_owner = torch.tensor(TWO_BY_TWO)
+    remote_rows = 0
+    for machine in (0, 1):
+        ranks = [r for r in range(4) if TWO_BY_TWO[r] == machine]
+        needed = torch.cat([traffic_ids(r) for r in ranks]).unique()
+        remote_rows += int((machine_of_owner[needed % 4] != machine).sum())
+    # Pull: an id (8 B) goes out, its row (8 float32) comes back; push: id and gradient row.
+    expected = remote_rows * 2 * (8 + 8 * 4)
+    sent = run_ranks(traffic_worker, 4, timeout=60)
+    assert sum(sent) == expected, (sent, expected)
+
+
 def growing_worker(rank, world_size):
     """Batches of very different sizes (mailboxes grow), hot rows shared by every rank."""
     emb = NodeEmbedding(3000, 8, "growing-h", timeout=30, machines=TWO_BY_TWO)

@@ -117,6 +117,25 @@ def test_misuse_is_reported_clearly():
         assert pending == 0
 
 
+def ahead_worker(rank, world_size):
+    table = torch.randn(500, 4, generator=torch.Generator().manual_seed(7))
+    emb = NodeEmbedding(500, 4, "ahead", timeout=30, machines=MACHINES, overlap=True)
+    emb.all_set_embedding(table)
+    # Growing batches (the request mailboxes are replaced on the way), all routed ahead
+    # before the first is read; ranks of a machine share many ids.
+    batches = [torch.arange(0, 500, 7 - k)[rank % 2 :: 2].flip(0) for k in range(4)]
+    for ids in batches:
+        emb.prefetch(ids)
+    with torch.no_grad():
+        return [emb(ids) for ids in batches], [table[ids] for ids in batches]
+
+
+def test_lookups_prefetched_several_batches_ahead_read_the_right_rows():
+    for got, expected in run_ranks(ahead_worker, 4, timeout=60):
+        for rows, oracle in zip(got, expected, strict=True):
+            assert torch.equal(rows, oracle)
+
+
 def test_prefetch_without_a_process_group_is_a_checked_no_op():
     emb = NodeEmbedding(5, 2, "single", init_func=lambda t: t.uniform_(-1, 1), overlap=True)
     handle = emb.prefetch(torch.tensor([[4, 0]]))
