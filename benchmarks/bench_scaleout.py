@@ -314,6 +314,7 @@ def main(argv=None) -> dict:
     )
     summary = {
         "bytes_across_machines_per_step": cross,
+        "row_bytes": 4 * args.dim,
         "minimum_bytes_per_step": minimum,
         "minimum_vs_partitioned_traffic": floor,
         "hierarchical_vs_partitioned_traffic": traffic_ratio,

@@ -1,14 +1,36 @@
+import importlib.metadata
 import os
 import sys
 
 import pytest
 import torch
 
+
+def _triton_major() -> int:
+    try:
+        return int(importlib.metadata.version("triton").split(".")[0])
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return 0
+
+
+# Triton's interpreter (TRITON_INTERPRET=1) is chosen per process when Triton is imported, and
+# importing torch_geometric imports Triton: set here, before any test module is imported, so
+# that test_triton_update.py runs its interpreter tests in this process rather than in a child
+# pytest process. Not on a GPU machine (its tests need the compiled kernel), nor with a Triton
+# older than 3.0 (the dgl stack's, which graphemb does not use).
+if (
+    "triton" not in sys.modules
+    and "TRITON_INTERPRET" not in os.environ
+    and _triton_major() >= 3
+    and not torch.cuda.is_available()
+):
+    os.environ["TRITON_INTERPRET"] = "1"
+
 sys.path.insert(
     0, os.path.dirname(__file__)
 )  # helpers (_multiprocess, oracles) for spawned ranks too
 
-from helpers import CUDA  # noqa: E402
+from helpers import CUDA, EVERY_STACK_VARIABLE, STACK  # noqa: E402
 
 from graphemb.optim import kernels  # noqa: E402
 
@@ -52,3 +74,20 @@ def pytest_sessionstart(session):
                 f"CI: GRAPHEMB_PLANETOID_DIR={folder!r} holds no Planetoid files (.ci/run sets "
                 "it to ../shared/datasets/planetoid)"
             )
+
+
+def pytest_collection_modifyitems(config, items):
+    """``one_stack(name, why)``: heavy end-to-end runs (examples, notebooks, benchmark quick
+    modes) whose code is the same on both stacks run on one of them -- `make test` runs the
+    suite on both -- and are skipped on the other with ``why``, which says where and why they
+    run. GRAPHEMB_TEST_EVERY_STACK=1 runs them on every stack."""
+    every_stack = os.environ.get(EVERY_STACK_VARIABLE) == "1"
+    for item in items:
+        mark = item.get_closest_marker("one_stack")
+        if mark is None:
+            continue
+        name, why = mark.args
+        if name not in ("dgl", "modern"):
+            raise pytest.UsageError(f"{item.nodeid}: one_stack({name!r}): 'dgl' or 'modern'")
+        if name != STACK and not every_stack:
+            item.add_marker(pytest.mark.skip(reason=f"runs on the {name} stack only: {why}"))

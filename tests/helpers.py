@@ -1,9 +1,10 @@
 """Small helpers shared by several test files (imported as ``helpers``: conftest puts this
-folder on sys.path): device parameters, the Planetoid folder, ``RESULT`` lines of the
-examples, and running notebooks on a kernel of this interpreter."""
+folder on sys.path): device parameters, which stack this is, the Planetoid folder,
+``RESULT`` lines of the examples, and running notebooks on a kernel of this interpreter."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import sys
@@ -22,6 +23,12 @@ CUDA = pytest.param(
     ],
 )
 DEVICES = ["cpu", CUDA]
+
+# The stack under test: "dgl" where DGL is installed (.venv/dgl), else "modern". Tests marked
+# ``one_stack(name, why)`` run on that stack only (conftest skips them elsewhere, with `why`).
+DGL_INSTALLED = importlib.util.find_spec("dgl") is not None
+STACK = "dgl" if DGL_INSTALLED else "modern"
+EVERY_STACK_VARIABLE = "GRAPHEMB_TEST_EVERY_STACK"  # =1: one_stack tests run on every stack
 
 
 def planetoid_dir() -> str:

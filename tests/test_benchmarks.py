@@ -1,6 +1,11 @@
 """The benchmarks still run (their --quick mode) and print their summary, and the pieces of
 their harness (``benchmarks/harness``) measure what they claim. No timing is asserted here:
-speed targets are read from the benchmarks' own output, never from tests."""
+speed targets are read from the benchmarks' own output, never from tests.
+
+A quick mode costs seconds, mostly interpreter, rank and profiler start-up, and runs the same
+code on both stacks except for the DGL contenders: each runs on one stack (``one_stack``) --
+those that measure DGL beside graphemb on the dgl stack (where ``make bench`` runs), the
+others on the modern stack (where ``make bench-soak`` runs)."""
 
 from __future__ import annotations
 
@@ -37,6 +42,15 @@ def _json_line(stdout: str, prefix: str) -> dict:
     return json.loads(lines[0][len(prefix) :])
 
 
+WITH_DGL_PEERS = pytest.mark.one_stack(
+    "dgl", "quick mode of a benchmark with DGL contenders, which only the dgl stack has"
+)
+GRAPHEMB_ONLY = pytest.mark.one_stack(
+    "modern", "quick mode of a benchmark without DGL contenders: the same code on both stacks"
+)
+
+
+@WITH_DGL_PEERS
 def test_sampler_benchmark_quick_mode_prints_its_result():
     result = _json_line(_run("bench_sampler.py").stdout, "RESULT ")
     assert result["results"], "no contender was measured"
@@ -49,6 +63,12 @@ def test_scaleout_benchmark_quick_mode_measures_traffic_and_steps():
     sent = summary["bytes_across_machines_per_step"]
     # Counted bytes can never beat the minimum (unique remote rows x row size).
     assert 0 < summary["minimum_bytes_per_step"] <= min(sent.values()), summary
+    # Machine-aware storage sends each remote row a machine needs once, with its id (8 B),
+    # each way: exactly the minimum plus the ids.
+    row = summary["row_bytes"]
+    expected = summary["minimum_bytes_per_step"] * (row + 8) / row
+    assert sent["hierarchical"] == pytest.approx(expected, rel=1e-9), summary
+    assert sent["hierarchical"] < sent["partitioned"], summary
     for name, step in summary["step_ms"].items():
         assert step["median_ms"] > 0, name
 
@@ -56,10 +76,11 @@ def test_scaleout_benchmark_quick_mode_measures_traffic_and_steps():
 @pytest.mark.parametrize(
     "script, args",
     [
-        ("bench_sparse_step.py", []),
-        ("bench_multiprocess.py", ["--no-dgl"]),  # DGL's multi-process store needs a fixed port
-        ("bench_partitioned.py", []),
-        ("bench_skipgram.py", []),
+        pytest.param("bench_sparse_step.py", [], marks=WITH_DGL_PEERS),
+        # DGL's multi-process store needs a fixed port: its contender is left out here
+        pytest.param("bench_multiprocess.py", ["--no-dgl"], marks=GRAPHEMB_ONLY),
+        pytest.param("bench_partitioned.py", [], marks=GRAPHEMB_ONLY),
+        pytest.param("bench_skipgram.py", [], marks=GRAPHEMB_ONLY),
     ],
 )
 def test_benchmark_quick_mode_prints_its_summary(script, args):
@@ -70,6 +91,7 @@ def test_benchmark_quick_mode_prints_its_summary(script, args):
         assert result["median_ms"] > 0, name
 
 
+@GRAPHEMB_ONLY
 def test_soak_quick_mode_samples_memory_and_leaves_no_segment(tmp_path):
     plot = tmp_path / "soak.png"
     done = _run("bench_soak.py", "--steps", "120", "--sample-every", "30", "--plot", str(plot))

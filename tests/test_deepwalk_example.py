@@ -1,18 +1,17 @@
-"""examples/deepwalk.py and notebooks/deepwalk.ipynb, run as a user runs them, on either stack.
+"""examples/deepwalk.py and notebooks/deepwalk.ipynb, run as a user runs them.
 
 The example ends with ``RESULT {json}``; F1 scores are compared with chance, and a run
 resumed from a checkpoint with an uninterrupted one: training is seeded per epoch, so they
-must agree exactly. Single-process runs call the script's ``main()`` in this process (the
-same code as the command line, without a second interpreter start); the multi-process run
-is a real subprocess. The notebook runs top to bottom through nbclient on a kernel of this
-interpreter, then its training cell is re-run.
+must agree exactly. Runs call the script's ``main()`` in this process (the same code as the
+command line, without a second interpreter start); with ``--num-procs 2`` it spawns its
+ranks from here, fresh interpreters as from a command line. The notebook runs top to bottom
+through nbclient on a kernel of this interpreter, then its training cell is re-run.
+
+The two-process run and the notebook are the same code on both stacks and take seconds:
+they run on the modern stack only (``one_stack``); the single-process runs on both.
 """
 
 from __future__ import annotations
-
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -117,19 +116,15 @@ def test_sbm_node2vec_recovers_the_communities(deepwalk):
 
 
 @pytest.mark.multiprocess
-def test_two_processes_share_the_tables_and_learn():
-    env = {**os.environ, "GRAPHEMB_PLANETOID_DIR": planetoid_dir()}
-    done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick", "--no-progress", "--num-procs", "2"],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        env=env,
-        cwd=REPO,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr[-4000:]
-    assert "tables: shared" in done.stdout
-    result = result_of(done.stdout)
+@pytest.mark.one_stack(
+    "modern", "2-process run of the example, the same code on both stacks (as the notebook)"
+)
+def test_two_processes_share_the_tables_and_learn(deepwalk, capfd):
+    capfd.readouterr()
+    assert deepwalk.main(["--quick", "--no-progress", "--num-procs", "2"]) is None  # ranks print
+    printed = capfd.readouterr().out  # the ranks write to the file descriptors they inherit
+    assert "tables: shared" in printed
+    result = result_of(printed)
     assert result["world_size"] == 2
     assert result["micro_f1_at_50"] > 4 * result["chance"]
 
@@ -144,6 +139,10 @@ def test_committed_notebook_has_no_outputs():
             assert cell.outputs == [] and cell.execution_count is None
 
 
+@pytest.mark.one_stack(
+    "modern",
+    "notebook run (seconds), the same code on both stacks",
+)
 def test_notebook_trains_scores_plots_reloads_and_reruns(tmp_path, monkeypatch):
     nbformat = pytest.importorskip("nbformat", reason="needs nbformat (requirements/dev.txt)")
     nbclient = pytest.importorskip("nbclient", reason="needs nbclient (requirements/dev.txt)")

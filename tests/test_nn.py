@@ -48,7 +48,9 @@ def run_python(code: str) -> subprocess.CompletedProcess:
 
 # ---------------------------------------------------------------------------- imports
 def test_imports_pyg_and_dgl_only_on_demand_with_clear_errors_without_them():
-    """One fresh interpreter (imports of torch are slow) goes through the cases in order."""
+    """One fresh interpreter (imports of torch are slow) goes through the cases in order,
+    starting with the core modules (graphemb.datasets included): they import neither PyG
+    nor DGL."""
     result = run_python("""
         import importlib, sys
         import graphemb, graphemb.optim, graphemb.datasets, graphemb.graph, graphemb.sampling

@@ -1,6 +1,8 @@
 """notebooks/explore_embeddings.ipynb runs top to bottom, plots, reloads its checkpoint, and
-survives re-running cells, on a kernel of this very interpreter: on every stack (it needs
-torch + PyG, not DGL)."""
+survives re-running cells, on a kernel of this very interpreter (it needs torch + PyG, not
+DGL). The run is the same code on both stacks: it runs on the modern stack, the demo's
+(``one_stack``), as the deepwalk notebook does. That graphemb's modules import no DGL where
+DGL is installed is checked on the dgl stack by test_nn.py's fresh interpreter."""
 
 from __future__ import annotations
 
@@ -35,6 +37,11 @@ def test_committed_notebook_has_no_outputs():
             assert cell.outputs == [] and cell.execution_count is None
 
 
+@pytest.mark.one_stack(
+    "modern",
+    "notebook run (seconds), the same code on both stacks; the dgl stack checks in "
+    "test_nn.py that graphemb's modules import no DGL",
+)
 def test_notebook_runs_plots_reloads_and_reruns(kernel_of_this_interpreter):
     output_dir = kernel_of_this_interpreter
     notebook = nbformat.read(NOTEBOOK, as_version=4)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import scenarios
 import torch
+import torch.distributed as dist
 from _multiprocess import RankFailed, run_ranks, worker_pids
 
 from graphemb import CoordinationError, NodeEmbedding
@@ -231,36 +232,25 @@ def test_stale_segment_of_a_dead_job_is_replaced_not_attached(no_leaked_segments
         assert torch.equal(table, torch.zeros(4, 2)), "attached to the stale segment"
 
 
-def test_killed_run_leaves_nothing_and_the_next_run_starts_cleanly(tmp_path, no_leaked_segments):
-    """SIGKILL both ranks of a torchrun job mid-training; then run the same names again."""
-    script = TESTS / "torchrun_job.py"
-    env = {**os.environ, "GRAPHEMB_TEST_HANG_AFTER_STEPS": "2"}
-    job = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc_per_node",
-            "2",
-            str(script),
-            str(tmp_path / "killed"),
-        ],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    try:
-        for line in job.stdout:  # the job prints when both ranks are mid-training
-            if b"GRAPHEMB_TEST_HANGING" in line or job.poll() is not None:
-                break
-    finally:
-        os.killpg(job.pid, signal.SIGKILL)
-        job.wait()
-    out = tmp_path / "clean"
-    run_torchrun(out)
-    assert_torchrun_result(out, world_size=2)
+def killed_worker(rank, world_size):
+    """Both ranks mid-training -- tables mapped, two steps taken -- then SIGKILL: no clean-up
+    code runs."""
+    embeddings, optimizers = scenarios.build(shared_embedding)
+    scenarios.train_steps(embeddings, optimizers, rank, world_size, range(2))
+    dist.barrier()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_killed_run_leaves_nothing_and_the_next_run_starts_cleanly(no_leaked_segments):
+    """SIGKILL both ranks of a job mid-training -- no clean-up code runs, as when a torchrun
+    job is killed -- then run the same names again on fresh processes."""
+    with pytest.raises(RankFailed) as failure:
+        run_ranks(killed_worker, 2, timeout=60)
+    assert str(failure.value).count("process died (exit code -9)") == 2, str(failure.value)
+    oracle = scenarios.train_union(2)
+    for result, kinds in run_ranks(union_worker, 2):  # fresh workers, the same names
+        assert kinds == {"shared"}
+        scenarios.assert_same_training(result, oracle)
 
 
 def run_torchrun(out: Path, world_size: int = 2) -> None:

@@ -7,9 +7,10 @@ dense Adam when every row is hit) and the float64 re-derivations of ``oracles.py
 Adagrad, lazy Adam), over several steps with duplicate ids.
 
 Where the kernel runs: on CPU tensors in Triton's interpreter, which is chosen per process
-when Triton is imported (``TRITON_INTERPRET=1``). This module sets the variable before Triton
-is imported when it can (no GPU, Triton not yet imported, variable unset). Where it cannot --
-a GPU machine, whose CUDA tests need the compiled kernel, or Triton imported earlier --
+when Triton is imported (``TRITON_INTERPRET=1``). conftest.py (before any test module imports
+torch_geometric, which imports Triton) and this module set the variable when they can (no GPU,
+Triton not yet imported, variable unset). Where they cannot -- a GPU machine, whose CUDA
+tests need the compiled kernel, or Triton imported earlier --
 ``test_interpreter_tests_in_child_process`` runs the interpreter tests in a child process
 with the variable set. CUDA tests run the compiled kernel against the same oracles.
 
