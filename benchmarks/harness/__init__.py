@@ -9,7 +9,7 @@ timing     timed blocks of steps, interleaved rounds, medians, per-round ratios
 bandwidth  the copy-bandwidth probe and the bytes-moved bound of an update
 peers      the contenders: graphemb, torch ``nn.Embedding(sparse=True)``, DGL
 phases     per-phase profiles read back from ``torch.profiler.record_function`` spans
-ranks      ``RankPool``: spawned gloo ranks that run timed blocks on command
+ranks      ``RankPool``: gloo ranks (graphemb.testing.LocalRanks) that run timed blocks on command
 memory     RSS and shared-memory samples of processes, linear trends (the soak)
 report     header, environment, aligned tables, the ``BENCH_SUMMARY`` line
 ========== ===============================================================================

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import time
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
 
-import torch
+from graphemb.testing import LocalRanks, current_store
 
 from .memory import process_memory
 from .phases import profile_phases
@@ -18,21 +16,18 @@ from .report import trace_file
 from .timing import BlockRunner, time_steps
 
 
-class RankFailure(RuntimeError):
-    """A rank of a RankPool raised, died, or did not answer in time."""
-
-
 class RankPool:
     """``world_size`` processes of one gloo process group that run benchmark blocks on command.
 
-    The parent hosts a TCPStore on a port the OS picks (port 0) and starts the ranks with
-    ``torch.multiprocessing`` (spawn); each rank sets its thread count, joins the process
-    group through that store (it becomes the group's default store, as under torchrun),
-    calls ``build(rank, world_size, spec)`` -> dict of :class:`harness.peers.Contender`, and
-    then waits for commands: run ``count`` timed steps of a contender (all ranks together,
-    after a barrier), phase-profile it, report its memory, or stop. The parent never joins
-    the process group, so it can time single-process contenders in between (interleaved
-    with the ranks' blocks; the waiting ranks sleep in the store and use no CPU).
+    The ranks are one long job of a :class:`graphemb.testing.LocalRanks` pool (the pool the
+    test suite uses too): each rank sets its thread count, calls ``build(rank, world_size,
+    spec)`` -> dict of :class:`harness.peers.Contender`, and then waits for commands in the
+    job's store: run ``count`` timed steps of a contender (all ranks together, after a
+    barrier), phase-profile it, report its memory, or stop. The parent never joins the
+    process group, so it can time single-process contenders in between (interleaved with the
+    ranks' blocks; the waiting ranks sleep in the store and use no CPU). A rank that raises
+    or dies fails the parent's next wait with :class:`graphemb.testing.RankFailed` and the
+    rank's traceback.
     """
 
     def __init__(
@@ -45,27 +40,21 @@ class RankPool:
         timeout: float = 1800.0,
         log: Callable[[str], None] = print,
     ) -> None:
-        import torch.distributed as dist
-        import torch.multiprocessing as mp
-
         self.world_size = world_size
         self.timeout = timeout
         self._counter = 0
-        self._store = dist.TCPStore(
-            "127.0.0.1",
-            0,
-            is_master=True,
-            wait_for_workers=False,
-            timeout=timedelta(seconds=timeout),
-        )
-        self._context: Any = mp.start_processes(
-            _rank_main,
-            args=(world_size, self._store.port, threads_per_rank, timeout, build, spec),
-            nprocs=world_size,
-            join=False,
-            start_method="spawn",
-        )
+        self._ranks: LocalRanks | None = LocalRanks()
         t0 = time.perf_counter()
+        self._job = self._ranks.submit(
+            _rank_main,
+            world_size,
+            timeout,
+            build,
+            spec,
+            timeout=timeout,
+            threads=threads_per_rank,
+        )
+        self._store = self._job.store
         ready = self._wait("bench/ready", "the ranks to build their contenders")
         self.contenders: dict[str, dict] = ready[0]
         self.pids: list[int] = [answer["pid"] for answer in self._command({"op": "pid"}, "pids")]
@@ -113,26 +102,19 @@ class RankPool:
         return self._command({"op": "memory"}, "memory samples")
 
     def close(self) -> None:
-        """Stop the ranks (they leave the group cleanly and exit) and the store."""
-        if self._context is None:
+        """Stop the ranks (they leave the group cleanly) and the pool."""
+        if self._ranks is None:
             return
         try:
             self._store.set(f"bench/cmd/{self._counter}", json.dumps({"op": "stop"}))
-            deadline = time.monotonic() + 120
-            while not self._context.join(timeout=0.5):
-                if time.monotonic() > deadline:
-                    raise RankFailure("ranks did not exit within 120 s of 'stop'")
+            self._job.result()
         finally:
             self._kill()
 
     def _kill(self) -> None:
-        if self._context is None:
-            return
-        for process in self._context.processes:
-            if process.is_alive():
-                process.kill()
-                process.join()
-        self._context = None
+        if self._ranks is not None:
+            self._ranks.shutdown()
+            self._ranks = None
 
     def __enter__(self) -> RankPool:
         return self
@@ -152,27 +134,13 @@ class RankPool:
         warning each time on some torch versions; the ranks time their own steps, so the
         polling latency is not part of any measurement.
         """
-        import torch.multiprocessing as mp
-
-        deadline = time.monotonic() + self.timeout
         next_check = 0.0
         while self._store.add(key, 0) < self.world_size:
             time.sleep(0.005)
             now = time.monotonic()
-            if now < next_check:
-                continue
-            next_check = now + 0.5
-            try:
-                finished = self._context.join(timeout=0)
-            except (mp.ProcessRaisedException, mp.ProcessExitedException) as err:
-                self._kill()
-                raise RankFailure(f"a rank failed while waiting for {what}:\n{err}") from None
-            if finished:
-                self._kill()
-                raise RankFailure(f"the ranks exited while the parent waited for {what}")
-            if now > deadline:
-                self._kill()
-                raise RankFailure(f"no answer within {self.timeout:g} s for {what}")
+            if now >= next_check:
+                next_check = now + 0.5
+                self._job.check(what)  # raises RankFailed: a rank failed, died, or timed out
         answers = []
         for r in range(self.world_size):
             answers.append(json.loads(self._store.get(f"{key}/{r}")))
@@ -181,14 +149,11 @@ class RankPool:
         return answers
 
 
-def _rank_main(rank, world_size, port, threads, timeout, build, spec):
+def _rank_main(rank: int, world_size: int, timeout: float, build, spec) -> None:
     import torch.distributed as dist
 
-    torch.set_num_threads(threads)
     os.environ.setdefault("DGLBACKEND", "pytorch")
-    wait = timedelta(seconds=timeout)
-    store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=wait)
-    dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size, timeout=wait)
+    store = current_store()
     contenders = build(rank, world_size, spec)
     _answer(
         store,
@@ -202,7 +167,7 @@ def _rank_main(rank, world_size, port, threads, timeout, build, spec):
     k = 0
     while True:
         key = f"bench/cmd/{k}"
-        store.wait([key], wait)
+        store.wait([key], timedelta(seconds=timeout))
         command = json.loads(store.get(key))
         op = command["op"]
         if op == "stop":
@@ -226,9 +191,6 @@ def _rank_main(rank, world_size, port, threads, timeout, build, spec):
     for contender in contenders.values():
         contender.close()
     contenders.clear()
-    gc.collect()
-    dist.barrier()
-    dist.destroy_process_group()
 
 
 def _answer(store, key: str, rank: int, value) -> None:
