@@ -7,8 +7,9 @@ Micro-F1 and Macro-F1, averaged over several random splits.
 * **Single-label** (``labels`` of shape ``(N,)``): each node gets the class of highest
   score, so Micro-F1 equals accuracy.
 * **Multi-label** (``labels`` of shape ``(N, C)``, 0/1): as in the DeepWalk paper (Perozzi
-  et al., 2014), each test node gets its ``k`` highest-scoring labels, where ``k`` is its
-  true number of labels.
+  et al., 2014), each test node gets its ``k`` most probable labels, where ``k`` is its
+  true number of labels. A label that no training node has is never predicted
+  (probability 0), however small the training split.
 
 Example
 -------
@@ -235,9 +236,15 @@ def _fit_and_score(
         # A label absent from a small training split: sklearn predicts it never.
         warnings.filterwarnings("ignore", message="Label .* is present in all")
         classifier.fit(features[train], targets[train])
-        scores = classifier.decision_function(features[test])
-    if targets.ndim == 2:  # multi-label: each node's k best labels, k = its true count
-        predicted = _top_k(scores, targets[test].sum(axis=1))
+        if targets.ndim == 2:
+            # Probabilities, not decision values: a label absent from the training split
+            # gets a constant predictor whose decision value 0 would outrank every real
+            # (negative) score; its probability 0 ranks it last.
+            probabilities = classifier.predict_proba(features[test])
+        else:
+            scores = classifier.decision_function(features[test])
+    if targets.ndim == 2:  # multi-label: each node's k most probable labels, k = its count
+        predicted = _top_k(probabilities, targets[test].sum(axis=1))
     else:
         classes = classifier.classes_
         scores = scores.reshape(len(test), -1)
