@@ -28,12 +28,15 @@ Example
 30 1 1
 """
 
+from .adjacency_list import read_adjacency_list
 from .edge_list import EdgeArrays, parse_edge_list, read_edge_list
 from .embeddings import EMBEDDING_FORMATS, read_embeddings, write_embeddings
 from .errors import GraphFileError
 from .labels import NodeLabels, read_labels
 from .loaded_graph import LoadedGraph
+from .objects import from_networkx, from_pyg
 from .read import GRAPH_FORMATS, graph_format, read_graph
+from .sparse_matrix import graph_from_adjacency, read_mat, read_npz
 
 __all__ = [
     "EMBEDDING_FORMATS",
@@ -42,11 +45,17 @@ __all__ = [
     "GraphFileError",
     "LoadedGraph",
     "NodeLabels",
+    "from_networkx",
+    "from_pyg",
     "graph_format",
+    "graph_from_adjacency",
     "parse_edge_list",
+    "read_adjacency_list",
     "read_edge_list",
     "read_embeddings",
     "read_graph",
     "read_labels",
+    "read_mat",
+    "read_npz",
     "write_embeddings",
 ]

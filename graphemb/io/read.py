@@ -56,8 +56,10 @@ def read_graph(
     directed : bool
         False (default): edges are undirected and stored in both directions.
     **options
-        Passed to the format's reader, e.g. ``delimiter``, ``weighted``, ``header`` for
-        edge lists (:func:`graphemb.io.read_edge_list`).
+        Passed to the format's reader: ``delimiter``, ``weighted``, ``header`` for edge
+        lists (:func:`~graphemb.io.read_edge_list`), ``delimiter`` for adjacency lists
+        (:func:`~graphemb.io.read_adjacency_list`), ``network`` and ``group`` for ``.mat``
+        (:func:`~graphemb.io.read_mat`).
 
     Returns
     -------
@@ -91,4 +93,16 @@ def read_graph(
         from .edge_list import read_edge_list
 
         return read_edge_list(path, directed=directed, **options)
+    if kind == "adjlist":
+        from .adjacency_list import read_adjacency_list
+
+        return read_adjacency_list(path, directed=directed, **options)
+    if kind == "mat":
+        from .sparse_matrix import read_mat
+
+        return read_mat(path, directed=directed, **options)
+    if kind == "npz":
+        from .sparse_matrix import read_npz
+
+        return read_npz(path, directed=directed, **options)
     raise AssertionError(kind)  # every format is handled above
