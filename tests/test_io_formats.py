@@ -209,7 +209,7 @@ def test_pyg_data_with_features_and_labels():
     assert loaded.labels.labelled.tolist() == [True, True, False, True, True]
 
     multi = data_module.Data(
-        edge_index=edge_index, y=torch.tensor([[1, 0], [0, 1], [1, 1], [0, 0]])
+        edge_index=edge_index, y=torch.tensor([[1, 0], [0, 1], [1, 1], [0, 0]]), num_nodes=4
     )
     loaded = from_pyg(multi, directed=False)
     assert loaded.labels.multi_label and loaded.labels.labelled.tolist() == [
