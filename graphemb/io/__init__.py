@@ -4,7 +4,8 @@
   ``group``), scipy ``.npz``; :func:`from_networkx` and :func:`from_pyg` convert graphs in
   memory. Node names (strings or sparse integers) map to ids ``0 .. N-1``; the names are
   kept for output.
-* :func:`read_labels`: node labels from a text file (single- or multi-label).
+* :func:`read_labels`: node labels from a text file (single- or multi-label);
+  :func:`read_node_features`: feature rows matched to the nodes by name.
 * :func:`write_embeddings` / :func:`read_embeddings`: the word2vec text format
   (``.emb``) and ``.npy``.
 
@@ -32,6 +33,7 @@ from .adjacency_list import read_adjacency_list
 from .edge_list import EdgeArrays, parse_edge_list, read_edge_list
 from .embeddings import EMBEDDING_FORMATS, read_embeddings, write_embeddings
 from .errors import GraphFileError
+from .features import read_node_features
 from .labels import NodeLabels, read_labels
 from .loaded_graph import LoadedGraph
 from .objects import from_networkx, from_pyg
@@ -56,6 +58,7 @@ __all__ = [
     "read_graph",
     "read_labels",
     "read_mat",
+    "read_node_features",
     "read_npz",
     "write_embeddings",
 ]
