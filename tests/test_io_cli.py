@@ -147,3 +147,25 @@ def test_python_dash_m_graphemb_help():
     assert result.returncode == 0, result.stderr
     for flag in ("--embeddings", "--labels", "--ratios", "--repeats", "--multi-label"):
         assert flag in result.stdout
+
+
+def test_score_reads_the_group_of_a_mat_file(tmp_path, capsys):
+    import scipy.io
+    import scipy.sparse
+
+    rng = np.random.default_rng(2)
+    group = (rng.random((80, 3)) < 0.4).astype(np.float64)
+    group[group.sum(1) == 0, 1] = 1
+    scipy.io.savemat(tmp_path / "blog.mat", {"group": scipy.sparse.csc_matrix(group)})
+    order = rng.permutation(80)  # rows written in another order than the .mat's
+    features = (group + 0.05 * rng.normal(size=group.shape)).astype(np.float32)
+    write_embeddings(tmp_path / "blog.emb", features[order], order)
+
+    argv = ["score", "--embeddings", str(tmp_path / "blog.emb"), "--labels",
+            str(tmp_path / "blog.mat"), "--ratios", "0.5", "--repeats", "2"]  # fmt: skip
+    assert main(argv) == 0
+
+    out = capsys.readouterr().out
+    assert "80 labelled nodes, 3 classes (multi-label)" in out
+    row = out.splitlines()[-1].split()
+    assert row[0] == "50%" and float(row[1]) == 1.0 and float(row[4]) == 1.0

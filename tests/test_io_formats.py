@@ -17,6 +17,7 @@ from graphemb.io import (
     from_networkx,
     from_pyg,
     read_graph,
+    read_mat_labels,
 )
 
 
@@ -221,3 +222,19 @@ def test_pyg_data_with_features_and_labels():
     assert loaded.num_edges == 9  # 5 edges, 4 reversed (the self-loop once)
     with pytest.raises(ValueError, match=r"edge_index must be a tensor of shape \(2, E\)"):
         from_pyg(data_module.Data(edge_index=torch.zeros(3, 2, dtype=torch.long), num_nodes=1))
+
+
+def test_mat_labels_for_nodes_given_by_name(tmp_path):
+    group = (np.random.default_rng(4).random((6, 3)) < 0.5).astype(np.float64)
+    scipy.io.savemat(tmp_path / "g.mat", {"group": scipy.sparse.csc_matrix(group)})
+
+    labels = read_mat_labels(tmp_path / "g.mat", np.array(["5", "0", "3"]))
+
+    np.testing.assert_array_equal(labels.values.numpy(), group[[5, 0, 3]])
+    assert labels.multi_label
+    with pytest.raises(
+        GraphFileError, match=r"g.mat: node '6' is not a row of 'group' \(rows 0..5\)"
+    ):
+        read_mat_labels(tmp_path / "g.mat", np.array(["1", "6"]))
+    with pytest.raises(GraphFileError, match=r"g.mat: no 'labels' variable \(found: \['group'\]\)"):
+        read_mat_labels(tmp_path / "g.mat", np.array(["1"]), group="labels")

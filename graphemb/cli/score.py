@@ -38,8 +38,9 @@ def add_parsers(subparsers: Any) -> None:
         "--labels",
         required=True,
         metavar="FILE",
-        help="labels: lines 'node label [label ...]' (or 'node,label' rows in a .csv); "
-        "nodes are matched to the embeddings by name; unlisted nodes are not scored",
+        help="labels: lines 'node label [label ...]' (or 'node,label' rows in a .csv), "
+        "or a .mat file's 'group' matrix (the DeepWalk benchmark graphs: node i is row i); "
+        "nodes are matched to the embeddings by name; unlabelled nodes are not scored",
     )
     parser.add_argument(
         "--format",
@@ -90,10 +91,13 @@ def run_score(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from ..evaluation import format_f1_table, node_classification_f1
-    from ..io import read_embeddings, read_labels
+    from ..io import read_embeddings, read_labels, read_mat_labels
 
     embeddings, names = read_embeddings(args.embeddings, args.format)
-    labels = read_labels(args.labels, names, multi_label=args.multi_label)
+    if str(args.labels).lower().endswith(".mat"):
+        labels = read_mat_labels(args.labels, names)
+    else:
+        labels = read_labels(args.labels, names, multi_label=args.multi_label)
     nodes = labels.nodes
     kind = "multi-label" if labels.multi_label else "single-label"
     print(

@@ -38,7 +38,7 @@ from .labels import NodeLabels, read_labels
 from .loaded_graph import LoadedGraph
 from .objects import from_networkx, from_pyg
 from .read import GRAPH_FORMATS, graph_format, read_graph
-from .sparse_matrix import graph_from_adjacency, read_mat, read_npz
+from .sparse_matrix import graph_from_adjacency, read_mat, read_mat_labels, read_npz
 
 __all__ = [
     "EMBEDDING_FORMATS",
@@ -58,6 +58,7 @@ __all__ = [
     "read_graph",
     "read_labels",
     "read_mat",
+    "read_mat_labels",
     "read_node_features",
     "read_npz",
     "write_embeddings",

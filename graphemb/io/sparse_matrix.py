@@ -16,7 +16,7 @@ from .errors import GraphFileError
 from .labels import NodeLabels
 from .loaded_graph import LoadedGraph, graph_from_edge_ids
 
-__all__ = ["graph_from_adjacency", "read_mat", "read_npz"]
+__all__ = ["graph_from_adjacency", "read_mat", "read_mat_labels", "read_npz"]
 
 
 def read_mat(
@@ -50,21 +50,14 @@ def read_mat(
         No ``network`` variable, a matrix that is not square, or a ``group`` whose row
         count is not N.
     """
-    import scipy.io
-
     path = os.fspath(path)
-    try:
-        variables = scipy.io.loadmat(path)
-    except (ValueError, TypeError, OSError, scipy.io.matlab.MatReadError) as error:
-        raise GraphFileError(path, f"not a readable .mat file ({error})") from None
-    found = sorted(k for k in variables if not k.startswith("__"))
+    variables = _load_mat(path)
     if network not in variables:
-        raise GraphFileError(path, f"no {network!r} variable (found: {found})")
+        raise GraphFileError(path, f"no {network!r} variable (found: {_names_in(variables)})")
     loaded = graph_from_adjacency(variables[network], directed=directed, path=path)
     if group is None or group not in variables:
         return loaded
-    matrix = variables[group]
-    indicator = matrix.toarray() if hasattr(matrix, "toarray") else np.asarray(matrix)
+    indicator = _dense(variables[group])
     if indicator.ndim != 2 or indicator.shape[0] != loaded.num_nodes:
         raise GraphFileError(
             path,
@@ -73,6 +66,63 @@ def read_mat(
     return LoadedGraph(
         loaded.graph, loaded.node_names, loaded.weights, NodeLabels.from_indicator(indicator)
     )
+
+
+def read_mat_labels(
+    path: str | os.PathLike[str], node_names: np.ndarray, *, group: str = "group"
+) -> NodeLabels:
+    """The multi-label labels of a ``.mat`` file's ``group``, for nodes given by name.
+
+    Parameters
+    ----------
+    path : str or PathLike
+    node_names : numpy array, shape (N,)
+        E.g. the names read with embeddings; each must be a row number of ``group``
+        (``"0" .. "M-1"``: the node names of :func:`read_mat`).
+    group : str
+        Name of the (M, C) 0/1 label matrix.
+
+    Returns
+    -------
+    NodeLabels
+        Row ``i`` for ``node_names[i]``.
+
+    Raises
+    ------
+    GraphFileError
+        No ``group`` variable, or a node name that is not a row of it.
+    """
+    path = os.fspath(path)
+    variables = _load_mat(path)
+    if group not in variables:
+        raise GraphFileError(path, f"no {group!r} variable (found: {_names_in(variables)})")
+    indicator = _dense(variables[group])
+    rows = []
+    for name in node_names.tolist():
+        row = int(name) if str(name).isdigit() else -1
+        if not 0 <= row < indicator.shape[0]:
+            raise GraphFileError(
+                path, f"node {str(name)!r} is not a row of {group!r} (rows 0..{len(indicator) - 1})"
+            )
+        rows.append(row)
+    return NodeLabels.from_indicator(indicator[np.array(rows, dtype=np.int64)])
+
+
+def _load_mat(path: str) -> dict[str, Any]:
+    import scipy.io
+
+    try:
+        return scipy.io.loadmat(path)
+    except (ValueError, TypeError, OSError, scipy.io.matlab.MatReadError) as error:
+        raise GraphFileError(path, f"not a readable .mat file ({error})") from None
+
+
+def _names_in(variables: dict[str, Any]) -> list[str]:
+    return sorted(k for k in variables if not k.startswith("__"))
+
+
+def _dense(matrix: Any) -> np.ndarray:
+    return matrix.toarray() if hasattr(matrix, "toarray") else np.asarray(matrix)
 
 
 def read_npz(path: str | os.PathLike[str], *, directed: bool = False) -> LoadedGraph:
