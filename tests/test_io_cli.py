@@ -169,3 +169,13 @@ def test_score_reads_the_group_of_a_mat_file(tmp_path, capsys):
     assert "80 labelled nodes, 3 classes (multi-label)" in out
     row = out.splitlines()[-1].split()
     assert row[0] == "50%" and float(row[1]) == 1.0 and float(row[4]) == 1.0
+
+
+def test_a_missing_optional_package_is_named(tmp_path, capsys, monkeypatch):
+    embeddings, labels = labelled_files(tmp_path, multi_label=False)
+    monkeypatch.setitem(sys.modules, "sklearn.linear_model", None)  # import fails
+    argv = ["score", "--embeddings", str(embeddings), "--labels", str(labels), "--ratios", "0.5"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "needs an optional package" in err and "graphemb[examples]" in err
+    assert "Traceback" not in err

@@ -178,3 +178,11 @@ def test_unknown_suffix_and_missing_file(tmp_path):
         read_graph(tmp_path / "graph.txt")
     (tmp_path / "graph.dat").write_text("1 2\n")
     assert read_graph(tmp_path / "graph.dat", format="edgelist").num_edges == 2
+
+
+def test_a_byte_that_is_not_utf8_is_named_by_line_far_into_the_file(tmp_path):
+    path = tmp_path / "edges.txt"  # past the text decoder's first read-ahead block
+    path.write_bytes(b"".join(b"n%d n%d\n" % (i, i + 1) for i in range(5000)) + b"a \xe9t\xe9\n")
+    with pytest.raises(GraphFileError) as error:
+        read_graph(path)
+    assert str(error.value) == f"{path}:5001: not UTF-8 text: byte 0xe9 at column 3"

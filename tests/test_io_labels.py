@@ -79,3 +79,12 @@ def test_bad_label_files_are_named(tmp_path, text, kwargs, message):
     with pytest.raises(GraphFileError) as error:
         read_labels(path, NAMES, **kwargs)
     assert str(error.value) == f"{tmp_path}/{message}"
+
+
+def test_latin1_label_file_is_named_by_line(tmp_path):
+    path = tmp_path / "labels.txt"
+    path.write_bytes(b"u a\nv caf\xe9\n")
+    with pytest.raises(
+        GraphFileError, match=r"labels.txt:2: not UTF-8 text: byte 0xe9 at column 6"
+    ):
+        read_labels(path, NAMES)

@@ -50,7 +50,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns
     -------
     int
-        The exit code: 0 on success, 2 for bad input (a one-line message on stderr).
+        The exit code: 0 on success, 2 for bad input, 1 for a missing optional package
+        (with a one-line message on stderr).
     """
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -62,3 +63,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, OSError) as error:  # bad files or values: the user's to fix
         print(f"{PROG} {args.command}: error: {error}", file=sys.stderr)
         return 2
+    except ImportError as error:  # an optional package (scikit-learn, scipy, tqdm)
+        print(
+            f"{PROG} {args.command}: error: needs an optional package ({error}); install "
+            "them with `pip install 'graphemb[examples]'`",
+            file=sys.stderr,
+        )
+        return 1

@@ -8,7 +8,7 @@ from array import array
 import numpy as np
 
 from .errors import GraphFileError
-from .fields import split_fields
+from .fields import numbered_lines, split_fields
 from .loaded_graph import LoadedGraph, graph_from_edge_ids
 from .node_names import NameIndex
 
@@ -47,15 +47,14 @@ def read_adjacency_list(
     path = os.fspath(path)
     index = NameIndex()
     src, dst = array("q"), array("q")
-    with open(path, encoding="utf-8") as stream:
-        for line in stream:
-            fields = split_fields(line, delimiter)
-            if not fields:
-                continue
-            node = index.id(fields[0])
-            for neighbour in fields[1:]:
-                src.append(node)
-                dst.append(index.id(neighbour))
+    for _, line in numbered_lines(path):
+        fields = split_fields(line, delimiter)
+        if not fields:
+            continue
+        node = index.id(fields[0])
+        for neighbour in fields[1:]:
+            src.append(node)
+            dst.append(index.id(neighbour))
     if not len(index):
         raise GraphFileError(path, "no nodes in the file")
     # Isolated nodes appear in no edge: pack the node column too, then drop it.

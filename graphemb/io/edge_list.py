@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .errors import GraphFileError
-from .fields import COMMENT, split_fields
+from .fields import COMMENT, numbered_lines, split_fields
 from .loaded_graph import LoadedGraph, graph_from_edge_ids
 from .node_names import NameIndex, pack_integer_names
 
@@ -111,19 +111,18 @@ def parse_edge_list(
 def _first_edge_line(path: str, delimiter: str | None, header: bool) -> tuple[int, int]:
     """1-based number and column count of the first edge line."""
     seen_header = not header
-    with open(path, encoding="utf-8") as stream:
-        for number, line in enumerate(stream, 1):
-            fields = split_fields(line, delimiter)
-            if not fields:
-                continue
-            if not seen_header:
-                seen_header = True
-                continue
-            if len(fields) not in (2, 3):
-                raise GraphFileError(
-                    path, f"expected 2 or 3 columns, got {len(fields)}: {line.strip()!r}", number
-                )
-            return number, len(fields)
+    for number, line in numbered_lines(path):
+        fields = split_fields(line, delimiter)
+        if not fields:
+            continue
+        if not seen_header:
+            seen_header = True
+            continue
+        if len(fields) not in (2, 3):
+            raise GraphFileError(
+                path, f"expected 2 or 3 columns, got {len(fields)}: {line.strip()!r}", number
+            )
+        return number, len(fields)
     raise GraphFileError(path, "no edges in the file")
 
 
@@ -162,29 +161,28 @@ def _parse_lines(
     index = NameIndex()
     src, dst = array("q"), array("q")
     weights = array("d")
-    with open(path, encoding="utf-8") as stream:
-        for number, line in enumerate(stream, 1):
-            if number < first_line:
-                continue
-            fields = split_fields(line, delimiter)
-            if not fields:
-                continue
-            if len(fields) != columns:
+    for number, line in numbered_lines(path):
+        if number < first_line:
+            continue
+        fields = split_fields(line, delimiter)
+        if not fields:
+            continue
+        if len(fields) != columns:
+            raise GraphFileError(
+                path,
+                f"expected {columns} columns (as on line {first_line}), got "
+                f"{len(fields)}: {line.strip()!r}",
+                number,
+            )
+        src.append(index.id(fields[0]))
+        dst.append(index.id(fields[1]))
+        if weighted:
+            try:
+                weights.append(float(fields[2]))
+            except ValueError:
                 raise GraphFileError(
-                    path,
-                    f"expected {columns} columns (as on line {first_line}), got "
-                    f"{len(fields)}: {line.strip()!r}",
-                    number,
-                )
-            src.append(index.id(fields[0]))
-            dst.append(index.id(fields[1]))
-            if weighted:
-                try:
-                    weights.append(float(fields[2]))
-                except ValueError:
-                    raise GraphFileError(
-                        path, f"weight {fields[2]!r} is not a number", number
-                    ) from None
+                    path, f"weight {fields[2]!r} is not a number", number
+                ) from None
     (src_ids, dst_ids), names = index.pack(
         [np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64)]
     )

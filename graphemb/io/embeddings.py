@@ -20,6 +20,7 @@ import torch
 
 from .atomic import atomic_path
 from .errors import GraphFileError
+from .fields import numbered_lines
 
 __all__ = ["EMBEDDING_FORMATS", "embedding_format", "read_embeddings", "write_embeddings"]
 
@@ -174,32 +175,32 @@ def _write_npy(path: str, rows: np.ndarray, names: np.ndarray) -> None:
 
 
 def _read_word2vec(path: str) -> tuple[torch.Tensor, np.ndarray]:
-    with open(path, encoding="utf-8") as stream:
-        header = stream.readline().split()
+    lines = numbered_lines(path)
+    header = next(lines, (1, ""))[1].split()
+    try:
+        count, dim = (int(v) for v in header)
+    except ValueError:
+        raise GraphFileError(path, f"expected a header 'N D', got {header}", 1) from None
+    names: list[str] = []
+    rows = np.empty((count, dim), dtype=np.float32)
+    for number, line in lines:
+        fields = line.split()
+        if not fields:
+            continue
+        row = len(names)
+        if row == count:
+            raise GraphFileError(path, f"more rows than the {count} of the header", number)
+        if len(fields) != dim + 1:
+            raise GraphFileError(
+                path, f"expected a name and {dim} values, got {len(fields)} fields", number
+            )
         try:
-            count, dim = (int(v) for v in header)
+            rows[row] = [float(v) for v in fields[1:]]
         except ValueError:
-            raise GraphFileError(path, f"expected a header 'N D', got {header}", 1) from None
-        names: list[str] = []
-        rows = np.empty((count, dim), dtype=np.float32)
-        for number, line in enumerate(stream, 2):
-            fields = line.split()
-            if not fields:
-                continue
-            row = len(names)
-            if row == count:
-                raise GraphFileError(path, f"more rows than the {count} of the header", number)
-            if len(fields) != dim + 1:
-                raise GraphFileError(
-                    path, f"expected a name and {dim} values, got {len(fields)} fields", number
-                )
-            try:
-                rows[row] = [float(v) for v in fields[1:]]
-            except ValueError:
-                raise GraphFileError(
-                    path, f"a value is not a number: {line.strip()!r}", number
-                ) from None
-            names.append(fields[0])
+            raise GraphFileError(
+                path, f"a value is not a number: {line.strip()!r}", number
+            ) from None
+        names.append(fields[0])
     if len(names) != count:
         raise GraphFileError(path, f"the header announces {count} rows, the file has {len(names)}")
     return torch.from_numpy(rows), np.array(names, dtype=str)

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from .errors import GraphFileError
-from .fields import split_fields
+from .fields import numbered_lines, split_fields
 
 __all__ = ["NodeLabels", "read_labels"]
 
@@ -102,28 +102,27 @@ def read_labels(
     class_ids: dict[str, int] = {}
     pairs: list[tuple[int, int]] = []
     first_line: dict[int, int] = {}
-    with open(path, encoding="utf-8") as stream:
-        for number, raw in enumerate(stream, 1):
-            tokens = split_fields(raw, delimiter)
-            if not tokens:
-                continue
-            if len(tokens) < 2:
-                raise GraphFileError(
-                    path, f"expected 'node label [label ...]', got {raw.strip()!r}", number
-                )
-            node = node_ids.get(tokens[0])
-            if node is None:
-                raise GraphFileError(path, f"node {tokens[0]!r} is not in the graph", number)
-            if multi_label is False and (node in first_line or len(tokens) > 2):
-                seen = f" (also on line {first_line[node]})" if node in first_line else ""
-                raise GraphFileError(
-                    path,
-                    f"node {tokens[0]!r} has several labels{seen} but multi_label=False",
-                    number,
-                )
-            first_line.setdefault(node, number)
-            for label in tokens[1:]:
-                pairs.append((node, class_ids.setdefault(label, len(class_ids))))
+    for number, raw in numbered_lines(path):
+        tokens = split_fields(raw, delimiter)
+        if not tokens:
+            continue
+        if len(tokens) < 2:
+            raise GraphFileError(
+                path, f"expected 'node label [label ...]', got {raw.strip()!r}", number
+            )
+        node = node_ids.get(tokens[0])
+        if node is None:
+            raise GraphFileError(path, f"node {tokens[0]!r} is not in the graph", number)
+        if multi_label is False and (node in first_line or len(tokens) > 2):
+            seen = f" (also on line {first_line[node]})" if node in first_line else ""
+            raise GraphFileError(
+                path,
+                f"node {tokens[0]!r} has several labels{seen} but multi_label=False",
+                number,
+            )
+        first_line.setdefault(node, number)
+        for label in tokens[1:]:
+            pairs.append((node, class_ids.setdefault(label, len(class_ids))))
     if not pairs:
         raise GraphFileError(path, "no labels in the file")
     nodes, classes = np.array(pairs, dtype=np.int64).T
