@@ -10,6 +10,7 @@ import pytest
 
 from graphemb.io import GraphFileError, parse_edge_list, read_graph
 from graphemb.io.edge_list import _first_edge_line, _parse_integers, _parse_lines
+from graphemb.io.node_names import pack_integer_names
 
 
 def named_edges(loaded):
@@ -186,3 +187,19 @@ def test_a_byte_that_is_not_utf8_is_named_by_line_far_into_the_file(tmp_path):
     with pytest.raises(GraphFileError) as error:
         read_graph(path)
     assert str(error.value) == f"{path}:5001: not UTF-8 text: byte 0xe9 at column 3"
+
+
+@pytest.mark.parametrize(
+    "spacing, offset",
+    [(1, 0), (1000, 0), (1000, 10**6), (10**9, -(10**15))],
+    ids=["dense", "sparse-table", "sparse-sort", "negative-sort"],
+)
+def test_integer_names_are_packed_in_increasing_order(spacing, offset):
+    rng = np.random.default_rng(5)
+    src = rng.permutation(np.arange(50).repeat(3)) * spacing + offset
+    dst = rng.choice(50, 150) * spacing + offset
+    (src_ids, dst_ids), names = pack_integer_names([src, dst])
+    np.testing.assert_array_equal(names, np.unique(np.concatenate([src, dst])))
+    np.testing.assert_array_equal(names[src_ids], src)
+    np.testing.assert_array_equal(names[dst_ids], dst)
+    assert src_ids.max() < len(names) == 50

@@ -13,9 +13,10 @@ import numpy as np
 
 __all__ = ["NameIndex", "pack_integer_names"]
 
-# Integer names below this bound are packed through a presence table (one pass, no sort);
-# above it, through np.unique (sort). The table costs 9 bytes per possible name.
-_TABLE_NAMES = 1 << 27
+# Integer names are packed through a presence table (one pass, no sort) when the table,
+# 9 bytes per possible name 0..max, costs at most about what the id columns cost (8 bytes
+# per entry); sparser names go through np.unique (a sort).
+_TABLE_SLACK = 1 << 16
 
 
 def pack_integer_names(columns: Sequence[np.ndarray]) -> tuple[list[np.ndarray], np.ndarray]:
@@ -45,7 +46,7 @@ def pack_integer_names(columns: Sequence[np.ndarray]) -> tuple[list[np.ndarray],
         return [np.asarray(c, dtype=np.int64) for c in columns], np.zeros(0, dtype=np.int64)
     low = min(int(c.min()) for c in nonempty)
     high = max(int(c.max()) for c in nonempty)
-    if low >= 0 and high < max(_TABLE_NAMES, 4 * sum(c.size for c in columns)):
+    if low >= 0 and high < sum(c.size for c in columns) + _TABLE_SLACK:
         present = np.zeros(high + 1, dtype=bool)
         for column in columns:
             present[column] = True
