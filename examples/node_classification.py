@@ -16,6 +16,14 @@ Usage::
     python examples/node_classification.py --checkpoint runs/cora.ckpt --epochs 100 --resume
     python examples/node_classification.py --device cuda         # everything on the GPU
     python examples/node_classification.py --quick               # a few epochs (CI)
+    python examples/node_classification.py --graph edges.txt --labels labels.txt
+    python examples/node_classification.py --graph blog.mat      # labels: the .mat's group
+
+Your own graph (``--graph``): any file :func:`graphemb.io.read_graph` reads (edge list,
+adjacency list, ``.mat``, ``.npz``), labels from ``--labels`` (``node label [label ...]``
+lines; several labels per node make it multi-label: a BCE loss, and Micro-F1 of each
+node's ``k`` highest-scoring labels in place of accuracy), optional ``--features``. The
+labelled nodes are split at random (``--split``).
 
 The last line printed is ``RESULT {json}`` with the validation and test accuracy (test
 accuracy at the epoch of best validation accuracy, and at the last epoch), chance level and
@@ -40,6 +48,7 @@ import torch.nn.functional as F
 import graphemb
 from graphemb import NodeEmbedding
 from graphemb.datasets import load_planetoid, stochastic_block_model
+from graphemb.evaluation import prediction_f1
 from graphemb.graph import Graph
 from graphemb.optim import SparseAdam
 from graphemb.sampling import NeighborSampler, SeedLoader
@@ -231,10 +240,14 @@ class NodeData:
     """A graph with what the training reads beside it, all on one device."""
 
     graph: Graph
-    features: torch.Tensor | None  # float32 (N, F), rows summing to 1; None: no features
-    labels: torch.Tensor  # int64 (N,)
+    features: torch.Tensor | None  # float32 (N, F); None: no features
+    labels: torch.Tensor  # int64 (N,), or (N, C) 0/1 for multi-label data
     splits: dict[str, torch.Tensor]  # "train", "val", "test": int64 node ids
     num_classes: int
+
+    @property
+    def multi_label(self) -> bool:
+        return self.labels.dim() == 2
 
     @property
     def num_features(self) -> int:
@@ -252,6 +265,8 @@ class NodeData:
 
 def load_data(args: argparse.Namespace, device: torch.device) -> NodeData:
     """The dataset of ``args`` as a :class:`NodeData` on ``device``."""
+    if getattr(args, "graph", None) is not None:
+        return load_graph_file(args).to(device)
     if args.dataset == "sbm":
         dataset: Any = stochastic_block_model(
             args.sbm_nodes, num_communities=args.sbm_communities, seed=args.seed
@@ -268,6 +283,94 @@ def load_data(args: argparse.Namespace, device: torch.device) -> NodeData:
         dataset.num_classes,
     )
     return data.to(device)
+
+
+def add_graph_file_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--graph``, ``--labels``, ``--features`` and their options."""
+    from graphemb.io import GRAPH_FORMATS
+
+    files = parser.add_argument_group("your own graph (instead of --dataset)")
+    files.add_argument(
+        "--graph",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="graph file: edge list ('source target [weight]' lines; .txt .csv .edgelist ...), "
+        "adjacency list (.adjlist), MATLAB .mat (network, and group as labels), scipy .npz",
+    )
+    files.add_argument(
+        "--graph-format",
+        choices=sorted(set(GRAPH_FORMATS.values())),
+        default=None,
+        help="format of --graph (default: from its suffix)",
+    )
+    files.add_argument(
+        "--directed",
+        action="store_true",
+        help="the edges of --graph are directed (default: undirected, stored both ways)",
+    )
+    files.add_argument(
+        "--labels",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="node labels: 'node label [label ...]' lines or 'node,label' rows (.csv); nodes "
+        "with several labels make it multi-label (BCE loss, F1 of the k best labels). "
+        "Default with a .mat: its group",
+    )
+    files.add_argument(
+        "--features",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="node features: .npy (row r: the node named r) or text ('N F', then "
+        "'node f1 ... fF' lines); default: the embeddings alone",
+    )
+    files.add_argument(
+        "--split",
+        default="0.5,0.25",
+        metavar="TRAIN,VAL",
+        help="fractions of the labelled nodes for training and validation; the rest: test",
+    )
+
+
+def load_graph_file(args: argparse.Namespace) -> NodeData:
+    """``--graph`` with its labels, features and a random split of the labelled nodes.
+
+    Raises ValueError (or OSError) with the file, line and problem for bad input.
+    """
+    from graphemb.io import read_graph, read_labels, read_node_features
+
+    loaded = read_graph(args.graph, args.graph_format, directed=args.directed)
+    if args.labels is not None:
+        labels = read_labels(args.labels, loaded.node_names)
+    elif loaded.labels is not None:
+        labels = loaded.labels
+    else:
+        raise ValueError(f"{args.graph} carries no labels: give them with --labels FILE")
+    features = None
+    if args.features is not None:
+        features = read_node_features(args.features, loaded.node_names)
+    fractions = [float(f) for f in args.split.split(",")]
+    if len(fractions) != 2 or min(fractions) <= 0 or sum(fractions) >= 1:
+        raise ValueError(f"--split needs two positive fractions summing to < 1, got {args.split}")
+    labelled = labels.nodes
+    order = labelled[
+        torch.randperm(len(labelled), generator=torch.Generator().manual_seed(args.seed))
+    ]
+    num_train = int(round(fractions[0] * len(order)))
+    num_val = int(round(fractions[1] * len(order)))
+    splits = {
+        "train": order[:num_train],
+        "val": order[num_train : num_train + num_val],
+        "test": order[num_train + num_val :],
+    }
+    empty = [name for name, ids in splits.items() if not len(ids)]
+    if empty:
+        raise ValueError(
+            f"--split {args.split} of {len(order)} labelled nodes leaves no {empty[0]} node"
+        )
+    return NodeData(loaded.graph, features, labels.values, splits, labels.num_classes)
 
 
 def make_embedding(args: argparse.Namespace, num_nodes: int, **kwargs: Any) -> NodeEmbedding | None:
@@ -332,6 +435,13 @@ def seed_epoch(seed: int, epoch: int, rank: int = 0) -> None:
     torch.manual_seed((seed * 1_000_003 + epoch * 1_009 + rank) % 2**31)
 
 
+def node_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy for class ids (n,), binary cross-entropy per label for 0/1 (n, C)."""
+    if labels.dim() == 2:
+        return F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
+    return F.cross_entropy(logits, labels)
+
+
 def train_epoch(
     model: torch.nn.Module,
     loader: SeedLoader,
@@ -347,7 +457,7 @@ def train_epoch(
     model.train()
     losses = []
     for _, output_nodes, blocks in loader:
-        loss = F.cross_entropy(model(blocks, data.features), data.labels[output_nodes])
+        loss = node_loss(model(blocks, data.features), data.labels[output_nodes])
         dense_opt.zero_grad()
         loss.backward()  # dense gradients into .grad, embedding-row gradients into the trace
         dense_opt.step()
@@ -362,7 +472,8 @@ def train_epoch(
 def evaluate(
     model: GraphSAGE, data: NodeData, splits: tuple[str, ...] = ("val", "test")
 ) -> dict[str, float]:
-    """Accuracy on each split, with every neighbour of every layer (no sampling).
+    """Accuracy on each split (multi-label: Micro-F1 of each node's k highest-scoring
+    labels, k its number of labels), with every neighbour of every layer (no sampling).
 
     Layer-wise full-graph inference: each layer runs once over all nodes and edges, which
     costs less than sampling the full neighbourhoods of the evaluated nodes. With several
@@ -370,13 +481,30 @@ def evaluate(
     are collective, so every rank must call this). Returns ``{split: accuracy}``.
     """
     model.eval()
-    predicted = model(data.graph, data.features).argmax(dim=1)
+    logits = model(data.graph, data.features)
     model.train()
     accuracy = {}
+    if data.multi_label:
+        for name in splits:
+            ids = data.splits[name]
+            accuracy[name] = prediction_f1(logits[ids].cpu(), data.labels[ids].cpu())[0]
+        return accuracy
+    predicted = logits.argmax(dim=1)
     for name in splits:
         ids = data.splits[name]
         accuracy[name] = (predicted[ids] == data.labels[ids]).float().mean().item()
     return accuracy
+
+
+@torch.no_grad()
+def test_f1(model: GraphSAGE, data: NodeData) -> dict[str, float]:
+    """Micro- and Macro-F1 of the model on the test split."""
+    model.eval()
+    logits = model(data.graph, data.features)
+    model.train()
+    ids = data.splits["test"]
+    micro, macro = prediction_f1(logits[ids].cpu(), data.labels[ids].cpu())
+    return {"test_micro_f1": round(micro, 4), "test_macro_f1": round(macro, 4)}
 
 
 def epoch_line(epoch: int, loss: float, accuracy: dict[str, float]) -> str:
@@ -504,12 +632,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         default="cpu",
         help="where the graph, sampling, embedding and layers live",
     )
-    args = finish_arguments(parser, parser.parse_args(argv))
+    add_graph_file_arguments(parser)
+    args = parser.parse_args(argv)
+    if args.graph is not None:
+        args.dataset = args.graph.name
+        args.no_features = args.features is None
+    elif args.labels is not None or args.features is not None:
+        parser.error("--labels and --features go with --graph FILE")
+    args = finish_arguments(parser, args)
     started = time.perf_counter()
     torch.set_num_threads(args.num_threads)
     device = torch.device(args.device)
 
-    data = load_data(args, device)
+    try:
+        data = load_data(args, device)
+    except (ValueError, OSError) as error:  # the user's files: a message, no traceback
+        parser.error(str(error))
     embedding = make_embedding(args, data.graph.num_nodes, device=device)
     model = make_model(args, data, embedding)
     # Two optimizers: model.parameters() are the dense layers only; the embedding is not a
@@ -563,6 +701,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         epoch_seconds,
         start_epoch=first_epoch,
         device=args.device,
+        **({} if args.graph is None else {"multi_label": data.multi_label, **test_f1(model, data)}),
     )
     print(line, flush=True)
     return json.loads(line[len("RESULT ") :])

@@ -7,8 +7,9 @@ Micro-F1 and Macro-F1, averaged over several random splits.
 * **Single-label** (``labels`` of shape ``(N,)``): each node gets the class of highest
   score, so Micro-F1 equals accuracy.
 * **Multi-label** (``labels`` of shape ``(N, C)``, 0/1): as in the DeepWalk paper (Perozzi
-  et al., 2014), each test node gets its ``k`` highest-scoring labels, where ``k`` is its
-  true number of labels.
+  et al., 2014), each test node gets its ``k`` most probable labels, where ``k`` is its
+  true number of labels. A label that no training node has is never predicted
+  (probability 0), however small the training split.
 
 Example
 -------
@@ -38,7 +39,7 @@ import torch
 
 from ._checks import as_size
 
-__all__ = ["F1Scores", "format_f1_table", "node_classification_f1", "split_f1"]
+__all__ = ["F1Scores", "format_f1_table", "node_classification_f1", "prediction_f1", "split_f1"]
 
 #: The label fractions of the DeepWalk paper's tables.
 DEEPWALK_RATIOS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
@@ -190,6 +191,49 @@ def split_f1(
     return _fit_and_score(features, targets, train, test, max_iter)
 
 
+def prediction_f1(
+    scores: torch.Tensor | np.ndarray, labels: torch.Tensor | np.ndarray
+) -> tuple[float, float]:
+    """Micro-F1 and Macro-F1 of a model's class scores (e.g. a GNN's logits).
+
+    Single-label: the class of highest score is predicted (Micro-F1 = accuracy).
+    Multi-label: each node's ``k`` highest-scoring labels, ``k`` its true number of labels
+    (as :func:`node_classification_f1` does with probabilities).
+
+    Parameters
+    ----------
+    scores : Tensor or array of float, shape (n, C)
+    labels : Tensor or array of int, shape (n,) or (n, C) (0/1)
+
+    Returns
+    -------
+    (micro_f1, macro_f1) : tuple of float
+
+    Examples
+    --------
+    >>> scores = np.array([[0.9, 0.1, 0.5], [0.2, 0.3, 0.1]])
+    >>> prediction_f1(scores, np.array([[1, 0, 1], [1, 0, 0]]))  # top 2, then top 1
+    (0.6666666666666666, 0.5555555555555555)
+    """
+    from sklearn.metrics import f1_score
+
+    values = _as_numpy("scores", scores).astype(np.float64, copy=False)
+    truth = _as_numpy("labels", labels)
+    if values.ndim != 2 or truth.shape[0] != values.shape[0]:
+        raise ValueError(
+            f"scores must have shape (n, C) and labels (n,) or (n, C), got {values.shape} "
+            f"and {truth.shape}"
+        )
+    if truth.ndim == 2:
+        predicted = _top_k(values, truth.sum(axis=1))
+    else:
+        predicted = values.argmax(axis=1)
+    return (
+        float(f1_score(truth, predicted, average="micro", zero_division=0)),
+        float(f1_score(truth, predicted, average="macro", zero_division=0)),
+    )
+
+
 def format_f1_table(scores: Sequence[F1Scores]) -> str:
     """A plain-text table: one line per ratio, mean ± standard deviation."""
     lines = ["labelled  Micro-F1         Macro-F1"]
@@ -235,9 +279,15 @@ def _fit_and_score(
         # A label absent from a small training split: sklearn predicts it never.
         warnings.filterwarnings("ignore", message="Label .* is present in all")
         classifier.fit(features[train], targets[train])
-        scores = classifier.decision_function(features[test])
-    if targets.ndim == 2:  # multi-label: each node's k best labels, k = its true count
-        predicted = _top_k(scores, targets[test].sum(axis=1))
+        if targets.ndim == 2:
+            # Probabilities, not decision values: a label absent from the training split
+            # gets a constant predictor whose decision value 0 would outrank every real
+            # (negative) score; its probability 0 ranks it last.
+            probabilities = classifier.predict_proba(features[test])
+        else:
+            scores = classifier.decision_function(features[test])
+    if targets.ndim == 2:  # multi-label: each node's k most probable labels, k = its count
+        predicted = _top_k(probabilities, targets[test].sum(axis=1))
     else:
         classes = classifier.classes_
         scores = scores.reshape(len(test), -1)

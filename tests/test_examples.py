@@ -24,6 +24,7 @@ import textwrap
 from pathlib import Path
 
 import helpers
+import numpy as np
 import pytest
 import torch
 from helpers import DGL_INSTALLED, REPO, planetoid_dir
@@ -94,6 +95,16 @@ def in_process(scripts, capsys, monkeypatch):
     """``main(argv)`` of the single-process example here; returns what it printed. The
     example sets torch's thread count: it is restored afterwards."""
     monkeypatch.setenv("GRAPHEMB_PLANETOID_DIR", planetoid_dir())
+    yield from _in_process(scripts, capsys)
+
+
+@pytest.fixture
+def in_process_own_graph(scripts, capsys):
+    """The same for runs on users' graph files, which need no Planetoid files."""
+    yield from _in_process(scripts, capsys)
+
+
+def _in_process(scripts, capsys):
     threads = torch.get_num_threads()
 
     def main(*args: str) -> str:
@@ -133,6 +144,10 @@ def test_help(scripts, name, capsys):
         assert option in shown
     if name == "multi_gpu_graphsage":
         assert "--num-procs" in shown
+    else:
+        for option in ("--graph", "--graph-format", "--directed", "--labels", "--features",
+                       "--split"):  # fmt: skip
+            assert option in shown
 
 
 @pytest.mark.parametrize(
@@ -200,6 +215,87 @@ def test_sbm_embeddings_alone_learn_the_communities(in_process):
     result = result_of(in_process("--dataset", "sbm", "--sbm-nodes", "2000", "--quick"))
     assert result["features"] is False
     assert result["test_acc"] > result["chance"] + 0.5  # about 0.97 vs 1/5
+
+
+def write_community_graph(folder: Path, names: str) -> tuple[Path, list[int]]:
+    """An undirected edge list (one line per edge) of 4 planted communities; returns the
+    file and each node's community. ``names``: "strings" (v0, v7, ...) or sparse integers."""
+    from graphemb.datasets import stochastic_block_model
+
+    graph = stochastic_block_model(400, num_communities=4, seed=0)
+    name = (lambda i: f"v{7 * i}") if names == "strings" else (lambda i: str(7 * i + 3))
+    lines = [
+        f"{name(s)} {name(d)}\n"
+        for s, d in zip(graph.src.tolist(), graph.dst.tolist(), strict=True)
+        if s < d
+    ]
+    path = folder / "graph.txt"
+    path.write_text("# planted communities\n" + "".join(lines))
+    return path, graph.labels.tolist()
+
+
+def test_own_graph_with_multi_label_labels(tmp_path, in_process_own_graph):
+    graph, community = write_community_graph(tmp_path, "strings")
+    labels = tmp_path / "labels.txt"  # two labels per node, every fifth node unlabelled
+    labels.write_text(
+        "".join(f"v{7 * i} a{c} b{c // 2}\n" for i, c in enumerate(community) if i % 5)
+    )
+
+    result = result_of(
+        in_process_own_graph("--graph", str(graph), "--labels", str(labels), "--quick")
+    )
+
+    assert result["dataset"] == "graph.txt" and result["multi_label"] is True
+    assert result["features"] is False and result["chance"] == round(1 / 6, 4)
+    # each node's 2 best of 6 labels: about 1/3 Micro-F1 by chance, about 0.99 learnt
+    assert result["test_micro_f1"] > 0.8 and result["test_macro_f1"] > 0.7
+
+
+def test_own_graph_with_single_labels_and_features(tmp_path, in_process_own_graph):
+    graph, community = write_community_graph(tmp_path, "integers")
+    labels = tmp_path / "labels.csv"
+    labels.write_text("".join(f"{7 * i + 3},c{c}\n" for i, c in enumerate(community)))
+    # Row r: the node named r, its community one-hot (read in another order than the
+    # graph's ids, the rows only help if matched by name); the other rows are noise.
+    features = torch.rand(7 * 400 + 3, 4, generator=torch.Generator().manual_seed(0))
+    for i, c in enumerate(community):
+        features[7 * i + 3] = torch.nn.functional.one_hot(torch.tensor(c), 4).float()
+    np.save(tmp_path / "features.npy", features.numpy())
+
+    result = result_of(
+        in_process_own_graph("--graph", str(graph), "--labels", str(labels), "--features",
+                   str(tmp_path / "features.npy"), "--quick")
+    )  # fmt: skip
+
+    assert result["multi_label"] is False and result["features"] is True
+    assert result["test_acc"] > result["chance"] + 0.6  # about 1.0 vs 1/4
+    assert result["test_micro_f1"] == result["final_test_acc"]  # accuracy, single-label
+
+
+@pytest.mark.parametrize(
+    "files, message",
+    [
+        ({"graph.txt": "a b\nb c d e\n"}, "graph.txt:2: expected 2 columns"),
+        ({"graph.txt": "a b\n"}, "graph.txt carries no labels: give them with --labels"),
+        ({"graph.txt": "a b\n", "labels.txt": "a x\nzz y\n"}, "labels.txt:2: node 'zz'"),
+        (
+            {"graph.txt": "a b\n", "labels.txt": "a x\n", "features.emb": "1 1\na 0\n"},
+            "features.emb: no features for node 'b'",
+        ),
+    ],
+)
+def test_bad_graph_files_are_usage_errors(tmp_path, scripts, capsys, files, message):
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    argv = ["--graph", str(tmp_path / "graph.txt")]
+    if "labels.txt" in files:
+        argv += ["--labels", str(tmp_path / "labels.txt")]
+    if "features.emb" in files:
+        argv += ["--features", str(tmp_path / "features.emb")]
+    with pytest.raises(SystemExit) as exit_info:
+        scripts["node_classification"].main(argv)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
 
 
 @pytest.mark.cuda

@@ -1,0 +1,72 @@
+"""The ``python -m graphemb`` command line.
+
+Each subcommand module exposes ``add_parsers(subparsers) -> None``, registering its
+subcommands with ``set_defaults(run=callable(args) -> int)``. Bad user input (a malformed
+file, a value out of range) ends with a one-line message and exit code 2, no traceback.
+
+Example
+-------
+>>> from graphemb.cli import build_parser
+>>> build_parser().parse_args(["score", "--embeddings", "a.emb", "--labels", "l.txt"]).command
+'score'
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from . import score
+
+__all__ = ["PROG", "build_parser", "main"]
+
+PROG = "python -m graphemb"
+
+#: The subcommand modules, each with ``add_parsers(subparsers)``.
+COMMAND_MODULES = (score,)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of every subcommand."""
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Node embeddings for graphs: train them, write them, score them.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module in COMMAND_MODULES:
+        module.add_parsers(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line.
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        The arguments after the program name; default ``sys.argv[1:]``.
+
+    Returns
+    -------
+    int
+        The exit code: 0 on success, 2 for bad input, 1 for a missing optional package
+        (with a one-line message on stderr).
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "run", None) is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(args.run(args))
+    except (ValueError, OSError) as error:  # bad files or values: the user's to fix
+        print(f"{PROG} {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except ImportError as error:  # an optional package (scikit-learn, scipy, tqdm)
+        print(
+            f"{PROG} {args.command}: error: needs an optional package ({error}); install "
+            "them with `pip install 'graphemb[examples]'`",
+            file=sys.stderr,
+        )
+        return 1

@@ -1,0 +1,142 @@
+"""``python -m graphemb score``: Micro/Macro-F1 of embeddings on node labels.
+
+The DeepWalk protocol (:mod:`graphemb.evaluation`): one-vs-rest logistic regression
+trained on a fraction of the labelled nodes, scored on the rest, averaged over random
+splits; multi-label nodes get their ``k`` most probable labels.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+__all__ = ["add_parsers", "run_score"]
+
+
+def add_parsers(subparsers: Any) -> None:
+    """Register the ``score`` subcommand."""
+    from ..evaluation import DEEPWALK_RATIOS
+
+    parser = subparsers.add_parser(
+        "score",
+        help="Micro/Macro-F1 of node embeddings on node labels",
+        description=(
+            "Train one-vs-rest logistic regression on the embeddings of a fraction of the "
+            "labelled nodes and print Micro- and Macro-F1 on the others, at each fraction "
+            "(the DeepWalk evaluation). Multi-label nodes get their k most probable labels, "
+            "k being their number of labels."
+        ),
+    )
+    parser.add_argument(
+        "--embeddings",
+        required=True,
+        metavar="FILE",
+        help="embeddings: word2vec text format (.emb, .txt: 'N D' then 'name v1 ... vD') "
+        "or .npy (rows in node-id order, names in FILE.names if present)",
+    )
+    parser.add_argument(
+        "--labels",
+        required=True,
+        metavar="FILE",
+        help="labels: lines 'node label [label ...]' (or 'node,label' rows in a .csv), "
+        "or a .mat file's 'group' matrix (the DeepWalk benchmark graphs: node i is row i); "
+        "nodes are matched to the embeddings by name; unlabelled nodes are not scored",
+    )
+    parser.add_argument(
+        "--format",
+        choices=("word2vec", "npy"),
+        default=None,
+        help="format of --embeddings (default: from its suffix)",
+    )
+    parser.add_argument(
+        "--ratios",
+        type=_ratios,
+        default=DEEPWALK_RATIOS,
+        metavar="R[,R...]",
+        help="fractions of labelled nodes to train on, each in (0, 1) (default: 0.1,0.2,...,0.9)",
+    )
+    parser.add_argument(
+        "--repeats",
+        type=_positive_int,
+        default=10,
+        help="random splits per fraction (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the splits (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--normalize", action="store_true", help="scale every embedding to unit length first"
+    )
+    kind = parser.add_mutually_exclusive_group()
+    kind.add_argument(
+        "--multi-label",
+        dest="multi_label",
+        action="store_const",
+        const=True,
+        default=None,
+        help="treat the labels as multi-label (default: iff some node has several)",
+    )
+    kind.add_argument(
+        "--single-label",
+        dest="multi_label",
+        action="store_const",
+        const=False,
+        help="require one label per node",
+    )
+    parser.set_defaults(run=run_score)
+
+
+def run_score(args: argparse.Namespace) -> int:
+    """Print the F1 table; returns the exit code."""
+    from tqdm import tqdm
+
+    from ..evaluation import format_f1_table, node_classification_f1
+    from ..io import read_embeddings, read_labels, read_mat_labels
+
+    embeddings, names = read_embeddings(args.embeddings, args.format)
+    if str(args.labels).lower().endswith(".mat"):
+        labels = read_mat_labels(args.labels, names)
+    else:
+        labels = read_labels(args.labels, names, multi_label=args.multi_label)
+    nodes = labels.nodes
+    kind = "multi-label" if labels.multi_label else "single-label"
+    print(
+        f"{len(names)} embeddings of dimension {embeddings.shape[1]}; {len(nodes)} labelled "
+        f"nodes, {labels.num_classes} classes ({kind}); {args.repeats} splits per fraction"
+    )
+    scores = []
+    for ratio in tqdm(args.ratios, desc="scoring", unit="fraction", leave=False):
+        scores += node_classification_f1(
+            embeddings,
+            labels.values,
+            (ratio,),
+            repeats=args.repeats,
+            seed=args.seed,
+            nodes=nodes,
+            normalize=args.normalize,
+        )
+    print(format_f1_table(scores))
+    return 0
+
+
+def _ratios(text: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated numbers, got {text!r}"
+        ) from None
+    bad = [v for v in values if not 0 < v < 1]
+    if bad:
+        raise argparse.ArgumentTypeError(f"fractions must lie in (0, 1), got {bad[0]}")
+    return values
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value

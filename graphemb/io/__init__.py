@@ -1,0 +1,65 @@
+"""Reading users' graphs and writing embeddings.
+
+* :func:`read_graph`: edge lists, adjacency lists, MATLAB ``.mat`` (``network`` and
+  ``group``), scipy ``.npz``; :func:`from_networkx` and :func:`from_pyg` convert graphs in
+  memory. Node names (strings or sparse integers) map to ids ``0 .. N-1``; the names are
+  kept for output.
+* :func:`read_labels`: node labels from a text file (single- or multi-label);
+  :func:`read_node_features`: feature rows matched to the nodes by name.
+* :func:`write_embeddings` / :func:`read_embeddings`: the word2vec text format
+  (``.emb``) and ``.npy``.
+
+Malformed files raise :class:`GraphFileError`, naming the file, the line and the problem;
+nothing is returned or written half-done.
+
+Example
+-------
+>>> import pathlib, tempfile, torch
+>>> from graphemb.io import read_graph, write_embeddings, read_embeddings
+>>> folder = pathlib.Path(tempfile.mkdtemp())
+>>> _ = (folder / "edges.txt").write_text("10 20\\n20 30\\n")
+>>> loaded = read_graph(folder / "edges.txt")
+>>> loaded.node_names.tolist(), loaded.graph.num_edges
+([10, 20, 30], 4)
+>>> write_embeddings(folder / "out.emb", torch.ones(3, 2), loaded.node_names)
+>>> print((folder / "out.emb").read_text(), end="")
+3 2
+10 1 1
+20 1 1
+30 1 1
+"""
+
+from .adjacency_list import read_adjacency_list
+from .edge_list import EdgeArrays, parse_edge_list, read_edge_list
+from .embeddings import EMBEDDING_FORMATS, read_embeddings, write_embeddings
+from .errors import GraphFileError
+from .features import read_node_features
+from .labels import NodeLabels, read_labels
+from .loaded_graph import LoadedGraph
+from .objects import from_networkx, from_pyg
+from .read import GRAPH_FORMATS, graph_format, read_graph
+from .sparse_matrix import graph_from_adjacency, read_mat, read_mat_labels, read_npz
+
+__all__ = [
+    "EMBEDDING_FORMATS",
+    "GRAPH_FORMATS",
+    "EdgeArrays",
+    "GraphFileError",
+    "LoadedGraph",
+    "NodeLabels",
+    "from_networkx",
+    "from_pyg",
+    "graph_format",
+    "graph_from_adjacency",
+    "parse_edge_list",
+    "read_adjacency_list",
+    "read_edge_list",
+    "read_embeddings",
+    "read_graph",
+    "read_labels",
+    "read_mat",
+    "read_mat_labels",
+    "read_node_features",
+    "read_npz",
+    "write_embeddings",
+]

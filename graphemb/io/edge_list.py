@@ -1,0 +1,191 @@
+"""Edge lists: one edge per line, ``source target [weight]``, whitespace- or comma-separated.
+
+Files of integer node names take a vectorized path (numpy's C text parser, no Python per
+line); any other file (string names) and every malformed file take a line-by-line path
+that maps names to ids as it goes, and reports the first bad line.
+"""
+
+from __future__ import annotations
+
+import os
+from array import array
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .errors import GraphFileError
+from .fields import COMMENT, numbered_lines, split_fields
+from .loaded_graph import LoadedGraph, graph_from_edge_ids
+from .node_names import NameIndex, pack_integer_names
+
+__all__ = ["EdgeArrays", "parse_edge_list", "read_edge_list"]
+
+
+class EdgeArrays(NamedTuple):
+    """The edges of an edge-list file, with node names mapped to ids ``0 .. N-1``.
+
+    Attributes
+    ----------
+    src, dst : int64 arrays, shape (E,)
+        Endpoints of edge ``i`` (the ``i``-th edge line).
+    node_names : numpy array, shape (N,)
+        Original name of each id: int64 when every name is an integer, else str.
+    weights : float64 array, shape (E,), or None
+    """
+
+    src: np.ndarray
+    dst: np.ndarray
+    node_names: np.ndarray
+    weights: np.ndarray | None
+
+
+def read_edge_list(
+    path: str | os.PathLike[str],
+    *,
+    directed: bool = False,
+    delimiter: str | None = None,
+    weighted: bool | None = None,
+    header: bool = False,
+) -> LoadedGraph:
+    """A graph from an edge-list file.
+
+    Parameters
+    ----------
+    path : str or PathLike
+        Lines ``source target`` or ``source target weight``; ``#`` starts a comment;
+        blank lines are skipped. Node names are any tokens without blanks (or commas).
+    directed : bool
+        False: each line is an undirected edge, stored in both directions (a self-loop
+        once). A file that already lists both directions of each edge should be read with
+        ``directed=True``.
+    delimiter : str, optional
+        Default: ``","`` for ``.csv`` files, else any run of whitespace.
+    weighted : bool, optional
+        Whether the third column is an edge weight. Default: iff the first edge line has
+        three columns. With False a third column is ignored.
+    header : bool
+        The first non-comment line names the columns and is skipped.
+
+    Returns
+    -------
+    LoadedGraph
+        With ``weights`` when the file is weighted.
+
+    Raises
+    ------
+    GraphFileError
+        Naming the line: a wrong number of columns, a weight that is not a number; or a
+        file with no edges. Nothing is returned half-read.
+    """
+    edges = parse_edge_list(path, delimiter=delimiter, weighted=weighted, header=header)
+    graph, weights = graph_from_edge_ids(
+        edges.src, edges.dst, len(edges.node_names), directed=directed, weights=edges.weights
+    )
+    return LoadedGraph(graph, edges.node_names, weights)
+
+
+def parse_edge_list(
+    path: str | os.PathLike[str],
+    *,
+    delimiter: str | None = None,
+    weighted: bool | None = None,
+    header: bool = False,
+) -> EdgeArrays:
+    """The edges of an edge-list file as id arrays (see :func:`read_edge_list`)."""
+    path = os.fspath(path)
+    if delimiter is None and path.lower().endswith(".csv"):
+        delimiter = ","
+    first_line, columns = _first_edge_line(path, delimiter, header)
+    if weighted is None:
+        weighted = columns == 3
+    elif weighted and columns != 3:
+        raise GraphFileError(
+            path, f"weighted=True but the first edge has {columns} columns", first_line
+        )
+    arrays = _parse_integers(path, delimiter, first_line, columns, weighted)
+    if arrays is None:  # string names, or a bad line to report
+        arrays = _parse_lines(path, delimiter, first_line, columns, weighted)
+    return arrays
+
+
+def _first_edge_line(path: str, delimiter: str | None, header: bool) -> tuple[int, int]:
+    """1-based number and column count of the first edge line."""
+    seen_header = not header
+    for number, line in numbered_lines(path):
+        fields = split_fields(line, delimiter)
+        if not fields:
+            continue
+        if not seen_header:
+            seen_header = True
+            continue
+        if len(fields) not in (2, 3):
+            raise GraphFileError(
+                path, f"expected 2 or 3 columns, got {len(fields)}: {line.strip()!r}", number
+            )
+        return number, len(fields)
+    raise GraphFileError(path, "no edges in the file")
+
+
+def _parse_integers(
+    path: str, delimiter: str | None, first_line: int, columns: int, weighted: bool
+) -> EdgeArrays | None:
+    """The fast path: None unless every line is well formed with integer node names."""
+    dtype: Any = (
+        [("src", np.int64), ("dst", np.int64), ("weight", np.float64)] if columns == 3 else np.int64
+    )
+    try:
+        table = np.loadtxt(
+            path,
+            dtype=dtype,
+            comments=COMMENT,
+            delimiter=delimiter,
+            skiprows=first_line - 1,
+            ndmin=2 if columns == 2 else 1,
+            encoding="utf-8",
+        )
+    except (ValueError, OverflowError):
+        return None
+    if columns == 3:
+        src, dst = table["src"], table["dst"]
+        weights = np.ascontiguousarray(table["weight"]) if weighted else None
+    else:
+        src, dst, weights = table[:, 0], table[:, 1], None
+    (src_ids, dst_ids), names = pack_integer_names([src, dst])
+    return EdgeArrays(src_ids, dst_ids, names, weights)
+
+
+def _parse_lines(
+    path: str, delimiter: str | None, first_line: int, columns: int, weighted: bool
+) -> EdgeArrays:
+    """Line by line: any node names; raises on the first malformed line."""
+    index = NameIndex()
+    src, dst = array("q"), array("q")
+    weights = array("d")
+    for number, line in numbered_lines(path):
+        if number < first_line:
+            continue
+        fields = split_fields(line, delimiter)
+        if not fields:
+            continue
+        if len(fields) != columns:
+            raise GraphFileError(
+                path,
+                f"expected {columns} columns (as on line {first_line}), got "
+                f"{len(fields)}: {line.strip()!r}",
+                number,
+            )
+        src.append(index.id(fields[0]))
+        dst.append(index.id(fields[1]))
+        if weighted:
+            try:
+                weights.append(float(fields[2]))
+            except ValueError:
+                raise GraphFileError(
+                    path, f"weight {fields[2]!r} is not a number", number
+                ) from None
+    (src_ids, dst_ids), names = index.pack(
+        [np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64)]
+    )
+    return EdgeArrays(
+        src_ids, dst_ids, names, np.array(weights, dtype=np.float64) if weighted else None
+    )

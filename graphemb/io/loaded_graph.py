@@ -1,0 +1,106 @@
+"""``LoadedGraph``: what a graph reader returns, and its construction from edge arrays."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..graph import Graph
+from .labels import NodeLabels
+
+__all__ = ["LoadedGraph", "graph_from_edge_ids"]
+
+
+@dataclass(frozen=True)
+class LoadedGraph:
+    """A graph read from a file or converted from another library, with its node names.
+
+    Attributes
+    ----------
+    graph : Graph
+        Nodes ``0 .. N-1``. An undirected input holds both directions of every edge.
+    node_names : numpy array, shape (N,)
+        ``node_names[i]`` is the original name of node ``i`` (int64 or str), for output
+        such as :func:`graphemb.io.write_embeddings`.
+    weights : Tensor of float64, shape (E,), optional
+        Weight of each edge, indexed by edge id (``graph.edge_ids``); None when the input
+        has none.
+    labels : NodeLabels, optional
+        Node labels where the format carries them (``.mat`` ``group``, PyG ``y``).
+    features : Tensor, shape (N, F), optional
+        Node features where the format carries them (PyG ``x``).
+    """
+
+    graph: Graph
+    node_names: np.ndarray
+    weights: torch.Tensor | None = None
+    labels: NodeLabels | None = None
+    features: torch.Tensor | None = None
+
+    @property
+    def num_nodes(self) -> int:
+        return self.graph.num_nodes
+
+    @property
+    def num_edges(self) -> int:
+        return self.graph.num_edges
+
+    def __repr__(self) -> str:
+        extras = [
+            name
+            for name, value in (
+                ("weights", self.weights),
+                ("labels", self.labels),
+                ("features", self.features),
+            )
+            if value is not None
+        ]
+        return (
+            f"LoadedGraph(num_nodes={self.num_nodes}, num_edges={self.num_edges}"
+            + "".join(f", +{e}" for e in extras)
+            + ")"
+        )
+
+
+def graph_from_edge_ids(
+    src: np.ndarray | torch.Tensor,
+    dst: np.ndarray | torch.Tensor,
+    num_nodes: int,
+    *,
+    directed: bool,
+    weights: np.ndarray | torch.Tensor | None = None,
+) -> tuple[Graph, torch.Tensor | None]:
+    """The graph of edges ``src[i] -> dst[i]`` and its edge weights.
+
+    Parameters
+    ----------
+    src, dst : int64 arrays or tensors, shape (E,)
+        Node ids in ``[0, num_nodes)``.
+    num_nodes : int
+    directed : bool
+        If False, every edge also gets its reverse (edge id ``E + j`` for the ``j``-th
+        non-loop edge); a self-loop is stored once, as networkx's ``to_directed`` does.
+    weights : float array or tensor, shape (E,), optional
+
+    Returns
+    -------
+    graph : Graph
+    weights : Tensor of float64, shape (graph.num_edges,), or None
+        Indexed by edge id.
+    """
+    src_t = torch.as_tensor(src, dtype=torch.int64)
+    dst_t = torch.as_tensor(dst, dtype=torch.int64)
+    weight_t = None if weights is None else torch.as_tensor(weights, dtype=torch.float64)
+    if not directed:
+        back = src_t != dst_t
+        if bool(back.all()):  # no self-loops: no masked copies
+            src_t, dst_t = torch.cat([src_t, dst_t]), torch.cat([dst_t, src_t])
+            if weight_t is not None:
+                weight_t = torch.cat([weight_t, weight_t])
+        else:
+            src_t, dst_t = torch.cat([src_t, dst_t[back]]), torch.cat([dst_t, src_t[back]])
+            if weight_t is not None:
+                weight_t = torch.cat([weight_t, weight_t[back]])
+    return Graph.from_edges(src_t, dst_t, num_nodes), weight_t

@@ -1,0 +1,185 @@
+"""Graphs stored as sparse adjacency matrices: MATLAB ``.mat`` and scipy ``.npz`` files.
+
+The DeepWalk and node2vec benchmark graphs (BlogCatalog, Flickr, YouTube, PPI, ...) ship
+as ``.mat`` files with a sparse ``network`` (N x N adjacency) and a sparse ``group``
+(N x C label indicator).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from .errors import GraphFileError
+from .labels import NodeLabels
+from .loaded_graph import LoadedGraph, graph_from_edge_ids
+
+__all__ = ["graph_from_adjacency", "read_mat", "read_mat_labels", "read_npz"]
+
+
+def read_mat(
+    path: str | os.PathLike[str],
+    *,
+    directed: bool = False,
+    network: str = "network",
+    group: str | None = "group",
+) -> LoadedGraph:
+    """A graph (and its labels) from a MATLAB ``.mat`` file.
+
+    Parameters
+    ----------
+    path : str or PathLike
+    directed : bool
+        See :func:`graph_from_adjacency`.
+    network : str
+        Name of the (N, N) adjacency matrix variable, sparse or dense.
+    group : str or None
+        Name of the optional (N, C) 0/1 label matrix; absent or None: no labels.
+
+    Returns
+    -------
+    LoadedGraph
+        Node names ``0 .. N-1``; ``labels`` multi-label from ``group``; ``weights`` when
+        some entry of ``network`` is not 1.
+
+    Raises
+    ------
+    GraphFileError
+        No ``network`` variable, a matrix that is not square, or a ``group`` whose row
+        count is not N.
+    """
+    path = os.fspath(path)
+    variables = _load_mat(path)
+    if network not in variables:
+        raise GraphFileError(path, f"no {network!r} variable (found: {_names_in(variables)})")
+    loaded = graph_from_adjacency(variables[network], directed=directed, path=path)
+    if group is None or group not in variables:
+        return loaded
+    indicator = _dense(variables[group])
+    if indicator.ndim != 2 or indicator.shape[0] != loaded.num_nodes:
+        raise GraphFileError(
+            path,
+            f"{group!r} must have shape ({loaded.num_nodes}, C), got {indicator.shape}",
+        )
+    return LoadedGraph(
+        loaded.graph, loaded.node_names, loaded.weights, NodeLabels.from_indicator(indicator)
+    )
+
+
+def read_mat_labels(
+    path: str | os.PathLike[str], node_names: np.ndarray, *, group: str = "group"
+) -> NodeLabels:
+    """The multi-label labels of a ``.mat`` file's ``group``, for nodes given by name.
+
+    Parameters
+    ----------
+    path : str or PathLike
+    node_names : numpy array, shape (N,)
+        E.g. the names read with embeddings; each must be a row number of ``group``
+        (``"0" .. "M-1"``: the node names of :func:`read_mat`).
+    group : str
+        Name of the (M, C) 0/1 label matrix.
+
+    Returns
+    -------
+    NodeLabels
+        Row ``i`` for ``node_names[i]``.
+
+    Raises
+    ------
+    GraphFileError
+        No ``group`` variable, or a node name that is not a row of it.
+    """
+    path = os.fspath(path)
+    variables = _load_mat(path)
+    if group not in variables:
+        raise GraphFileError(path, f"no {group!r} variable (found: {_names_in(variables)})")
+    indicator = _dense(variables[group])
+    rows = []
+    for name in node_names.tolist():
+        row = int(name) if str(name).isdigit() else -1
+        if not 0 <= row < indicator.shape[0]:
+            raise GraphFileError(
+                path, f"node {str(name)!r} is not a row of {group!r} (rows 0..{len(indicator) - 1})"
+            )
+        rows.append(row)
+    return NodeLabels.from_indicator(indicator[np.array(rows, dtype=np.int64)])
+
+
+def _load_mat(path: str) -> dict[str, Any]:
+    import scipy.io
+
+    try:
+        return scipy.io.loadmat(path)
+    except (ValueError, TypeError, OSError, scipy.io.matlab.MatReadError) as error:
+        raise GraphFileError(path, f"not a readable .mat file ({error})") from None
+
+
+def _names_in(variables: dict[str, Any]) -> list[str]:
+    return sorted(k for k in variables if not k.startswith("__"))
+
+
+def _dense(matrix: Any) -> np.ndarray:
+    return matrix.toarray() if hasattr(matrix, "toarray") else np.asarray(matrix)
+
+
+def read_npz(path: str | os.PathLike[str], *, directed: bool = False) -> LoadedGraph:
+    """A graph from a scipy sparse matrix saved with ``scipy.sparse.save_npz``.
+
+    See :func:`graph_from_adjacency` for ``directed``; node names are ``0 .. N-1``.
+    """
+    import scipy.sparse
+
+    path = os.fspath(path)
+    try:
+        matrix = scipy.sparse.load_npz(path)
+    except (ValueError, OSError, KeyError) as error:
+        raise GraphFileError(path, f"not a scipy sparse .npz file ({error})") from None
+    return graph_from_adjacency(matrix, directed=directed, path=path)
+
+
+def graph_from_adjacency(
+    matrix: Any, *, directed: bool = False, path: str | os.PathLike[str] = "<matrix>"
+) -> LoadedGraph:
+    """A graph from an (N, N) adjacency matrix: entry ``(u, v)`` is an edge ``u -> v``.
+
+    Parameters
+    ----------
+    matrix : scipy sparse matrix or 2-D array
+        Stored entries are edges (explicit zeros too, as in DGL); their values are the
+        weights.
+    directed : bool
+        False: the graph is made symmetric: an entry ``(u, v)`` whose ``(v, u)`` is not
+        stored gets it, with the same weight. A symmetric matrix (both directions stored,
+        as in the benchmark ``.mat`` files) is used as it is.
+    path : str or PathLike
+        Named in errors.
+
+    Returns
+    -------
+    LoadedGraph
+        Edge ids in the order of the matrix's COO entries (then the added reverses);
+        ``weights`` None when every value is 1.
+    """
+    import scipy.sparse
+
+    if not scipy.sparse.issparse(matrix):
+        matrix = scipy.sparse.coo_matrix(np.asarray(matrix))
+    if len(matrix.shape) != 2 or matrix.shape[0] != matrix.shape[1]:
+        raise GraphFileError(path, f"an adjacency matrix must be square, got shape {matrix.shape}")
+    count = matrix.shape[0]
+    coo = matrix.tocoo()
+    src = np.asarray(coo.row, dtype=np.int64)
+    dst = np.asarray(coo.col, dtype=np.int64)
+    values = np.asarray(coo.data, dtype=np.float64)
+    if not directed:
+        forward = src * count + dst
+        reverse = dst * count + src
+        missing = ~np.isin(reverse, forward)
+        src, dst = np.concatenate([src, dst[missing]]), np.concatenate([dst, src[missing]])
+        values = np.concatenate([values, values[missing]])
+    weights = None if bool((values == 1).all()) else values
+    graph, weight_tensor = graph_from_edge_ids(src, dst, count, directed=True, weights=weights)
+    return LoadedGraph(graph, np.arange(count, dtype=np.int64), weight_tensor)

@@ -1,0 +1,181 @@
+"""``python -m graphemb``: the skeleton and the ``score`` subcommand."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import f1_score
+
+from graphemb.cli import main
+from graphemb.io import write_embeddings
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def labelled_files(tmp_path, multi_label):
+    """Embeddings of named nodes whose labels are readable from them, plus a label file
+    listing only some nodes, in another order than the embeddings."""
+    rng = np.random.default_rng(0)
+    count = 120
+    names = np.array([f"n{i}" for i in rng.permutation(count)])
+    if multi_label:
+        labels = (rng.random((count, 3)) < 0.4).astype(np.int64)
+        labels[labels.sum(1) == 0, 0] = 1
+        features = labels + 0.05 * rng.normal(size=labels.shape)
+        lines = [
+            f"{names[i]} " + " ".join(f"c{c}" for c in np.flatnonzero(labels[i]))
+            for i in range(100)
+        ]
+    else:
+        labels = rng.integers(0, 3, count)
+        features = np.eye(3)[labels] + 0.05 * rng.normal(size=(count, 3))
+        lines = [f"{names[i]},c{labels[i]}" for i in range(100)]
+    write_embeddings(tmp_path / "emb.emb", features.astype(np.float32), names)
+    suffix = ".txt" if multi_label else ".csv"
+    (tmp_path / f"labels{suffix}").write_text("\n".join(lines[::-1]) + "\n")
+    return tmp_path / "emb.emb", tmp_path / f"labels{suffix}"
+
+
+@pytest.mark.parametrize("multi_label", [False, True])
+def test_score_prints_the_f1_table(tmp_path, capsys, multi_label):
+    embeddings, labels = labelled_files(tmp_path, multi_label)
+
+    code = main(
+        [
+            "score",
+            "--embeddings",
+            str(embeddings),
+            "--labels",
+            str(labels),
+            "--ratios",
+            "0.2,0.8",
+            "--repeats",
+            "2",
+        ]
+    )
+
+    out = capsys.readouterr().out
+    assert code == 0
+    kind = "multi-label" if multi_label else "single-label"
+    assert f"120 embeddings of dimension 3; 100 labelled nodes, 3 classes ({kind})" in out
+    rows = [line.split() for line in out.splitlines() if line.strip().endswith("0.0000")]
+    assert [r[0] for r in rows] == ["20%", "80%"]
+    assert all(float(r[1]) == 1.0 and float(r[4]) == 1.0 for r in rows)  # separable
+
+
+def test_score_is_the_independent_f1_on_a_single_split(tmp_path, capsys):
+    """Noisy labels, one split each: the table's Micro-F1 is accuracy from scikit-learn."""
+    rng = np.random.default_rng(1)
+    labels = rng.integers(0, 2, 200)
+    features = (labels[:, None] + 1.0 * rng.normal(size=(200, 2))).astype(np.float32)
+    write_embeddings(tmp_path / "e.npy", features)
+    (tmp_path / "l.txt").write_text("".join(f"{i} {c}\n" for i, c in enumerate(labels)))
+
+    assert (
+        main(
+            [
+                "score",
+                "--embeddings",
+                str(tmp_path / "e.npy"),
+                "--labels",
+                str(tmp_path / "l.txt"),
+                "--ratios",
+                "0.5",
+                "--repeats",
+                "1",
+            ]
+        )
+        == 0
+    )
+
+    order = np.random.default_rng(0).permutation(200)  # the documented split of seed 0
+    train, test = order[:100], order[100:]
+    model = LogisticRegression(solver="liblinear").fit(features[train], labels[train])
+    expected = f1_score(labels[test], model.predict(features[test]), average="micro")
+    row = capsys.readouterr().out.splitlines()[-1].split()
+    assert row[0] == "50%" and float(row[1]) == pytest.approx(expected, abs=5e-5)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--labels", "{tmp}/missing.txt"], "No such file or directory"),
+        (["--labels", "{tmp}/bad.txt"], "bad.txt:2: node 'nobody' is not in the graph"),
+        (["--labels", "{tmp}/multi.txt", "--single-label"], "multi.txt:1: node 'n1' has several"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_code_2(tmp_path, capsys, args, message):
+    embeddings, _ = labelled_files(tmp_path, multi_label=False)
+    (tmp_path / "bad.txt").write_text("n1 a\nnobody b\n")
+    (tmp_path / "multi.txt").write_text("n1 a b\n")
+    argv = ["score", "--embeddings", str(embeddings)] + [a.format(tmp=tmp_path) for a in args]
+
+    assert main(argv) == 2
+
+    err = capsys.readouterr().err
+    assert err.startswith("python -m graphemb score: error: ") and message in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_bad_flags_and_no_command(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["score", "--embeddings", "a.emb", "--labels", "l.txt", "--ratios", "0.5,1.5"])
+    assert exit_info.value.code == 2
+    assert "fractions must lie in (0, 1), got 1.5" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["score", "--embeddings", "a.emb", "--labels", "l.txt", "--repeats", "0"])
+    assert "--repeats: must be at least 1, got 0" in capsys.readouterr().err
+    assert main([]) == 2
+    assert "score" in capsys.readouterr().err
+
+
+def test_python_dash_m_graphemb_help():
+    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    result = subprocess.run(
+        [sys.executable, "-m", "graphemb", "score", "--help"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    for flag in ("--embeddings", "--labels", "--ratios", "--repeats", "--multi-label"):
+        assert flag in result.stdout
+
+
+def test_score_reads_the_group_of_a_mat_file(tmp_path, capsys):
+    import scipy.io
+    import scipy.sparse
+
+    rng = np.random.default_rng(2)
+    group = (rng.random((80, 3)) < 0.4).astype(np.float64)
+    group[group.sum(1) == 0, 1] = 1
+    scipy.io.savemat(tmp_path / "blog.mat", {"group": scipy.sparse.csc_matrix(group)})
+    order = rng.permutation(80)  # rows written in another order than the .mat's
+    features = (group + 0.05 * rng.normal(size=group.shape)).astype(np.float32)
+    write_embeddings(tmp_path / "blog.emb", features[order], order)
+
+    argv = ["score", "--embeddings", str(tmp_path / "blog.emb"), "--labels",
+            str(tmp_path / "blog.mat"), "--ratios", "0.5", "--repeats", "2"]  # fmt: skip
+    assert main(argv) == 0
+
+    out = capsys.readouterr().out
+    assert "80 labelled nodes, 3 classes (multi-label)" in out
+    row = out.splitlines()[-1].split()
+    assert row[0] == "50%" and float(row[1]) == 1.0 and float(row[4]) == 1.0
+
+
+def test_a_missing_optional_package_is_named(tmp_path, capsys, monkeypatch):
+    embeddings, labels = labelled_files(tmp_path, multi_label=False)
+    monkeypatch.setitem(sys.modules, "sklearn.linear_model", None)  # import fails
+    argv = ["score", "--embeddings", str(embeddings), "--labels", str(labels), "--ratios", "0.5"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "needs an optional package" in err and "graphemb[examples]" in err
+    assert "Traceback" not in err
