@@ -15,9 +15,8 @@ from datetime import timedelta
 import torch
 
 from ._checks import as_size
-from .coordination import DEFAULT_TIMEOUT, as_timedelta
-from .partition import Partition
-from .storage import RowPrefetch, RowStorage, create_storage
+from .distributed.coordination import DEFAULT_TIMEOUT, as_timedelta
+from .storage import Partition, RowPrefetch, RowStorage, create_storage
 
 __all__ = ["NodeEmbedding"]
 
@@ -41,7 +40,7 @@ class NodeEmbedding:
       (``id % world_size``);
     * the same when ranks span machines (or ``machines`` is given): ``"hierarchical"`` --
       rows partitioned across machines, each machine's share once in its shared memory
-      (:mod:`graphemb.hierarchical`);
+      (:mod:`graphemb.storage.hierarchical`);
     * a process group and CUDA, or any ``partition`` (without ``machines``): partitioned;
       each rank stores only the rows ``partition`` assigns to it, and lookups fetch rows
       from their owners.
@@ -79,7 +78,7 @@ class NodeEmbedding:
     machines : sequence, keyword-only
         The machine of every rank (any labels, one per rank, e.g. ``[0, 0, 1, 1]``), for
         CPU tables: selects the hierarchical layout. Default: ``$GRAPHEMB_MACHINES`` or the
-        host of each rank (see :mod:`graphemb.topology`).
+        host of each rank (see :mod:`graphemb.distributed.topology`).
     overlap : bool, keyword-only
         Hierarchical storage: push this step's gradient rows in the background as soon as
         backward has produced them (``step()`` then waits), and let :meth:`prefetch` route

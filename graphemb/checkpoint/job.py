@@ -21,25 +21,27 @@ Two layouts:
   contiguous even shards; a row ownership such as ``id % world_size`` or uneven ranges is
   outside what it can express, hence the explicit ids stored with each shard.)
 
-Files use the safetensors layout (:mod:`graphemb.tensorfile`): tensors and JSON only, nothing
-is unpickled except ``extra``, read with ``torch.load(weights_only=True)``. Writes are atomic:
-an interrupted save (exception, SIGKILL) leaves the previous checkpoint at ``path`` loadable.
+Files use the safetensors layout (:mod:`graphemb.checkpoint.tensorfile`): tensors and JSON
+only, nothing is unpickled except ``extra``, read with ``torch.load(weights_only=True)``.
+Writes are atomic: an interrupted save (exception, SIGKILL) leaves the previous checkpoint
+at ``path`` loadable.
 ``load`` checks everything -- format, version, names, shapes, dtypes, optimizer class and
 state, checksums of every tensor -- before it changes anything.
 
 With a process group both functions are collective: every rank calls them with the same
 arguments. They run in phases (prepare, write; validate, read), and every phase ends with an
 agreement: a failure on any one rank -- an ``extra`` rank 0 cannot encode, a full disk, a
-malformed file, an exception of any type -- makes every rank raise at once, the failed
-rank its own error and the others an error of the same built-in type naming the failed
-rank and its message (:meth:`graphemb.coordination.Coordinator.agree`). Ranks that stream
-rows in lockstep rounds vote after every round (:meth:`graphemb.exchange.Exchange.any`), and
-ranks that write on their own poll for a failed peer between chunks, so nobody works on for
-long after a peer failed. A failed save leaves the previous checkpoint as it was; a failed
-load leaves the live tables and optimizer as they were, with one exception: an I/O error
-while streaming rows whose checksums were verified moments before (a failing disk -- the
-files are held open, so a concurrent save cannot change them) stops the load on every rank
-with the rows of earlier rounds already loaded.
+malformed file, an exception of any type -- makes every rank raise at once, the failed rank
+its own error and the others an error of the same built-in type naming the failed rank and
+its message (:meth:`graphemb.distributed.coordination.Coordinator.agree`). Ranks that stream
+rows in lockstep rounds vote after every round
+(:meth:`graphemb.distributed.exchange.Exchange.any`), and ranks that write on their own poll
+for a failed peer between chunks, so nobody works on for long after a peer failed. A failed
+save leaves the previous checkpoint as it was; a failed load leaves the live tables and
+optimizer as they were, with one exception: an I/O error while streaming rows whose
+checksums were verified moments before (a failing disk -- the files are held open, so a
+concurrent save cannot change them) stops the load on every rank with the rows of earlier
+rounds already loaded.
 """
 
 from __future__ import annotations
@@ -57,11 +59,11 @@ from typing import Any, TypeVar
 
 import torch
 
-from ._checks import as_size
-from .coordination import CoordinationError, Coordinator
-from .embedding import NodeEmbedding
-from .exchange import Exchange
-from .optim.optimizer import SparseOptimizer
+from .._checks import as_size
+from ..distributed.coordination import CoordinationError, Coordinator
+from ..distributed.exchange import Exchange
+from ..embedding import NodeEmbedding
+from ..optim.optimizer import SparseOptimizer
 from .tensorfile import TensorFileReader, TensorFileWriter, TensorSpec
 
 __all__ = ["save", "load", "FORMAT_VERSION"]

@@ -1,6 +1,6 @@
 """Machine-aware storage: rows partitioned across machines, one shared copy per machine.
 
-Ranks form M machines of R ranks each (:mod:`graphemb.topology`). A row-level
+Ranks form M machines of R ranks each (:mod:`graphemb.distributed.topology`). A row-level
 :class:`~graphemb.Partition` over the W = M * R ranks says which rank *owns* (updates) each
 row; a machine holds the rows of its R ranks once, in shared memory that they all map: the
 concatenation of their parts, local rank 0's first. So
@@ -14,7 +14,7 @@ concatenation of their parts, local rank 0's first. So
   hands them back through shared memory. Every cross-machine message goes between peers,
   the R ranks of a machine share the traffic, and it is the minimum: each remote row a
   machine needs crosses once;
-* a step sends each gradient row through shared memory (:mod:`graphemb.mailbox`) to the
+* a step sends each gradient row through shared memory (:mod:`graphemb.distributed.mailbox`) to the
   rank of its machine whose local rank is the owner's, which sums the duplicates of its
   whole machine (the aggregation) and pushes the sums to its peer on the owning machine --
   the owner itself -- which updates the machine's shared table.
@@ -33,14 +33,14 @@ from typing import NamedTuple
 
 import torch
 
-from .coordination import CoordinationError, Coordinator
-from .exchange import Exchange, PullPlan
-from .mailbox import SharedMemoryMailboxes
-from .memory import index_rows
+from ..distributed.coordination import CoordinationError, Coordinator
+from ..distributed.exchange import Exchange, PullPlan
+from ..distributed.huge_pages import index_rows
+from ..distributed.mailbox import SharedMemoryMailboxes
+from ..distributed.shm import create_shared_table
+from ..distributed.topology import Topology
+from .base import RowPrefetch, RowStorage
 from .partition import Partition
-from .shm import create_shared_table
-from .storage import RowPrefetch, RowStorage
-from .topology import Topology
 
 __all__ = ["HierarchicalStorage"]
 

@@ -24,7 +24,7 @@ storage              chosen when         rows in this process update written by
                      and no partition
 ``Hierarchical...``  process group, CPU,  its machine's rows   the owner rank of each row
                      several machines    (shared mapping)
-                     (graphemb.hierarchical)
+                     (graphemb.storage.hierarchical)
 ``Partitioned...``   process group and   the owned rows only  the owner rank of each row
                      CUDA or partition
 ===================  ==================  ===================  =============================
@@ -41,12 +41,12 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from .coordination import Coordinator
-from .exchange import Exchange
-from .mailbox import SharedMemoryMailboxes
-from .memory import index_rows, zeros_table
+from ..distributed.coordination import Coordinator
+from ..distributed.exchange import Exchange
+from ..distributed.huge_pages import index_rows, zeros_table
+from ..distributed.mailbox import SharedMemoryMailboxes
+from ..distributed.shm import create_shared_table
 from .partition import Partition
-from .shm import create_shared_table
 
 __all__ = [
     "RowStorage",
@@ -305,7 +305,7 @@ class SharedMemoryStorage(RowStorage):
         return ids  # the shared table holds every row at its global index
 
     def push(self, ids, values, what):
-        # Through shared memory rather than gloo's sockets (see graphemb.mailbox).
+        # Through shared memory rather than gloo's sockets (see graphemb.distributed.mailbox).
         return self._mailboxes.push(ids, self.partition.owner(ids), values, what)
 
     def write_rows(self, tables, ids, rows, what):
@@ -399,12 +399,13 @@ def create_storage(
 
     Collective when ``torch.distributed`` is initialised (it creates the embedding's own
     process groups). CPU tables without a ``partition`` go to shared memory when every rank
-    runs on one machine and to :class:`~graphemb.hierarchical.HierarchicalStorage` when
-    they span machines (found by :func:`graphemb.topology.discover_topology`, or given as
-    ``machines``, a machine label per rank); ``machines`` with a ``partition`` selects the
-    hierarchical storage over that partition. ``overlap`` makes the hierarchical storage
-    push gradients and route prefetches in the background (other storages ignore it: their
-    steps stay synchronous).
+    runs on one machine and to :class:`~graphemb.storage.hierarchical.HierarchicalStorage`
+    when they span machines (found by
+    :func:`graphemb.distributed.topology.discover_topology`, or given as ``machines``, a
+    machine label per rank); ``machines`` with a ``partition`` selects the hierarchical
+    storage over that partition. ``overlap`` makes the hierarchical storage push gradients
+    and route prefetches in the background (other storages ignore it: their steps stay
+    synchronous).
     """
     if machines is not None and device.type != "cpu":
         raise ValueError(f"machines= applies to CPU tables, the device is {device}")
@@ -427,7 +428,7 @@ def create_storage(
     coordinator = Coordinator(rank, world_size, timeout)
     topology = None
     if device.type == "cpu" and (partition is None or machines is not None):
-        from .topology import discover_topology  # noqa: PLC0415 - only for CPU tables
+        from ..distributed.topology import discover_topology  # noqa: PLC0415 - only for CPU tables
 
         topology = discover_topology(coordinator, machines)
     if topology is not None and (topology.num_machines > 1 or partition is not None):
