@@ -22,7 +22,7 @@ import torch
 from _multiprocess import run_ranks
 
 import graphemb
-import graphemb.checkpoint.job
+import graphemb.checkpoint.loader
 from graphemb import NodeEmbedding, Partition
 from graphemb.checkpoint.tensorfile import TensorFileReader, TensorFileWriter
 from graphemb.optim import SparseAdam
@@ -106,7 +106,7 @@ def digest(root: Path) -> dict[str, str]:
 # (stage, layout, failing rank, make the injection, expected message fragment)
 def cases():
     writer = (TensorFileWriter, "write")
-    validation = (graphemb.checkpoint.job, "_check_files")
+    validation = (graphemb.checkpoint.loader, "_check_files")
     reader = (TensorFileReader, "read")
     return [
         # encode: only rank 0 encodes extra; torch.load(weights_only=True) refuses object()

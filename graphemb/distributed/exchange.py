@@ -189,7 +189,7 @@ class Exchange:
         """
         self._run(what, lambda: dist.barrier(group=self.group))
 
-    def any(self, flag: bool, what: str) -> bool:
+    def true_on_any_rank(self, flag: bool, what: str) -> bool:
         """Whether ``flag`` is true on any rank (one small all-reduce).
 
         Lets ranks that work in lockstep rounds -- a checkpoint streaming rows -- stop in

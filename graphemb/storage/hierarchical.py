@@ -44,8 +44,6 @@ from .partition import Partition
 
 __all__ = ["HierarchicalStorage"]
 
-_CHUNK_BYTES = 64 << 20  # whole-table copies move at most this per round
-
 
 class HierarchicalStorage(RowStorage):
     """Rows partitioned across machines, each machine's share in shared memory.
@@ -288,7 +286,7 @@ class HierarchicalStorage(RowStorage):
         return self._pusher.submit(self._push, ids, list(values), what, late)
 
     def _push(self, ids, values, what, late: bool = False):
-        if late and not self._vote.any(ids.numel() > 0, f"{what} (any late rows?)"):
+        if late and not self._vote.true_on_any_rank(ids.numel() > 0, f"{what} (any late rows?)"):
             return ids, list(values)  # nobody has late rows: nothing to exchange
         owner = self.partition.owner(ids)
         ids, values = self._mailboxes.push(ids, self._local_of_rank[owner], values, what)
