@@ -26,6 +26,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
+from typing import Any
 
 import torch
 
@@ -93,15 +94,34 @@ class RowStorage(ABC):
         return self.exchange is not None
 
     # ------------------------------------------------------------------ tables
-    @abstractmethod
     def create_table(
         self, key: str, row_shape: Sequence[int], dtype: torch.dtype, init: TableInit | None = None
     ) -> torch.Tensor:
         """A new zero table of ``row_shape`` rows in this layout; ``init`` may fill it.
 
         Collective for distributed storages. ``key`` names the table within the embedding
-        (``"weight"``, ``"SparseAdam.exp_avg"``, ...).
+        (``"weight"``, ``"SparseAdam.exp_avg"``, ...). ``init(table)`` runs where the rows
+        are created (once per shared table, on each rank's own rows when partitioned); with
+        a process group, if it fails anywhere every rank raises (the failed ranks their own
+        error, the others one naming them), at once rather than at the next collective.
         """
+        if init is None or self.coordinator is None:
+            return self._create_table(key, row_shape, dtype, init)
+        phase = f"table/{self.name}/{key}"
+        phase = f"{phase}/{self.coordinator.next_generation(phase)}"
+        table, error = None, None
+        try:
+            table = self._create_table(key, row_shape, dtype, init)
+        except Exception as err:  # reported to the others, then re-raised
+            error = err
+        self.coordinator.agree(phase, error, f"initialising table {key!r} of {self.name!r}")
+        return table  # type: ignore[return-value]
+
+    @abstractmethod
+    def _create_table(
+        self, key: str, row_shape: Sequence[int], dtype: torch.dtype, init: TableInit | None
+    ) -> torch.Tensor:
+        """This layout's :meth:`create_table`, without the agreement."""
 
     @abstractmethod
     def read_rows(self, table: torch.Tensor, ids: torch.Tensor, what: str) -> torch.Tensor:
@@ -227,6 +247,15 @@ class RowStorage(ABC):
         """Number of rows of this rank's tables."""
         return self.num_embeddings
 
+    def table_ids(self, start: int = 0, stop: int | None = None) -> torch.Tensor:
+        """Global ids of the rows ``start..stop`` of this process's tables (int64, CPU).
+
+        Here every row sits at its global index; layouts holding a share of the rows
+        override it.
+        """
+        stop = self.local_rows() if stop is None else stop
+        return torch.arange(start, stop)
+
 
 class RowPrefetch:
     """A lookup whose routing runs ahead: ids deduplicated and sent to their owners while
@@ -239,9 +268,12 @@ class RowPrefetch:
         The ids the lookup will ask for.
     plan : Future or None
         The storage's routing in flight (``None``: nothing to route).
+    route : object, optional
+        The storage's own record of where the ids live (e.g. which positions its machine
+        holds), computed with the plan and read back by ``read_prefetched``.
     """
 
-    def __init__(self, ids: torch.Tensor, plan: Future | None, extra: object = None) -> None:
+    def __init__(self, ids: torch.Tensor, plan: Future | None, route: Any = None) -> None:
         self.ids = ids
         self.plan = plan
-        self.extra = extra
+        self.route = route

@@ -85,13 +85,17 @@ class HierarchicalStorage(RowStorage):
         super().__init__(name, num_embeddings, cpu, partition, exchange, coordinator)
         self._coordinator = coordinator
         self.topology = topology
-        machines = range(topology.num_machines)
-        self._intra = Exchange.create_subgroup(
-            [topology.ranks_of(m) for m in machines], cpu, timeout, label
-        )
-        self._cross = Exchange.create_subgroup(
-            [topology.peers(lr) for lr in range(topology.ranks_per_machine)], cpu, timeout, label
-        )
+
+        def machine_group() -> Exchange:  # the ranks of each machine
+            groups = [topology.ranks_of(m) for m in range(topology.num_machines)]
+            return Exchange.create_subgroup(groups, cpu, timeout, label)
+
+        def peer_group() -> Exchange:  # the ranks of one local rank across machines
+            groups = [topology.peers(lr) for lr in range(topology.ranks_per_machine)]
+            return Exchange.create_subgroup(groups, cpu, timeout, label)
+
+        # Collective: every rank creates the same groups in the same order.
+        self._intra, self._cross = machine_group(), peer_group()
         # Pushes run on groups of their own: with overlap they run in a background thread,
         # and collectives of one group must come in the same order on every rank.
         self._push_intra, self._push_cross = self._intra, self._cross
@@ -99,36 +103,15 @@ class HierarchicalStorage(RowStorage):
         self.overlaps = overlap
         if overlap:
             self._vote = Exchange.create(cpu, timeout, label)
-            self._push_intra = Exchange.create_subgroup(
-                [topology.ranks_of(m) for m in machines], cpu, timeout, label
-            )
-            self._push_cross = Exchange.create_subgroup(
-                [topology.peers(lr) for lr in range(topology.ranks_per_machine)],
-                cpu,
-                timeout,
-                label,
-            )
-            self._fetch_cross = Exchange.create_subgroup(
-                [topology.peers(lr) for lr in range(topology.ranks_per_machine)],
-                cpu,
-                timeout,
-                label,
-            )
+            self._push_intra, self._push_cross = machine_group(), peer_group()
+            self._fetch_intra, self._fetch_cross = machine_group(), peer_group()
             # One thread each: a group's collectives stay in call order.
             self._pusher = ThreadPoolExecutor(1, thread_name_prefix=f"graphemb-push-{name}")
             self._fetcher = ThreadPoolExecutor(1, thread_name_prefix=f"graphemb-fetch-{name}")
             for pool in (self._pusher, self._fetcher):
                 weakref.finalize(self, pool.shutdown, wait=False)
-        for ex in {
-            exchange,
-            self._intra,
-            self._cross,
-            self._vote,
-            self._push_intra,
-            self._push_cross,
-            getattr(self, "_fetch_cross", exchange),
-        }:
-            ex.diagnose = self._missing_ranks
+        for group in self._groups():
+            group.diagnose = self._missing_ranks
         # Shared-memory and store names are per machine: "machines" may share one /dev/shm.
         self._machine_name = f"{name}/machine{topology.machine}"
         self._local = Coordinator(topology.local_rank, topology.ranks_per_machine, timeout)
@@ -144,20 +127,27 @@ class HierarchicalStorage(RowStorage):
         ]
         self._answer_turn = 0
         if overlap:  # prefetches send their requests from the fetching thread, on its group
-            self._fetch_intra = Exchange.create_subgroup(
-                [topology.ranks_of(m) for m in machines], cpu, timeout, label
-            )
-            self._fetch_intra.diagnose = self._missing_ranks
             self._fetch_requests = SharedMemoryMailboxes(
                 f"{self._machine_name}/prefetch-requests", self._local, self._fetch_intra
             )
+        self._index_math(partition, topology)
 
+    def _groups(self) -> set[Exchange]:
+        """Every process group of this storage (some may be the same object)."""
+        groups = {self.exchange, self._intra, self._cross, self._vote}
+        groups |= {self._push_intra, self._push_cross}
+        if self.overlaps:
+            groups |= {self._fetch_intra, self._fetch_cross}
+        return groups  # type: ignore[return-value]
+
+    def _index_math(self, partition: Partition, topology: Topology) -> None:
+        """Per-rank tables: machine, local rank, first machine row of each rank's part."""
         world = topology.world_size
         machine_of_rank = torch.tensor(topology.machine_of_rank, dtype=torch.int64)
         local_of_rank = torch.tensor(topology.local_rank_of_rank, dtype=torch.int64)
         sizes = torch.tensor(partition.local_sizes(), dtype=torch.int64)
         offset = torch.zeros(world, dtype=torch.int64)  # first machine row of each rank's part
-        for m in machines:  # a loop over machines, not rows
+        for m in range(topology.num_machines):  # a loop over machines, not rows
             ranks = torch.tensor(topology.ranks_of(m))
             offset[ranks] = torch.cumsum(sizes[ranks], 0) - sizes[ranks]
         self._machine_of_rank = machine_of_rank
@@ -184,8 +174,20 @@ class HierarchicalStorage(RowStorage):
     def local_index(self, ids):
         return self._machine_index(ids)
 
+    def table_ids(self, start=0, stop=None):
+        # The machine's table: its ranks' parts one after the other (see _index_math).
+        stop = self.local_rows() if stop is None else stop
+        pieces = [torch.empty(0, dtype=torch.int64)]
+        for rank in self.topology.ranks_of(self.topology.machine):
+            begin = int(self._offset[rank])
+            end = begin + self.partition.local_size(rank)
+            if max(start, begin) < min(stop, end):
+                local = torch.arange(max(start, begin), min(stop, end)) - begin
+                pieces.append(self.partition.to_global(local, rank))
+        return torch.cat(pieces)
+
     # ------------------------------------------------------------------ tables
-    def create_table(self, key, row_shape, dtype, init=None):
+    def _create_table(self, key, row_shape, dtype, init):
         return create_shared_table(
             self._local,
             f"{self._machine_name}/{key}",
@@ -202,25 +204,25 @@ class HierarchicalStorage(RowStorage):
     def prefetch(self, ids, what):
         if not self.overlaps:
             return RowPrefetch(ids, None)
-        local, remote, inverse, wanted = self._route(ids)
-        pull = self._fetcher.submit(self._prefetch_request, wanted, what)
-        return RowPrefetch(ids, pull, (local, remote, inverse))
+        route = self._route(ids)
+        pull = self._fetcher.submit(self._prefetch_request, route.wanted, what)
+        return RowPrefetch(ids, pull, route)
 
     def read_prefetched(self, table, prefetched, what):
         if prefetched.plan is None:
             return self.read_rows(table, prefetched.ids, what)
-        local, remote, inverse = prefetched.extra
+        local, remote, inverse, _ = prefetched.route
         pull = prefetched.plan.result()
         return self._read_planned(table, prefetched.ids, local, remote, inverse, pull, what)
 
-    def _route(self, ids: torch.Tensor):
+    def _route(self, ids: torch.Tensor) -> _Route:
         """Positions of this machine's ids and of the others, and the others deduplicated
         (``wanted[inverse] == ids[remote]``)."""
         here = self._machine_of(ids) == self.topology.machine
         local = here.nonzero().squeeze(1)
         remote = (~here).nonzero().squeeze(1)
         wanted, inverse = torch.unique(ids[remote], return_inverse=True)
-        return local, remote, inverse, wanted
+        return _Route(local, remote, inverse, wanted)
 
     def _request(
         self,
@@ -321,7 +323,9 @@ class HierarchicalStorage(RowStorage):
         Every cross-machine message of this storage goes between peers, so this is what
         this rank's peer groups sent to their other members.
         """
-        groups = {self._cross, self._push_cross, getattr(self, "_fetch_cross", self._cross)}
+        groups = {self._cross, self._push_cross}
+        if self.overlaps:
+            groups.add(self._fetch_cross)
         return sum(sum(ex.bytes_sent) - ex.bytes_sent[ex.rank] for ex in groups)
 
     # ------------------------------------------------------------------ failures
@@ -348,6 +352,15 @@ class HierarchicalStorage(RowStorage):
             return ""
         machines = sorted({self.topology.machine_of_rank[r] for r in missing})
         return f"; rank(s) {missing} (machine(s) {machines}) did not report in: gone or stuck"
+
+
+class _Route(NamedTuple):
+    """Where a lookup's ids live (see ``_route``)."""
+
+    local: torch.Tensor  # (L,) positions of the ids this machine holds
+    remote: torch.Tensor  # (R,) positions of the others
+    inverse: torch.Tensor  # (R,) position of each remote id among ``wanted``
+    wanted: torch.Tensor  # (K,) the remote ids, deduplicated and sorted
 
 
 class _MachinePull(NamedTuple):

@@ -19,7 +19,7 @@ class LocalStorage(RowStorage):
     def __init__(self, name: str, num_embeddings: int, device: torch.device) -> None:
         super().__init__(name, num_embeddings, device, Partition.remainder(num_embeddings, 1))
 
-    def create_table(self, key, row_shape, dtype, init=None):
+    def _create_table(self, key, row_shape, dtype, init):
         table = zeros_table((self.num_embeddings, *row_shape), dtype, self.device)
         if init is not None:
             init(table)

@@ -33,7 +33,11 @@ class PartitionedStorage(RowStorage):
     def local_rows(self):
         return self.partition.local_size(self.rank)
 
-    def create_table(self, key, row_shape, dtype, init=None):
+    def table_ids(self, start=0, stop=None):
+        stop = self.local_rows() if stop is None else stop
+        return self.partition.to_global(torch.arange(start, stop), self.rank)
+
+    def _create_table(self, key, row_shape, dtype, init):
         table = zeros_table((self.local_rows(), *row_shape), dtype, self.device)
         if init is not None:
             init(table)

@@ -35,7 +35,7 @@ class SharedMemoryStorage(RowStorage):
         )
         self._mailboxes = SharedMemoryMailboxes(name, coordinator, exchange)
 
-    def create_table(self, key, row_shape, dtype, init=None):
+    def _create_table(self, key, row_shape, dtype, init):
         return create_shared_table(
             self.coordinator, f"{self.name}/{key}", (self.num_embeddings, *row_shape), dtype, init
         )
