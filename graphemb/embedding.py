@@ -508,7 +508,7 @@ def _table_init(init_func, name: str, storage: RowStorage) -> Callable[[torch.Te
     def init(table: torch.Tensor) -> None:
         try:
             if by_id:  # row by row from the ids: in chunks, in parallel
-                fill_by_id(table, init_func, storage.table_ids)
+                fill_by_id(table, init_func, storage.table_ids, zero_first=by_id)
                 return
             result = init_func(table)
             if result is None or result is table:
@@ -534,4 +534,6 @@ def _table_init(init_func, name: str, storage: RowStorage) -> Callable[[torch.Te
             )
             raise (TypeError if isinstance(err, TypeError) else ValueError)(message) from err
 
+    # Local and partitioned tables may then be allocated uninitialised (see fill_by_id).
+    init.zeroes_rows = by_id  # type: ignore[attr-defined]
     return init

@@ -32,6 +32,7 @@ import torch
 
 from ..distributed.coordination import Coordinator
 from ..distributed.exchange import Exchange
+from ..distributed.huge_pages import empty_rows, zeros_table
 from .partition import Partition
 
 __all__ = ["RowStorage", "RowPrefetch", "TableInit"]
@@ -116,6 +117,23 @@ class RowStorage(ABC):
             error = err
         self.coordinator.agree(phase, error, f"initialising table {key!r} of {self.name!r}")
         return table  # type: ignore[return-value]
+
+    def _table_in_process_memory(
+        self, rows: int, row_shape: Sequence[int], dtype: torch.dtype, init: TableInit | None
+    ) -> torch.Tensor:
+        """A zero table of this process's own (huge-page backed on CPU), filled by ``init``.
+
+        An ``init`` with ``zeroes_rows = True`` zeroes the rows itself, chunk by chunk, in
+        parallel: the table is then allocated uninitialised (one pass over it fewer).
+        """
+        shape = (rows, *row_shape)
+        if init is not None and getattr(init, "zeroes_rows", False):
+            table = empty_rows(shape, dtype, self.device)
+        else:
+            table = zeros_table(shape, dtype, self.device)
+        if init is not None:
+            init(table)
+        return table
 
     @abstractmethod
     def _create_table(

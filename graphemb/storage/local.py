@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ..distributed.huge_pages import index_rows, zeros_table
+from ..distributed.huge_pages import index_rows
 from .base import RowStorage
 from .partition import Partition
 
@@ -20,10 +20,7 @@ class LocalStorage(RowStorage):
         super().__init__(name, num_embeddings, device, Partition.remainder(num_embeddings, 1))
 
     def _create_table(self, key, row_shape, dtype, init):
-        table = zeros_table((self.num_embeddings, *row_shape), dtype, self.device)
-        if init is not None:
-            init(table)
-        return table
+        return self._table_in_process_memory(self.num_embeddings, row_shape, dtype, init)
 
     def read_rows(self, table, ids, what):
         return index_rows(table, ids)

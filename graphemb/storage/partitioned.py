@@ -6,7 +6,7 @@ import torch
 
 from ..distributed.coordination import Coordinator
 from ..distributed.exchange import Exchange
-from ..distributed.huge_pages import index_rows, zeros_table
+from ..distributed.huge_pages import index_rows
 from .base import RowStorage
 from .partition import Partition
 
@@ -38,10 +38,7 @@ class PartitionedStorage(RowStorage):
         return self.partition.to_global(torch.arange(start, stop), self.rank)
 
     def _create_table(self, key, row_shape, dtype, init):
-        table = zeros_table((self.local_rows(), *row_shape), dtype, self.device)
-        if init is not None:
-            init(table)
-        return table
+        return self._table_in_process_memory(self.local_rows(), row_shape, dtype, init)
 
     def read_rows(self, table, ids, what):
         def serve(requested: torch.Tensor) -> torch.Tensor:
