@@ -112,9 +112,16 @@ class HierarchicalStorage(RowStorage):
                 weakref.finalize(self, pool.shutdown, wait=False)
         for group in self._groups():
             group.diagnose = self._missing_ranks
+        self._open_mailboxes(name, timeout)
+        self._index_math(partition, topology)
+
+    def _open_mailboxes(self, name: str, timeout: timedelta) -> None:
+        """The machine's shared-memory mailboxes (collective within the machine)."""
         # Shared-memory and store names are per machine: "machines" may share one /dev/shm.
-        self._machine_name = f"{name}/machine{topology.machine}"
-        self._local = Coordinator(topology.local_rank, topology.ranks_per_machine, timeout)
+        self._machine_name = f"{name}/machine{self.topology.machine}"
+        self._local = Coordinator(
+            self.topology.local_rank, self.topology.ranks_per_machine, timeout
+        )
         self._mailboxes = SharedMemoryMailboxes(self._machine_name, self._local, self._push_intra)
         # Lookups: requests to the delegates, answers back (two sets used in turn: a set is
         # rewritten only after the next answer barrier, by which every rank has read it).
@@ -126,11 +133,10 @@ class HierarchicalStorage(RowStorage):
             for k in range(2)
         ]
         self._answer_turn = 0
-        if overlap:  # prefetches send their requests from the fetching thread, on its group
+        if self.overlaps:  # prefetches send requests from the fetching thread, on its group
             self._fetch_requests = SharedMemoryMailboxes(
                 f"{self._machine_name}/prefetch-requests", self._local, self._fetch_intra
             )
-        self._index_math(partition, topology)
 
     def _groups(self) -> set[Exchange]:
         """Every process group of this storage (some may be the same object)."""
