@@ -18,10 +18,10 @@ DGL adapters in :mod:`graphemb.dgl`.
 
 from . import optim
 from .checkpoint import load, save
-from .coordination import CoordinationError
+from .distributed import CoordinationError
 from .embedding import NodeEmbedding
 from .graph import Graph
-from .partition import Partition
+from .storage import Partition
 
 __version__ = "0.1.0"
 

@@ -15,9 +15,9 @@ from datetime import timedelta
 import torch
 
 from ._checks import as_size
-from .coordination import DEFAULT_TIMEOUT, as_timedelta
-from .partition import Partition
-from .storage import RowPrefetch, RowStorage, create_storage
+from .distributed.coordination import DEFAULT_TIMEOUT, as_timedelta
+from .storage import Partition, RowPrefetch, RowStorage, create_storage
+from .storage.initialization import describe_ids, fill_by_id, takes_ids
 
 __all__ = ["NodeEmbedding"]
 
@@ -41,7 +41,7 @@ class NodeEmbedding:
       (``id % world_size``);
     * the same when ranks span machines (or ``machines`` is given): ``"hierarchical"`` --
       rows partitioned across machines, each machine's share once in its shared memory
-      (:mod:`graphemb.hierarchical`);
+      (:mod:`graphemb.storage.hierarchical`);
     * a process group and CUDA, or any ``partition`` (without ``machines``): partitioned;
       each rank stores only the rows ``partition`` assigns to it, and lookups fetch rows
       from their owners.
@@ -65,7 +65,15 @@ class NodeEmbedding:
         ``init_func(table) -> table`` initialises the zero table (e.g.
         ``lambda t: torch.nn.init.uniform_(t, -1, 1)``); it may fill ``table`` in place and
         return it, or return a new tensor of the same shape. With shared memory it runs
-        once per machine; when partitioned, on each rank's own rows. Default: zeros.
+        once per machine; when partitioned, on each rank's own rows; so its result depends
+        on the layout. ``init_func(table, ids)`` (two required arguments) also gets the
+        global row ids of ``table``'s rows (int64, (len(table),)): one that fills each row
+        from its id alone gives the same table on every layout (1 process, shared memory,
+        partitions, machines), and is run on chunks of large tables in parallel, on all
+        cores, with the same result (e.g.
+        :func:`graphemb.storage.initialization.uniform_by_id`). To copy in a prepared full
+        table use :meth:`all_set_embedding`. If ``init_func`` fails, every rank raises an
+        error naming the layout and the rows. Default: zeros.
     device : torch.device or str, optional
         Where rows are stored. Default: CPU.
     partition : Partition, optional
@@ -79,7 +87,7 @@ class NodeEmbedding:
     machines : sequence, keyword-only
         The machine of every rank (any labels, one per rank, e.g. ``[0, 0, 1, 1]``), for
         CPU tables: selects the hierarchical layout. Default: ``$GRAPHEMB_MACHINES`` or the
-        host of each rank (see :mod:`graphemb.topology`).
+        host of each rank (see :mod:`graphemb.distributed.topology`).
     overlap : bool, keyword-only
         Hierarchical storage: push this step's gradient rows in the background as soon as
         backward has produced them (``step()`` then waits), and let :meth:`prefetch` route
@@ -134,7 +142,7 @@ class NodeEmbedding:
         self._storage: RowStorage = create_storage(
             name, num_embeddings, device, partition, timeout, machines, bool(overlap)
         )
-        init = None if init_func is None else _checked_init(init_func, name)
+        init = None if init_func is None else _table_init(init_func, name, self._storage)
         self._weight = self._storage.create_table("weight", (embedding_dim,), dtype, init)
         # Lookups under autograd hang off this zero-size leaf, so that backward reaches
         # _TracedLookup.backward, which records the rows' gradient for the optimizer.
@@ -491,23 +499,41 @@ class _TracedLookup(torch.autograd.Function):
         return None, None, None, None
 
 
-def _checked_init(init_func, name: str) -> Callable[[torch.Tensor], None]:
-    """Wrap ``init_func`` so that a wrong result is an error naming its shape."""
+def _table_init(init_func, name: str, storage: RowStorage) -> Callable[[torch.Tensor], None]:
+    """``init(table)`` for ``storage.create_table``: ``init_func`` run on the rows this
+    process creates (see ``init_func`` in :class:`NodeEmbedding`), its failure an error
+    naming the layout, the rows and the way to copy in a full table."""
+    by_id = takes_ids(init_func)
 
     def init(table: torch.Tensor) -> None:
-        result = init_func(table)
-        if result is None or result is table:
-            return
-        if not isinstance(result, torch.Tensor):
-            raise TypeError(
-                f"NodeEmbedding {name!r}: init_func must return a tensor, "
-                f"got {type(result).__name__}"
+        try:
+            if by_id:  # row by row from the ids: in chunks, in parallel
+                fill_by_id(table, init_func, storage.table_ids, zero_first=by_id)
+                return
+            result = init_func(table)
+            if result is None or result is table:
+                return
+            if not isinstance(result, torch.Tensor):
+                raise TypeError(f"it must return a tensor, got {type(result).__name__}")
+            if result.shape != table.shape:
+                raise ValueError(
+                    f"init_func returned shape {tuple(result.shape)}, expected {tuple(table.shape)}"
+                )
+            table.copy_(result)
+        except Exception as err:
+            rows = describe_ids(storage.table_ids())
+            whole = table.shape[0] == storage.num_embeddings
+            message = (
+                f"NodeEmbedding {name!r}: init_func{'(table, ids)' if by_id else '(table)'} "
+                f"failed on a table of shape {tuple(table.shape)} ({storage.kind} layout, "
+                f"{'every row' if whole else 'this share only'}: global {rows} of "
+                f"{storage.num_embeddings}): {type(err).__name__}: {err}. "
+                "init_func(table, ids) learns the global row ids of the rows it fills; to "
+                "copy in a prepared full table, create the embedding without init_func and "
+                "call all_set_embedding(values) on every rank"
             )
-        if result.shape != table.shape:
-            raise ValueError(
-                f"NodeEmbedding {name!r}: init_func returned shape {tuple(result.shape)}, "
-                f"expected {tuple(table.shape)}"
-            )
-        table.copy_(result)
+            raise (TypeError if isinstance(err, TypeError) else ValueError)(message) from err
 
+    # Local and partitioned tables may then be allocated uninitialised (see fill_by_id).
+    init.zeroes_rows = by_id  # type: ignore[attr-defined]
     return init

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from ._checks import as_size
-from .memory import empty_rows
+from .distributed.huge_pages import empty_rows
 
 __all__ = ["Graph"]
 

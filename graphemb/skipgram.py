@@ -59,11 +59,11 @@ import torch
 import torch.nn.functional as F
 
 from ._checks import as_size
-from .coordination import DEFAULT_TIMEOUT
+from .distributed.coordination import DEFAULT_TIMEOUT
 from .embedding import NodeEmbedding
 from .graph import Graph
-from .partition import Partition
 from .sampling.walks import PAD
+from .storage import Partition
 
 __all__ = ["NegativeSampler", "SkipGram", "context_pairs"]
 

@@ -9,7 +9,7 @@ import sys
 import torch
 
 import graphemb
-from graphemb.tensorfile import TensorFileWriter
+from graphemb.checkpoint.tensorfile import TensorFileWriter
 
 
 def main(path: str, sharded: bool) -> None:

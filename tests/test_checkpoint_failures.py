@@ -22,10 +22,10 @@ import torch
 from _multiprocess import run_ranks
 
 import graphemb
-import graphemb.checkpoint
+import graphemb.checkpoint.loader
 from graphemb import NodeEmbedding, Partition
+from graphemb.checkpoint.tensorfile import TensorFileReader, TensorFileWriter
 from graphemb.optim import SparseAdam
-from graphemb.tensorfile import TensorFileReader, TensorFileWriter
 
 pytestmark = pytest.mark.multiprocess
 
@@ -106,7 +106,7 @@ def digest(root: Path) -> dict[str, str]:
 # (stage, layout, failing rank, make the injection, expected message fragment)
 def cases():
     writer = (TensorFileWriter, "write")
-    validation = (graphemb.checkpoint, "_check_files")
+    validation = (graphemb.checkpoint.loader, "_check_files")
     reader = (TensorFileReader, "read")
     return [
         # encode: only rank 0 encodes extra; torch.load(weights_only=True) refuses object()

@@ -27,8 +27,8 @@ import scenarios  # noqa: E402
 from _multiprocess import RankFailed, run_ranks, worker_pids  # noqa: E402
 
 from graphemb import NodeEmbedding, load, save  # noqa: E402
-from graphemb.shm import SHM_DIR  # noqa: E402
-from graphemb.topology import Topology, discover_topology  # noqa: E402
+from graphemb.distributed.shm import SHM_DIR  # noqa: E402
+from graphemb.distributed.topology import Topology, discover_topology  # noqa: E402
 
 TWO_BY_TWO = [0, 0, 1, 1]
 INTERLEAVED = ["b", "a", "b", "a"]  # machines need not be contiguous rank ranges

@@ -20,8 +20,8 @@ import torch.distributed as dist
 from _multiprocess import RankFailed, run_ranks, worker_pids
 
 from graphemb import CoordinationError, NodeEmbedding
+from graphemb.distributed.shm import SHM_DIR, segment_prefix
 from graphemb.optim import SparseAdagrad, SparseAdam, SparseSGD
-from graphemb.shm import SHM_DIR, segment_prefix
 
 pytestmark = pytest.mark.multiprocess
 TESTS = Path(__file__).parent

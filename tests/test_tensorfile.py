@@ -11,7 +11,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from graphemb.tensorfile import CorruptFileError, TensorFileReader, TensorFileWriter, TensorSpec
+from graphemb.checkpoint.tensorfile import (
+    CorruptFileError,
+    TensorFileReader,
+    TensorFileWriter,
+    TensorSpec,
+)
 
 SPEC = TensorSpec("w", torch.float32, (4, 2))
 

@@ -27,7 +27,7 @@ import socket
 from collections.abc import Sequence
 from pathlib import Path
 
-from ._checks import is_integer_like
+from .._checks import is_integer_like
 from .coordination import Coordinator
 
 __all__ = ["Topology", "discover_topology", "host_id", "MACHINES_VARIABLE"]

@@ -35,7 +35,7 @@ from pathlib import Path
 import torch
 
 from .coordination import CoordinationError, Coordinator
-from .memory import advise_huge_pages_of_mapping
+from .huge_pages import advise_huge_pages_of_mapping
 
 __all__ = [
     "create_shared_table",

@@ -1,4 +1,4 @@
-"""Where rows live: one process, one machine's shared memory, or partitions across ranks.
+"""The storage interface: what every layout of rows offers.
 
 A storage holds the tables of one embedding: its weight and the per-row state of its
 optimizer (moments, step counts, sums), all in the same layout. It is the embedding's
@@ -16,18 +16,8 @@ and checkpoints reach rows, the same for every layout:
 * the process group: ``rank``, ``world_size``, ``distributed``, ``coordinator`` (the job's
   store) and ``exchange`` (the table's collectives).
 
-===================  ==================  ===================  =============================
-storage              chosen when         rows in this process update written by
-===================  ==================  ===================  =============================
-``LocalStorage``     no process group    all                  this process
-``SharedMemory...``  process group, CPU  all (shared mapping) the owner rank of each row
-                     and no partition
-``Hierarchical...``  process group, CPU,  its machine's rows   the owner rank of each row
-                     several machines    (shared mapping)
-                     (graphemb.hierarchical)
-``Partitioned...``   process group and   the owned rows only  the owner rank of each row
-                     CUDA or partition
-===================  ==================  ===================  =============================
+The layouts (:mod:`graphemb.storage`) derive from :class:`RowStorage`; this module knows none
+of them.
 """
 
 from __future__ import annotations
@@ -36,26 +26,16 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from datetime import timedelta
+from typing import Any
 
 import torch
-import torch.distributed as dist
 
-from .coordination import Coordinator
-from .exchange import Exchange
-from .mailbox import SharedMemoryMailboxes
-from .memory import index_rows, zeros_table
+from ..distributed.coordination import Coordinator
+from ..distributed.exchange import Exchange
+from ..distributed.huge_pages import empty_rows, zeros_table
 from .partition import Partition
-from .shm import create_shared_table
 
-__all__ = [
-    "RowStorage",
-    "LocalStorage",
-    "SharedMemoryStorage",
-    "PartitionedStorage",
-    "RowPrefetch",
-    "create_storage",
-]
+__all__ = ["RowStorage", "RowPrefetch", "TableInit"]
 
 TableInit = Callable[[torch.Tensor], None]
 
@@ -115,15 +95,51 @@ class RowStorage(ABC):
         return self.exchange is not None
 
     # ------------------------------------------------------------------ tables
-    @abstractmethod
     def create_table(
         self, key: str, row_shape: Sequence[int], dtype: torch.dtype, init: TableInit | None = None
     ) -> torch.Tensor:
         """A new zero table of ``row_shape`` rows in this layout; ``init`` may fill it.
 
         Collective for distributed storages. ``key`` names the table within the embedding
-        (``"weight"``, ``"SparseAdam.exp_avg"``, ...).
+        (``"weight"``, ``"SparseAdam.exp_avg"``, ...). ``init(table)`` runs where the rows
+        are created (once per shared table, on each rank's own rows when partitioned); with
+        a process group, if it fails anywhere every rank raises (the failed ranks their own
+        error, the others one naming them), at once rather than at the next collective.
         """
+        if init is None or self.coordinator is None:
+            return self._create_table(key, row_shape, dtype, init)
+        phase = f"table/{self.name}/{key}"
+        phase = f"{phase}/{self.coordinator.next_generation(phase)}"
+        table, error = None, None
+        try:
+            table = self._create_table(key, row_shape, dtype, init)
+        except Exception as err:  # reported to the others, then re-raised
+            error = err
+        self.coordinator.agree(phase, error, f"initialising table {key!r} of {self.name!r}")
+        return table  # type: ignore[return-value]
+
+    def _table_in_process_memory(
+        self, rows: int, row_shape: Sequence[int], dtype: torch.dtype, init: TableInit | None
+    ) -> torch.Tensor:
+        """A zero table of this process's own (huge-page backed on CPU), filled by ``init``.
+
+        An ``init`` with ``zeroes_rows = True`` zeroes the rows itself, chunk by chunk, in
+        parallel: the table is then allocated uninitialised (one pass over it fewer).
+        """
+        shape = (rows, *row_shape)
+        if init is not None and getattr(init, "zeroes_rows", False):
+            table = empty_rows(shape, dtype, self.device)
+        else:
+            table = zeros_table(shape, dtype, self.device)
+        if init is not None:
+            init(table)
+        return table
+
+    @abstractmethod
+    def _create_table(
+        self, key: str, row_shape: Sequence[int], dtype: torch.dtype, init: TableInit | None
+    ) -> torch.Tensor:
+        """This layout's :meth:`create_table`, without the agreement."""
 
     @abstractmethod
     def read_rows(self, table: torch.Tensor, ids: torch.Tensor, what: str) -> torch.Tensor:
@@ -249,122 +265,14 @@ class RowStorage(ABC):
         """Number of rows of this rank's tables."""
         return self.num_embeddings
 
+    def table_ids(self, start: int = 0, stop: int | None = None) -> torch.Tensor:
+        """Global ids of the rows ``start..stop`` of this process's tables (int64, CPU).
 
-class LocalStorage(RowStorage):
-    """Every row in this process, on CPU or one CUDA device."""
-
-    kind = "local"
-
-    def __init__(self, name: str, num_embeddings: int, device: torch.device) -> None:
-        super().__init__(name, num_embeddings, device, Partition.remainder(num_embeddings, 1))
-
-    def create_table(self, key, row_shape, dtype, init=None):
-        table = zeros_table((self.num_embeddings, *row_shape), dtype, self.device)
-        if init is not None:
-            init(table)
-        return table
-
-    def read_rows(self, table, ids, what):
-        return index_rows(table, ids)
-
-    def local_index(self, ids):
-        return ids
-
-    def write_all(self, table, values):
-        table.copy_(values)
-
-
-class SharedMemoryStorage(RowStorage):
-    """Every row in shared memory that all ranks of one machine map; owners write rows."""
-
-    kind = "shared"
-    coalesce_before_push = False  # measured: -14 ms of a ~96 ms step per rank (2 ranks)
-
-    def __init__(
-        self,
-        name: str,
-        num_embeddings: int,
-        partition: Partition,
-        exchange: Exchange,
-        coordinator: Coordinator,
-    ) -> None:
-        super().__init__(
-            name, num_embeddings, torch.device("cpu"), partition, exchange, coordinator
-        )
-        self._mailboxes = SharedMemoryMailboxes(name, coordinator, exchange)
-
-    def create_table(self, key, row_shape, dtype, init=None):
-        return create_shared_table(
-            self.coordinator, f"{self.name}/{key}", (self.num_embeddings, *row_shape), dtype, init
-        )
-
-    def read_rows(self, table, ids, what):
-        return index_rows(table, ids)
-
-    def local_index(self, ids):
-        return ids  # the shared table holds every row at its global index
-
-    def push(self, ids, values, what):
-        # Through shared memory rather than gloo's sockets (see graphemb.mailbox).
-        return self._mailboxes.push(ids, self.partition.owner(ids), values, what)
-
-    def write_rows(self, tables, ids, rows, what):
-        # Every rank can address every row: write in place, no traffic (after_update syncs).
-        for table, values in zip(tables, rows, strict=True):
-            table.index_copy_(0, ids, values.to(table.dtype))
-
-    def after_update(self, what):
-        # Nobody may read the next step's rows before every owner has written them.
-        self.exchange.barrier(what)
-        self._mailboxes.after_barrier()
-
-    def write_all(self, table, values):
-        # Each rank copies one contiguous block; the barrier publishes all blocks.
-        per_rank = -(-self.num_embeddings // self.world_size)
-        start = min(self.rank * per_rank, self.num_embeddings)
-        end = min(start + per_rank, self.num_embeddings)
-        table[start:end].copy_(values[start:end])
-        self.exchange.barrier(f"writing table of {self.name!r}")
-
-
-class PartitionedStorage(RowStorage):
-    """Each rank holds only the rows it owns, in its own CPU or GPU memory."""
-
-    kind = "partitioned"
-    collective_lookups = True
-
-    def __init__(
-        self,
-        name: str,
-        num_embeddings: int,
-        device: torch.device,
-        partition: Partition,
-        exchange: Exchange,
-        coordinator: Coordinator,
-    ) -> None:
-        super().__init__(name, num_embeddings, device, partition, exchange, coordinator)
-
-    def local_rows(self):
-        return self.partition.local_size(self.rank)
-
-    def create_table(self, key, row_shape, dtype, init=None):
-        table = zeros_table((self.local_rows(), *row_shape), dtype, self.device)
-        if init is not None:
-            init(table)
-        return table
-
-    def read_rows(self, table, ids, what):
-        def serve(requested: torch.Tensor) -> torch.Tensor:
-            return index_rows(table, self.partition.to_local(requested))
-
-        return self.exchange.pull(ids, self.partition.owner(ids), serve, what)
-
-    def local_index(self, ids):
-        return self.partition.to_local(ids)
-
-    def write_all(self, table, values):
-        own = self.partition.global_ids(self.rank)
-        table.copy_(values.index_select(0, own))
+        Here every row sits at its global index; layouts holding a share of the rows
+        override it.
+        """
+        stop = self.local_rows() if stop is None else stop
+        return torch.arange(start, stop)
 
 
 class RowPrefetch:
@@ -378,84 +286,12 @@ class RowPrefetch:
         The ids the lookup will ask for.
     plan : Future or None
         The storage's routing in flight (``None``: nothing to route).
+    route : object, optional
+        The storage's own record of where the ids live (e.g. which positions its machine
+        holds), computed with the plan and read back by ``read_prefetched``.
     """
 
-    def __init__(self, ids: torch.Tensor, plan: Future | None, extra: object = None) -> None:
+    def __init__(self, ids: torch.Tensor, plan: Future | None, route: Any = None) -> None:
         self.ids = ids
         self.plan = plan
-        self.extra = extra
-
-
-def create_storage(
-    name: str,
-    num_embeddings: int,
-    device: torch.device,
-    partition: Partition | None,
-    timeout: timedelta,
-    machines: Sequence[object] | None = None,
-    overlap: bool = False,
-) -> RowStorage:
-    """Pick the storage for an embedding from the process group, device and partition.
-
-    Collective when ``torch.distributed`` is initialised (it creates the embedding's own
-    process groups). CPU tables without a ``partition`` go to shared memory when every rank
-    runs on one machine and to :class:`~graphemb.hierarchical.HierarchicalStorage` when
-    they span machines (found by :func:`graphemb.topology.discover_topology`, or given as
-    ``machines``, a machine label per rank); ``machines`` with a ``partition`` selects the
-    hierarchical storage over that partition. ``overlap`` makes the hierarchical storage
-    push gradients and route prefetches in the background (other storages ignore it: their
-    steps stay synchronous).
-    """
-    if machines is not None and device.type != "cpu":
-        raise ValueError(f"machines= applies to CPU tables, the device is {device}")
-    if not (dist.is_available() and dist.is_initialized()):
-        if machines is not None and len(set(map(str, machines))) > 1:
-            raise ValueError(
-                f"machines={list(machines)!r} names several machines but torch.distributed "
-                "is not initialised: call init_process_group first"
-            )
-        if partition is not None and partition.num_parts != 1:
-            raise ValueError(
-                f"partition {partition} has {partition.num_parts} parts but "
-                "torch.distributed is not initialised: call init_process_group first"
-            )
-        _check_partition(partition, num_embeddings, 1)
-        return LocalStorage(name, num_embeddings, device)
-
-    rank, world_size = dist.get_rank(), dist.get_world_size()
-    _check_partition(partition, num_embeddings, world_size)
-    coordinator = Coordinator(rank, world_size, timeout)
-    topology = None
-    if device.type == "cpu" and (partition is None or machines is not None):
-        from .topology import discover_topology  # noqa: PLC0415 - only for CPU tables
-
-        topology = discover_topology(coordinator, machines)
-    if topology is not None and (topology.num_machines > 1 or partition is not None):
-        from .hierarchical import HierarchicalStorage  # noqa: PLC0415 - it derives from here
-
-        partition = partition or Partition.remainder(num_embeddings, world_size)
-        return HierarchicalStorage(
-            name, num_embeddings, partition, topology, timeout, overlap=overlap
-        )
-    shared = partition is None and device.type == "cpu"
-    exchange = Exchange.create(device, timeout, f"NodeEmbedding {name!r}")
-    partition = partition or Partition.remainder(num_embeddings, world_size)
-    if shared:
-        return SharedMemoryStorage(name, num_embeddings, partition, exchange, coordinator)
-    return PartitionedStorage(name, num_embeddings, device, partition, exchange, coordinator)
-
-
-def _check_partition(partition: Partition | None, num_embeddings: int, world_size: int) -> None:
-    if partition is None:
-        return
-    if not isinstance(partition, Partition):
-        raise TypeError(f"partition must be a graphemb.Partition, got {type(partition).__name__}")
-    if partition.num_embeddings != num_embeddings:
-        raise ValueError(
-            f"partition covers {partition.num_embeddings} rows but the embedding has "
-            f"{num_embeddings}"
-        )
-    if partition.num_parts != world_size:
-        raise ValueError(
-            f"partition has {partition.num_parts} parts but the world size is {world_size}"
-        )
+        self.route = route

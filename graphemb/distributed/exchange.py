@@ -12,8 +12,8 @@ the rows asked of it.
 Both are two ``all_to_all_single`` calls (counts, then payload) on a process group of the
 backend that matches the rows' device: gloo for CPU tensors, NCCL for CUDA tensors. Every
 rank takes part in every call, with or without rows. A collective that fails or exceeds the
-group's timeout raises :class:`~graphemb.coordination.CoordinationError` naming the rank and
-the operation.
+group's timeout raises :class:`~graphemb.distributed.coordination.CoordinationError` naming
+the rank and the operation.
 """
 
 from __future__ import annotations
@@ -189,7 +189,7 @@ class Exchange:
         """
         self._run(what, lambda: dist.barrier(group=self.group))
 
-    def any(self, flag: bool, what: str) -> bool:
+    def true_on_any_rank(self, flag: bool, what: str) -> bool:
         """Whether ``flag`` is true on any rank (one small all-reduce).
 
         Lets ranks that work in lockstep rounds -- a checkpoint streaming rows -- stop in

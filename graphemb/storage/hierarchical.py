@@ -1,6 +1,6 @@
 """Machine-aware storage: rows partitioned across machines, one shared copy per machine.
 
-Ranks form M machines of R ranks each (:mod:`graphemb.topology`). A row-level
+Ranks form M machines of R ranks each (:mod:`graphemb.distributed.topology`). A row-level
 :class:`~graphemb.Partition` over the W = M * R ranks says which rank *owns* (updates) each
 row; a machine holds the rows of its R ranks once, in shared memory that they all map: the
 concatenation of their parts, local rank 0's first. So
@@ -14,7 +14,7 @@ concatenation of their parts, local rank 0's first. So
   hands them back through shared memory. Every cross-machine message goes between peers,
   the R ranks of a machine share the traffic, and it is the minimum: each remote row a
   machine needs crosses once;
-* a step sends each gradient row through shared memory (:mod:`graphemb.mailbox`) to the
+* a step sends each gradient row through shared memory (:mod:`graphemb.distributed.mailbox`) to the
   rank of its machine whose local rank is the owner's, which sums the duplicates of its
   whole machine (the aggregation) and pushes the sums to its peer on the owning machine --
   the owner itself -- which updates the machine's shared table.
@@ -33,18 +33,16 @@ from typing import NamedTuple
 
 import torch
 
-from .coordination import CoordinationError, Coordinator
-from .exchange import Exchange, PullPlan
-from .mailbox import SharedMemoryMailboxes
-from .memory import index_rows
+from ..distributed.coordination import CoordinationError, Coordinator
+from ..distributed.exchange import Exchange, PullPlan
+from ..distributed.huge_pages import index_rows
+from ..distributed.mailbox import SharedMemoryMailboxes
+from ..distributed.shm import create_shared_table
+from ..distributed.topology import Topology
+from .base import RowPrefetch, RowStorage
 from .partition import Partition
-from .shm import create_shared_table
-from .storage import RowPrefetch, RowStorage
-from .topology import Topology
 
 __all__ = ["HierarchicalStorage"]
-
-_CHUNK_BYTES = 64 << 20  # whole-table copies move at most this per round
 
 
 class HierarchicalStorage(RowStorage):
@@ -87,13 +85,17 @@ class HierarchicalStorage(RowStorage):
         super().__init__(name, num_embeddings, cpu, partition, exchange, coordinator)
         self._coordinator = coordinator
         self.topology = topology
-        machines = range(topology.num_machines)
-        self._intra = Exchange.create_subgroup(
-            [topology.ranks_of(m) for m in machines], cpu, timeout, label
-        )
-        self._cross = Exchange.create_subgroup(
-            [topology.peers(lr) for lr in range(topology.ranks_per_machine)], cpu, timeout, label
-        )
+
+        def machine_group() -> Exchange:  # the ranks of each machine
+            groups = [topology.ranks_of(m) for m in range(topology.num_machines)]
+            return Exchange.create_subgroup(groups, cpu, timeout, label)
+
+        def peer_group() -> Exchange:  # the ranks of one local rank across machines
+            groups = [topology.peers(lr) for lr in range(topology.ranks_per_machine)]
+            return Exchange.create_subgroup(groups, cpu, timeout, label)
+
+        # Collective: every rank creates the same groups in the same order.
+        self._intra, self._cross = machine_group(), peer_group()
         # Pushes run on groups of their own: with overlap they run in a background thread,
         # and collectives of one group must come in the same order on every rank.
         self._push_intra, self._push_cross = self._intra, self._cross
@@ -101,39 +103,25 @@ class HierarchicalStorage(RowStorage):
         self.overlaps = overlap
         if overlap:
             self._vote = Exchange.create(cpu, timeout, label)
-            self._push_intra = Exchange.create_subgroup(
-                [topology.ranks_of(m) for m in machines], cpu, timeout, label
-            )
-            self._push_cross = Exchange.create_subgroup(
-                [topology.peers(lr) for lr in range(topology.ranks_per_machine)],
-                cpu,
-                timeout,
-                label,
-            )
-            self._fetch_cross = Exchange.create_subgroup(
-                [topology.peers(lr) for lr in range(topology.ranks_per_machine)],
-                cpu,
-                timeout,
-                label,
-            )
+            self._push_intra, self._push_cross = machine_group(), peer_group()
+            self._fetch_intra, self._fetch_cross = machine_group(), peer_group()
             # One thread each: a group's collectives stay in call order.
             self._pusher = ThreadPoolExecutor(1, thread_name_prefix=f"graphemb-push-{name}")
             self._fetcher = ThreadPoolExecutor(1, thread_name_prefix=f"graphemb-fetch-{name}")
             for pool in (self._pusher, self._fetcher):
                 weakref.finalize(self, pool.shutdown, wait=False)
-        for ex in {
-            exchange,
-            self._intra,
-            self._cross,
-            self._vote,
-            self._push_intra,
-            self._push_cross,
-            getattr(self, "_fetch_cross", exchange),
-        }:
-            ex.diagnose = self._missing_ranks
+        for group in self._groups():
+            group.diagnose = self._missing_ranks
+        self._open_mailboxes(name, timeout)
+        self._index_math(partition, topology)
+
+    def _open_mailboxes(self, name: str, timeout: timedelta) -> None:
+        """The machine's shared-memory mailboxes (collective within the machine)."""
         # Shared-memory and store names are per machine: "machines" may share one /dev/shm.
-        self._machine_name = f"{name}/machine{topology.machine}"
-        self._local = Coordinator(topology.local_rank, topology.ranks_per_machine, timeout)
+        self._machine_name = f"{name}/machine{self.topology.machine}"
+        self._local = Coordinator(
+            self.topology.local_rank, self.topology.ranks_per_machine, timeout
+        )
         self._mailboxes = SharedMemoryMailboxes(self._machine_name, self._local, self._push_intra)
         # Lookups: requests to the delegates, answers back (two sets used in turn: a set is
         # rewritten only after the next answer barrier, by which every rank has read it).
@@ -145,21 +133,27 @@ class HierarchicalStorage(RowStorage):
             for k in range(2)
         ]
         self._answer_turn = 0
-        if overlap:  # prefetches send their requests from the fetching thread, on its group
-            self._fetch_intra = Exchange.create_subgroup(
-                [topology.ranks_of(m) for m in machines], cpu, timeout, label
-            )
-            self._fetch_intra.diagnose = self._missing_ranks
+        if self.overlaps:  # prefetches send requests from the fetching thread, on its group
             self._fetch_requests = SharedMemoryMailboxes(
                 f"{self._machine_name}/prefetch-requests", self._local, self._fetch_intra
             )
 
+    def _groups(self) -> set[Exchange]:
+        """Every process group of this storage (some may be the same object)."""
+        groups = {self.exchange, self._intra, self._cross, self._vote}
+        groups |= {self._push_intra, self._push_cross}
+        if self.overlaps:
+            groups |= {self._fetch_intra, self._fetch_cross}
+        return groups  # type: ignore[return-value]
+
+    def _index_math(self, partition: Partition, topology: Topology) -> None:
+        """Per-rank tables: machine, local rank, first machine row of each rank's part."""
         world = topology.world_size
         machine_of_rank = torch.tensor(topology.machine_of_rank, dtype=torch.int64)
         local_of_rank = torch.tensor(topology.local_rank_of_rank, dtype=torch.int64)
         sizes = torch.tensor(partition.local_sizes(), dtype=torch.int64)
         offset = torch.zeros(world, dtype=torch.int64)  # first machine row of each rank's part
-        for m in machines:  # a loop over machines, not rows
+        for m in range(topology.num_machines):  # a loop over machines, not rows
             ranks = torch.tensor(topology.ranks_of(m))
             offset[ranks] = torch.cumsum(sizes[ranks], 0) - sizes[ranks]
         self._machine_of_rank = machine_of_rank
@@ -186,8 +180,20 @@ class HierarchicalStorage(RowStorage):
     def local_index(self, ids):
         return self._machine_index(ids)
 
+    def table_ids(self, start=0, stop=None):
+        # The machine's table: its ranks' parts one after the other (see _index_math).
+        stop = self.local_rows() if stop is None else stop
+        pieces = [torch.empty(0, dtype=torch.int64)]
+        for rank in self.topology.ranks_of(self.topology.machine):
+            begin = int(self._offset[rank])
+            end = begin + self.partition.local_size(rank)
+            if max(start, begin) < min(stop, end):
+                local = torch.arange(max(start, begin), min(stop, end)) - begin
+                pieces.append(self.partition.to_global(local, rank))
+        return torch.cat(pieces)
+
     # ------------------------------------------------------------------ tables
-    def create_table(self, key, row_shape, dtype, init=None):
+    def _create_table(self, key, row_shape, dtype, init):
         return create_shared_table(
             self._local,
             f"{self._machine_name}/{key}",
@@ -204,25 +210,25 @@ class HierarchicalStorage(RowStorage):
     def prefetch(self, ids, what):
         if not self.overlaps:
             return RowPrefetch(ids, None)
-        local, remote, inverse, wanted = self._route(ids)
-        pull = self._fetcher.submit(self._prefetch_request, wanted, what)
-        return RowPrefetch(ids, pull, (local, remote, inverse))
+        route = self._route(ids)
+        pull = self._fetcher.submit(self._prefetch_request, route.wanted, what)
+        return RowPrefetch(ids, pull, route)
 
     def read_prefetched(self, table, prefetched, what):
         if prefetched.plan is None:
             return self.read_rows(table, prefetched.ids, what)
-        local, remote, inverse = prefetched.extra
+        local, remote, inverse, _ = prefetched.route
         pull = prefetched.plan.result()
         return self._read_planned(table, prefetched.ids, local, remote, inverse, pull, what)
 
-    def _route(self, ids: torch.Tensor):
+    def _route(self, ids: torch.Tensor) -> _Route:
         """Positions of this machine's ids and of the others, and the others deduplicated
         (``wanted[inverse] == ids[remote]``)."""
         here = self._machine_of(ids) == self.topology.machine
         local = here.nonzero().squeeze(1)
         remote = (~here).nonzero().squeeze(1)
         wanted, inverse = torch.unique(ids[remote], return_inverse=True)
-        return local, remote, inverse, wanted
+        return _Route(local, remote, inverse, wanted)
 
     def _request(
         self,
@@ -288,7 +294,7 @@ class HierarchicalStorage(RowStorage):
         return self._pusher.submit(self._push, ids, list(values), what, late)
 
     def _push(self, ids, values, what, late: bool = False):
-        if late and not self._vote.any(ids.numel() > 0, f"{what} (any late rows?)"):
+        if late and not self._vote.true_on_any_rank(ids.numel() > 0, f"{what} (any late rows?)"):
             return ids, list(values)  # nobody has late rows: nothing to exchange
         owner = self.partition.owner(ids)
         ids, values = self._mailboxes.push(ids, self._local_of_rank[owner], values, what)
@@ -323,7 +329,9 @@ class HierarchicalStorage(RowStorage):
         Every cross-machine message of this storage goes between peers, so this is what
         this rank's peer groups sent to their other members.
         """
-        groups = {self._cross, self._push_cross, getattr(self, "_fetch_cross", self._cross)}
+        groups = {self._cross, self._push_cross}
+        if self.overlaps:
+            groups.add(self._fetch_cross)
         return sum(sum(ex.bytes_sent) - ex.bytes_sent[ex.rank] for ex in groups)
 
     # ------------------------------------------------------------------ failures
@@ -350,6 +358,15 @@ class HierarchicalStorage(RowStorage):
             return ""
         machines = sorted({self.topology.machine_of_rank[r] for r in missing})
         return f"; rank(s) {missing} (machine(s) {machines}) did not report in: gone or stuck"
+
+
+class _Route(NamedTuple):
+    """Where a lookup's ids live (see ``_route``)."""
+
+    local: torch.Tensor  # (L,) positions of the ids this machine holds
+    remote: torch.Tensor  # (R,) positions of the others
+    inverse: torch.Tensor  # (R,) position of each remote id among ``wanted``
+    wanted: torch.Tensor  # (K,) the remote ids, deduplicated and sorted
 
 
 class _MachinePull(NamedTuple):

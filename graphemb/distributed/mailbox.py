@@ -28,7 +28,7 @@ import torch
 
 from .coordination import Coordinator
 from .exchange import Exchange
-from .memory import empty_rows
+from .huge_pages import empty_rows
 from .shm import create_segment, create_shared_table, map_segment, unlink_segment
 
 __all__ = ["Delivery", "SharedMemoryMailboxes"]
@@ -79,7 +79,7 @@ class SharedMemoryMailboxes:
     def push(
         self, ids: torch.Tensor, owners: torch.Tensor, values: Sequence[torch.Tensor], what: str
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """Same contract as :meth:`graphemb.exchange.Exchange.push`."""
+        """Same contract as :meth:`graphemb.distributed.exchange.Exchange.push`."""
         delivered = self.deliver(ids, owners, values, what)
         return delivered.ids, delivered.values
 

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 
 import torch
 
-from ._checks import as_size, is_integer_like
+from .._checks import as_size, is_integer_like
 
 __all__ = ["Partition"]
 
