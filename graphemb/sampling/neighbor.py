@@ -41,6 +41,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from ..graph import Graph
@@ -269,7 +270,7 @@ def _sample_edges(
         else:
             keep = position < ends[:, 1:]  # slot offset < degree
             # (masked_select makes extra copies on CPU: ~2x slower than this)
-            position = position.view(-1).index_select(0, torch.nonzero(keep.view(-1)).squeeze(1))
+            position = position.view(-1).index_select(0, _flatnonzero(keep.view(-1)))
             seed_position = torch.repeat_interleave(counts, output_size=total)
     else:
         # Segment layout (fanout -1, or fanouts far above the degrees): output slot q of
@@ -278,7 +279,7 @@ def _sample_edges(
         out_start = torch.cumsum(counts, 0) - counts
         position = torch.arange(total, device=device)
         position += (start - out_start).index_select(0, seed_position)
-        over = torch.nonzero(degree > fanout).squeeze(1) if fanout > 0 else seeds[:0]
+        over = _flatnonzero(degree > fanout) if fanout > 0 else seeds[:0]
         if over.numel():
             drawn = _distinct_offsets(
                 degree.index_select(0, over), fanout, generator, start.index_select(0, over)
@@ -290,9 +291,13 @@ def _sample_edges(
     return graph.indices.index_select(0, position), seed_position, position
 
 
-# The dense layout allocates `fanout` slots per seed; worth it while at most this many
-# times the sampled edges (seeds of degree < fanout leave slots empty).
-_DENSE_SLACK = 2
+# The dense layout gives every seed `fanout` slots and runs Floyd's rounds on all of them,
+# also on seeds of degree <= fanout (a permutation of the slots, then the empty ones
+# dropped). Worth it only while the slots are at most this many times the sampled edges:
+# else the segment layout, which draws only for the seeds above the fanout, wins (measured
+# on power-law graphs, where most nodes have few in-edges: 1.5 slots per edge, blocks
+# 15,10,5 ~25% faster; on a uniform graph, 1.02 slots per edge, the dense layout is ahead).
+_DENSE_SLACK = 1.1
 
 # A row's taken offsets fit in the bits of one int64 while its degree is at most 64.
 _BITSET_DEGREE = 64
@@ -324,7 +329,7 @@ def _distinct_offsets(
         else:
             small = part_degree <= _BITSET_DEGREE
             for rows_of, floyd in ((small, _floyd_bitset), (~small, _floyd_compare)):
-                index = torch.nonzero(rows_of).squeeze(1)
+                index = _flatnonzero(rows_of)
                 some = torch.empty((k, index.numel()), dtype=torch.int64, device=device)
                 floyd(some, part_degree.index_select(0, index), generator)
                 chosen.index_copy_(1, index, some)
@@ -396,6 +401,18 @@ def _serial_chunks(rows: int, device: torch.device) -> list[slice]:
     return [slice(begin, begin + step) for begin in range(0, rows, max(step, 1))]
 
 
+def _flatnonzero(mask: torch.Tensor) -> torch.Tensor:
+    """Positions of the True entries of a 1-D bool tensor, increasing, int64.
+
+    On CPU numpy's ``flatnonzero`` (vectorised) is 3-20x faster than ``torch.nonzero``
+    (measured on 1M entries: 0.35-2.2 ms against 6-7 ms, torch 2.2 and 2.13); relabelling
+    scans a byte per graph node with it every layer.
+    """
+    if mask.device.type != "cpu":
+        return torch.nonzero(mask).squeeze(1)
+    return torch.from_numpy(np.flatnonzero(mask.numpy()))
+
+
 def _relabel(
     dst_nodes: torch.Tensor, src: torch.Tensor, scratch: _Scratch, src_local: torch.Tensor
 ) -> torch.Tensor:
@@ -406,7 +423,7 @@ def _relabel(
     if src.numel() * _SCAN_FRACTION >= marks.numel():
         marks.index_fill_(0, src, True)
         marks.index_fill_(0, dst_nodes, False)
-        new = torch.nonzero(marks).squeeze(1)  # sorted, without the dst nodes
+        new = _flatnonzero(marks)  # sorted, without the dst nodes
         if new.numel() * 8 > marks.numel():  # all False again: a memset beats scattered writes
             marks.zero_()
         else:
