@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._checks import check_node_id_vector, check_node_ids
 from ..graph import Graph
 from .block import Block
 
@@ -650,22 +651,13 @@ def _check_graph(graph: object) -> None:
 
 
 def _check_seeds(graph: Graph, seeds: object) -> torch.Tensor:
-    if not isinstance(seeds, torch.Tensor):
-        raise TypeError(f"seeds must be a tensor of node ids, got {type(seeds).__name__}")
-    if seeds.dtype == torch.bool or seeds.is_floating_point() or seeds.is_complex():
-        raise TypeError(f"seeds must hold integer node ids, got dtype {seeds.dtype}")
-    if seeds.dim() != 1:
-        raise ValueError(f"seeds must be 1-dimensional, got shape {tuple(seeds.shape)}")
+    seeds = check_node_id_vector("seeds", seeds)
     if seeds.device != graph.device:
         raise ValueError(
             f"seeds are on {seeds.device} but the graph is on {graph.device}; move them with "
             f"seeds.to({str(graph.device)!r})"
         )
-    if seeds.numel():
-        low, high = (int(v) for v in torch.aminmax(seeds))
-        if low < 0 or high >= graph.num_nodes:
-            bad = low if low < 0 else high
-            raise ValueError(f"seeds hold node id {bad}, outside [0, {graph.num_nodes})")
+    check_node_ids(seeds, graph.num_nodes, "seeds")
     return seeds.to(torch.int64)
 
 
