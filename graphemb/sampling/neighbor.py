@@ -14,10 +14,17 @@ whatever ``d`` is, so a hub with a million in-edges costs what a node with ``fan
 does and its other edges are never read. A seed with ``d <= fanout`` takes its whole
 segment of the CSC arrays (drawn as a permutation of the slots, the invalid ones dropped).
 
+Seeds of degree ``<= fanout`` draw nothing: unless nearly every seed is above the fanout,
+output slots are laid out by segment and only the seeds above it are drawn and patched in.
+
 Relabelling (the sampled sources to block-local ids, destination nodes first) marks the
 sources in a byte per node and scans it, or sorts them when they are far fewer than the
 nodes; a second array maps node ids to local ids. Both arrays are allocated once per
 sampler and thread and cleaned after each layer.
+
+On CPU no pass is split over torch's intra-op threads (each split ends in a barrier, and
+under load every barrier waits for the scheduler): large passes run in pieces below
+torch's grain size, spread over a few worker threads of the sampler's own.
 
 Example
 -------
@@ -450,8 +457,8 @@ def _floyd_draw(chosen: torch.Tensor, u: torch.Tensor, size: torch.Tensor, i: in
 _SERIAL_ROWS = 16384
 
 
-def _serial_chunks(rows: int, device: torch.device, row_size: int = 1) -> list[slice]:
-    step = rows if device.type == "cuda" else max(_SERIAL_ROWS // row_size, 1)
+def _serial_chunks(rows: int, device: torch.device) -> list[slice]:
+    step = rows if device.type == "cuda" else _SERIAL_ROWS
     return [slice(begin, begin + step) for begin in range(0, rows, max(step, 1))]
 
 
@@ -504,6 +511,7 @@ def _relabel(
 # passes into pieces below that size, which torch runs on the calling thread, and spreads
 # the pieces over a few worker threads of its own: torch releases the GIL inside a pass,
 # and waiting for the workers blocks instead of spinning.
+_PIECE_SIZE = 16384  # elements
 _POOL: tuple[int, int, ThreadPoolExecutor] | None = None  # (pid, workers, pool)
 _POOL_LOCK = threading.Lock()
 
@@ -514,7 +522,8 @@ def _run_pieces(
     """``work(piece)`` for slices covering ``range(size)``, each below torch's grain size
     (``row_size`` elements per index); spread over ``torch.get_num_threads()`` threads on
     CPU, all at once on a GPU. The pieces must write disjoint memory."""
-    pieces = _serial_chunks(size, device, row_size)
+    step = size if device.type == "cuda" else max(_PIECE_SIZE // row_size, 1)
+    pieces = [slice(begin, begin + step) for begin in range(0, size, max(step, 1))]
     threads = min(torch.get_num_threads(), len(pieces))
     if threads <= 1:
         for piece in pieces:
