@@ -521,9 +521,14 @@ def _run_pieces(
 ) -> None:
     """``work(piece)`` for slices covering ``range(size)``, each below torch's grain size
     (``row_size`` elements per index); spread over ``torch.get_num_threads()`` threads on
-    CPU, all at once on a GPU. The pieces must write disjoint memory."""
-    step = size if device.type == "cuda" else max(_PIECE_SIZE // row_size, 1)
-    pieces = [slice(begin, begin + step) for begin in range(0, size, max(step, 1))]
+    CPU; one slice on a GPU or with one thread (torch splits nothing then). The pieces
+    must write disjoint memory."""
+    if device.type == "cuda" or torch.get_num_threads() == 1:  # no barrier to avoid
+        if size:
+            work(slice(0, size))
+        return
+    step = max(_PIECE_SIZE // row_size, 1)
+    pieces = [slice(begin, begin + step) for begin in range(0, size, step)]
     threads = min(torch.get_num_threads(), len(pieces))
     if threads <= 1:
         for piece in pieces:
