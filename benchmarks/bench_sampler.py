@@ -32,7 +32,7 @@ import time
 from collections import defaultdict
 from datetime import datetime, timezone
 
-TARGET_SPEEDUP = 1.0  # graphemb's sample_blocks at least as fast as DGL's on CPU
+TARGET_SPEEDUP = 1.2  # graphemb's sample_blocks at least 1.2x as fast as DGL's on CPU
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -295,7 +295,7 @@ def main(argv=None) -> dict:
         if unit == "blocks" and args.quick:
             verdict = "  (--quick: a smoke test; the target is judged at full size)"
         elif unit == "blocks":
-            verdict = "  target >= 1x: " + (
+            verdict = f"  target >= {TARGET_SPEEDUP}x: " + (
                 "MET" if ratio["speedup_vs_dgl"] >= TARGET_SPEEDUP else "NOT MET"
             )
         print(

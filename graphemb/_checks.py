@@ -5,9 +5,18 @@ from __future__ import annotations
 import numbers
 import operator
 
+import numpy as np
 import torch
 
-__all__ = ["as_size", "check_positive_int", "check_probability", "is_integer_like"]
+__all__ = [
+    "as_size",
+    "check_node_id_vector",
+    "check_node_ids",
+    "check_positive_int",
+    "check_probability",
+    "is_integer_like",
+    "node_id_message",
+]
 
 
 def is_integer_like(value: object) -> bool:
@@ -87,6 +96,86 @@ def as_size(what: str, value: object, minimum: int = 0) -> int:
     if number < minimum:
         raise ValueError(f"{what} must be an integer >= {minimum}, got {number}")
     return number
+
+
+def check_node_id_vector(name: str, ids: object) -> torch.Tensor:
+    """``ids`` if it is a 1-D tensor of integers, else the error naming ``name``.
+
+    Raises
+    ------
+    TypeError
+        ``ids`` is not a tensor, or holds booleans, floats or complex numbers.
+    ValueError
+        ``ids`` is not 1-dimensional.
+
+    Examples
+    --------
+    >>> import torch
+    >>> check_node_id_vector("seeds", torch.tensor([[1, 2]]))
+    Traceback (most recent call last):
+    ...
+    ValueError: seeds must be 1-dimensional, got shape (1, 2)
+    """
+    if not isinstance(ids, torch.Tensor):
+        raise TypeError(f"{name} must be a tensor of node ids, got {type(ids).__name__}")
+    if ids.dtype == torch.bool or ids.is_floating_point() or ids.is_complex():
+        raise TypeError(f"{name} must hold integer node ids, got dtype {ids.dtype}")
+    if ids.dim() != 1:
+        raise ValueError(f"{name} must be 1-dimensional, got shape {tuple(ids.shape)}")
+    return ids
+
+
+def check_node_ids(
+    ids: torch.Tensor,
+    num_nodes: int,
+    name: str,
+    *,
+    error: type[Exception] = ValueError,
+    context: str = "",
+) -> None:
+    """Raise ``error`` unless every id of ``ids`` (any shape) lies in ``[0, num_nodes)``.
+
+    The message names the first bad id in storage order, its position and the valid range.
+    A valid tensor costs one reduction and one read of its result (for CUDA ids a wait for
+    the device: callers that must not wait check on the device and report through
+    :func:`node_id_message` later, as ``NodeEmbedding`` does); the position is searched
+    only when an id is bad.
+
+    Parameters
+    ----------
+    ids : Tensor of integers, any shape
+    num_nodes : int
+        Ids must lie in ``[0, num_nodes)``.
+    name : str
+        The argument's name, quoted with the bad position (``seeds[3]``).
+    error : exception class
+        Raised on a bad id (``IndexError`` for lookups, ``ValueError`` elsewhere).
+    context : str
+        Prefix of the message (e.g. the table's name).
+
+    Examples
+    --------
+    >>> import torch
+    >>> check_node_ids(torch.tensor([3, 7, -1]), 5, "seeds")
+    Traceback (most recent call last):
+    ...
+    ValueError: node id 7 out of range [0, 5) at seeds[1]
+    """
+    if ids.numel() == 0:
+        return
+    low, high = (int(v) for v in torch.aminmax(ids))
+    if low >= 0 and high < num_nodes:
+        return
+    flat = ids.reshape(-1)
+    outside = (flat < 0) | (flat >= num_nodes)
+    first = int(torch.argmax(outside.to(torch.uint8)))  # the first True
+    position = ", ".join(str(int(i)) for i in np.unravel_index(first, tuple(ids.shape)))
+    raise error(node_id_message(int(flat[first]), num_nodes, context, f" at {name}[{position}]"))
+
+
+def node_id_message(bad: int, num_nodes: int, context: str = "", where: str = "") -> str:
+    """The one wording of a node id out of range (see :func:`check_node_ids`)."""
+    return f"{context}node id {bad} out of range [0, {num_nodes}){where}"
 
 
 def check_positive_int(what: str, value: object) -> int:

@@ -14,7 +14,7 @@ from datetime import timedelta
 
 import torch
 
-from ._checks import as_size
+from ._checks import as_size, check_node_ids, node_id_message
 from .distributed.coordination import DEFAULT_TIMEOUT, as_timedelta
 from .storage import Partition, RowPrefetch, RowStorage, create_storage
 from .storage.initialization import describe_ids, fill_by_id, takes_ids
@@ -266,10 +266,13 @@ class NodeEmbedding:
         if not self._defers_range_check(flat):
             if storage.device.type == "cpu":
                 flat = flat.to(storage.device)  # check on the CPU, after the copy
-            if flat.numel():
-                low, high = (int(v) for v in torch.aminmax(flat))
-                if low < 0 or high >= self._num_embeddings:
-                    self._raise_bad_id(low if low < 0 else high, "")
+            check_node_ids(
+                flat.view(ids.shape),  # positions in the caller's shape
+                self._num_embeddings,
+                "node_ids",
+                error=IndexError,
+                context=f"NodeEmbedding {self._name!r}: ",
+            )
             return flat.to(device=storage.device, dtype=torch.int64)
         flat = flat.to(torch.int64)
         if flat.numel():
@@ -320,8 +323,7 @@ class NodeEmbedding:
 
     def _raise_bad_id(self, bad: int, when: str) -> None:
         raise IndexError(
-            f"NodeEmbedding {self._name!r}: node id {bad} out of range "
-            f"[0, {self._num_embeddings}){when}"
+            node_id_message(bad, self._num_embeddings, f"NodeEmbedding {self._name!r}: ", when)
         )
 
     # ------------------------------------------------------------------ gradients

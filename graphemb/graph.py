@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ._checks import as_size
+from ._checks import as_size, check_node_id_vector, check_node_ids
 from .distributed.huge_pages import empty_rows
 
 __all__ = ["Graph"]
@@ -62,7 +62,7 @@ class Graph:
         for what, tensor in (("indptr", indptr), ("indices", indices), ("edge_ids", edge_ids)):
             if tensor is None:
                 continue
-            _check_integer_vector(what, tensor)
+            check_node_id_vector(what, tensor)
         if indptr.numel() == 0 or int(indptr[0]) != 0 or int(indptr[-1]) != indices.numel():
             raise ValueError(
                 f"indptr must start at 0 and end at len(indices) = {indices.numel()}, got "
@@ -71,7 +71,7 @@ class Graph:
         if indptr.numel() > 1 and bool((indptr[1:] < indptr[:-1]).any()):
             raise ValueError("indptr must be non-decreasing")
         num_nodes = indptr.numel() - 1
-        _check_node_ids("indices", indices, num_nodes)
+        check_node_ids(indices, num_nodes, "indices")
         if edge_ids is not None and edge_ids.numel() != indices.numel():
             raise ValueError(
                 f"edge_ids has {edge_ids.numel()} entries but there are {indices.numel()} edges"
@@ -122,8 +122,8 @@ class Graph:
         if num_nodes is None:
             num_nodes = int(torch.maximum(src.max(), dst.max())) + 1 if src.numel() else 0
         num_nodes = as_size("num_nodes", num_nodes)
-        _check_node_ids("src", src, num_nodes)
-        _check_node_ids("dst", dst, num_nodes)
+        check_node_ids(src, num_nodes, "src")
+        check_node_ids(dst, num_nodes, "dst")
         order = torch.sort(dst, stable=True).indices  # CSC: group edges by destination
         counts = torch.bincount(dst, minlength=num_nodes)
         indptr = torch.zeros(num_nodes + 1, dtype=torch.int64, device=device)
@@ -286,23 +286,4 @@ def _as_id_tensor(what: str, values: Any) -> torch.Tensor:
         if array.ndim != 1:
             raise ValueError(f"{what} must be 1-dimensional, got shape {array.shape}")
         values = torch.from_numpy(array.astype(np.int64, copy=False))
-    _check_integer_vector(what, values)
-    return values.to(torch.int64)
-
-
-def _check_integer_vector(what: str, tensor: torch.Tensor) -> None:
-    if not isinstance(tensor, torch.Tensor):
-        raise TypeError(f"{what} must be a tensor, got {type(tensor).__name__}")
-    if tensor.dtype == torch.bool or tensor.is_floating_point() or tensor.is_complex():
-        raise TypeError(f"{what} must hold integer node ids, got dtype {tensor.dtype}")
-    if tensor.dim() != 1:
-        raise ValueError(f"{what} must be 1-dimensional, got shape {tuple(tensor.shape)}")
-
-
-def _check_node_ids(what: str, ids: torch.Tensor, num_nodes: int) -> None:
-    if not ids.numel():
-        return
-    low, high = (int(v) for v in torch.aminmax(ids))
-    if low < 0 or high >= num_nodes:
-        bad = low if low < 0 else high
-        raise ValueError(f"{what} holds node id {bad}, outside [0, {num_nodes})")
+    return check_node_id_vector(what, values).to(torch.int64)

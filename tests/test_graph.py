@@ -211,7 +211,7 @@ def test_to_cuda_and_back():
     "src, dst, num_nodes, error, message",
     [
         ([0, -1], [1, 2], 4, ValueError, "node id -1"),
-        ([0, 1], [1, 4], 4, ValueError, "node id 4, outside \\[0, 4\\)"),
+        ([0, 1], [1, 4], 4, ValueError, "node id 4 out of range \\[0, 4\\) at dst\\[1\\]"),
         ([0.0, 1.0], [1, 2], 4, TypeError, "integer node ids"),
         (torch.tensor([0.0, 1.0]), [1, 2], 4, TypeError, "float"),
         (torch.tensor([True, False]), [1, 2], 4, TypeError, "bool"),
@@ -250,3 +250,15 @@ def test_constructor_and_converters_reject_bad_input():
     graph = Graph.from_edges([0, 1], [1, 2])
     with pytest.raises(ValueError, match="node 3 out of range"):
         graph.in_neighbors(3)
+
+
+def test_one_node_id_check_names_the_first_bad_id_and_its_position():
+    from graphemb._checks import check_node_ids
+
+    ids = torch.tensor([[0, 4], [7, -2]])  # 7 and -2 are bad; 7 comes first in storage order
+    with pytest.raises(ValueError, match=r"^node id 7 out of range \[0, 5\) at ids\[1, 0\]$"):
+        check_node_ids(ids, 5, "ids")
+    with pytest.raises(IndexError, match=r"^table: node id -2 out of range \[0, 5\) at ids\[3\]$"):
+        check_node_ids(torch.tensor([0, 1, 4, -2]), 5, "ids", error=IndexError, context="table: ")
+    check_node_ids(torch.tensor([0, 4]), 5, "ids")  # valid ids pass
+    check_node_ids(torch.empty(0, dtype=torch.int64), 0, "ids")

@@ -337,6 +337,34 @@ def test_relabelling_by_scan_and_by_sort_agree(monkeypatch):
         assert torch.equal(a.src_nodes, b.src_nodes) and torch.equal(a.edge_index, b.edge_index)
 
 
+@pytest.mark.parametrize("slack", [0, 10**6])  # segment and dense layouts
+def test_pieces_and_worker_threads_change_nothing(monkeypatch, slack):
+    """Large CPU passes run in pieces spread over worker threads: with pieces of 7 rows on
+    2 threads the blocks equal those of one piece on one thread, bit for bit (Floyd's
+    chunks, which decide how the random numbers are drawn, stay as they are)."""
+    monkeypatch.setattr(neighbor, "_DENSE_SLACK", slack)
+    edges = EdgeList()
+    seeds = torch.arange(0, 200, 2)
+    results = []
+    threads = torch.get_num_threads()
+    try:
+        for rows, num_threads in ((10**9, 1), (7, 2)):
+            monkeypatch.setattr(neighbor, "_PIECE_SIZE", rows)
+            torch.set_num_threads(num_threads)
+            sampler = NeighborSampler([4, -1, 3])
+            results.append(sampler.sample_blocks(edges.graph, seeds, seeded("cpu")))
+            results.append(sample_neighbors(edges.graph, seeds, 40, seeded("cpu")))
+    finally:
+        torch.set_num_threads(threads)
+    (blocks, layer), (blocks_in_pieces, layer_in_pieces) = results[:2], results[2:]
+    edges.check_blocks(*blocks_in_pieces, seeds, [4, -1, 3])
+    for ours, again in zip(blocks[2], blocks_in_pieces[2], strict=True):
+        assert torch.equal(ours.src_nodes, again.src_nodes)
+        assert torch.equal(ours.edge_index, again.edge_index)
+        assert torch.equal(ours.edge_ids, again.edge_ids)
+    assert all(torch.equal(a, b) for a, b in zip(layer, layer_in_pieces, strict=True))
+
+
 def test_sample_blocks_special_graphs():
     edges = EdgeList()
     sampler = NeighborSampler([3, 3])
@@ -365,7 +393,11 @@ def test_sample_blocks_rejects_bad_input_and_changes_nothing():
     state = generator.get_state()
     bad = [
         (torch.tensor([3, 8, 3]), ValueError, "node 3 appears more than once"),
-        (torch.tensor([3, 200]), ValueError, "node id 200, outside \\[0, 200\\)"),
+        (
+            torch.tensor([3, 200]),
+            ValueError,
+            "node id 200 out of range \\[0, 200\\) at seeds\\[1\\]",
+        ),
         (torch.tensor([-1, 2]), ValueError, "node id -1"),
         (torch.tensor([1.0, 2.0]), TypeError, "float"),
         (torch.tensor([True]), TypeError, "bool"),

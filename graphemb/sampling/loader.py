@@ -29,7 +29,7 @@ import torch
 import torch.distributed as dist
 from torch.utils.data import IterableDataset, get_worker_info
 
-from .._checks import as_size
+from .._checks import as_size, check_node_id_vector, check_node_ids
 from ..graph import Graph
 from .block import Block
 
@@ -324,16 +324,9 @@ def _as_seed_ids(graph: Graph, seeds: Any) -> torch.Tensor:
         if array.size and array.dtype.kind not in "iu":
             raise TypeError(f"seeds must hold integer node ids, got dtype {array.dtype}")
         seeds = torch.from_numpy(array.astype(np.int64, copy=False))
-    if seeds.is_floating_point() or seeds.is_complex():
-        raise TypeError(f"seeds must hold integer node ids, got dtype {seeds.dtype}")
-    if seeds.dim() != 1:
-        raise ValueError(f"seeds must be 1-dimensional, got shape {tuple(seeds.shape)}")
-    seeds = seeds.to(device=graph.device, dtype=torch.int64)
+    seeds = check_node_id_vector("seeds", seeds).to(device=graph.device, dtype=torch.int64)
+    check_node_ids(seeds, graph.num_nodes, "seeds")
     if seeds.numel():
-        low, high = (int(v) for v in torch.aminmax(seeds))
-        if low < 0 or high >= graph.num_nodes:
-            bad = low if low < 0 else high
-            raise ValueError(f"seeds hold node id {bad}, outside [0, {graph.num_nodes})")
         ordered = torch.sort(seeds).values
         repeated = ordered[1:][ordered[1:] == ordered[:-1]]
         if repeated.numel():

@@ -28,7 +28,7 @@ import numbers
 
 import torch
 
-from .._checks import as_size
+from .._checks import as_size, check_node_id_vector, check_node_ids
 from ..graph import Graph
 
 __all__ = ["PAD", "RandomWalker", "random_walks"]
@@ -248,18 +248,9 @@ class RandomWalker:
         return found & (low < end)
 
     def _checked_start(self, start: torch.Tensor) -> torch.Tensor:
-        if not isinstance(start, torch.Tensor):
-            raise TypeError(f"start must be a tensor of node ids, got {type(start).__name__}")
-        if start.dtype == torch.bool or start.is_floating_point() or start.is_complex():
-            raise TypeError(f"start must hold integer node ids, got dtype {start.dtype}")
-        if start.dim() != 1:
-            raise ValueError(f"start must be 1-dimensional, got shape {tuple(start.shape)}")
+        start = check_node_id_vector("start", start)
         start = start.to(device=self._graph.device, dtype=torch.int64)
-        if start.numel():
-            low, high = (int(v) for v in torch.aminmax(start))
-            if low < 0 or high >= self._graph.num_nodes:
-                bad = low if low < 0 else high
-                raise ValueError(f"start holds node id {bad}, outside [0, {self._graph.num_nodes})")
+        check_node_ids(start, self._graph.num_nodes, "start")
         return start
 
     def __repr__(self) -> str:
