@@ -50,14 +50,17 @@ def run_python(code: str) -> subprocess.CompletedProcess:
 def test_imports_pyg_and_dgl_only_on_demand_with_clear_errors_without_them():
     """One fresh interpreter (imports of torch are slow) goes through the cases in order,
     starting with the core modules (graphemb.datasets included): they import neither PyG
-    nor DGL."""
+    nor DGL; graphemb.nn imports PyG when its first PyG model is built."""
     result = run_python("""
         import importlib, sys
         import graphemb, graphemb.optim, graphemb.datasets, graphemb.graph, graphemb.sampling
         from graphemb import NodeEmbedding
-        loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("dgl", "torch_geometric")
-                        or m.startswith(("graphemb.nn", "graphemb.dgl")))
-        print("LOADED", loaded)
+        def loaded():
+            return sorted(m for m in sys.modules if m.split(".")[0] in ("dgl", "torch_geometric")
+                          or m.startswith(("graphemb.nn", "graphemb.dgl")))
+        print("LOADED", loaded())
+        import graphemb.nn
+        print("NN LOADED PYG", [m for m in loaded() if m.startswith("torch_geometric")])
 
         def try_import(module, label):
             try:
@@ -69,20 +72,28 @@ def test_imports_pyg_and_dgl_only_on_demand_with_clear_errors_without_them():
 
         # sys.modules[name] = None makes `import name` fail as if it were not installed.
         sys.modules["torch_geometric"] = None
-        try_import("graphemb.nn", "NN")
-        print("CORE OK", graphemb.NodeEmbedding(3, 2, "x").weight.shape)
+        emb = graphemb.NodeEmbedding(3, 2, "x")
+        print("INPUT OK", graphemb.nn.EmbeddingInput(emb).out_size)
+        try:
+            graphemb.nn.GraphSAGE(emb, 0, 4, 2)
+        except ImportError as error:
+            print("NN MESSAGE", error)
+        else:
+            print("NN NO ERROR")
+        print("CORE OK", emb.weight.shape)
 
         del sys.modules["torch_geometric"]
         sys.modules["dgl"] = None
         try_import("graphemb.dgl", "DGL")
-        import graphemb.nn                    # the PyG models do not need DGL
-        print("NN OK", graphemb.nn.GraphSAGE.__name__)
+        print("NN OK", type(graphemb.nn.GraphSAGE(emb, 0, 4, 2)).__name__)  # without DGL
     """)
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "LOADED []" in out  # import graphemb loads neither PyG nor DGL
+    assert "NN LOADED PYG []" in out  # nor does import graphemb.nn
+    assert "INPUT OK 2" in out  # the input layer needs no PyG
     assert "NN NO ERROR" not in out and "DGL NO ERROR" not in out
-    assert "NN MESSAGE graphemb.nn needs PyTorch Geometric" in out
+    assert "NN MESSAGE graphemb.nn needs PyTorch Geometric for its SAGEConv layers" in out
     assert "pip install torch_geometric" in out  # says what to install
     assert "CORE OK torch.Size([3, 2])" in out  # the rest of graphemb still works
     assert "DGL MESSAGE graphemb.dgl needs DGL" in out

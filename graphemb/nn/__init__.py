@@ -9,9 +9,11 @@
 
 The models read graphemb's own blocks (:class:`graphemb.sampling.Block`, from
 :class:`graphemb.sampling.NeighborSampler`), or a whole :class:`~graphemb.graph.Graph`
-for full-neighbourhood inference, on CPU and CUDA, with any current torch. They need
-PyTorch Geometric (``pip install torch_geometric``: plain torch, no compiled extension);
-``import graphemb`` never imports it. For DGL pipelines see :mod:`graphemb.dgl`.
+for full-neighbourhood inference, on CPU and CUDA, with any current torch. Their layers
+need PyTorch Geometric (``pip install torch_geometric``: plain torch, no compiled
+extension), imported when the first :class:`GraphSAGE` or :class:`GAT` is built: importing
+this package costs no more than ``import graphemb``. :class:`EmbeddingInput` and
+:class:`BlockGNN` need no PyG; :mod:`graphemb.dgl` builds its DGL models on them.
 
 Examples
 --------
@@ -31,16 +33,6 @@ torch.Size([1, 4])
 >>> model(graph).shape                         # every node, all neighbours
 torch.Size([200, 4])
 """
-
-try:
-    import torch_geometric as _torch_geometric  # noqa: F401
-except Exception as _error:  # ImportError, or an error inside a broken installation
-    raise ImportError(
-        "graphemb.nn needs PyTorch Geometric, which could not be imported "
-        f"({type(_error).__name__}: {_error}). Install it with `pip install torch_geometric` "
-        "(or `pip install 'graphemb[pyg]'`): plain torch, no compiled extension needed. "
-        "The rest of graphemb works without it."
-    ) from _error
 
 from .blocks import as_blocks, full_block
 from .gat import GAT
