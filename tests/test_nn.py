@@ -277,6 +277,69 @@ def test_graphsage_matches_a_float64_reference_on_sampled_blocks(aggregator):
     torch.testing.assert_close(f64(out), expected, rtol=1e-5, atol=1e-5)
 
 
+def random_block(num_src, num_dst, num_edges, seed):
+    """Edges sorted by destination, repeated edges and destinations without in-edges."""
+    generator = torch.Generator().manual_seed(seed)
+    dst = torch.randint(0, max(num_dst - 3, 1), (num_edges,), generator=generator).sort().values
+    src = torch.randint(0, num_src, (num_edges,), generator=generator)
+    return Block(torch.arange(num_src), num_dst, torch.stack([src, dst]))
+
+
+@pytest.mark.parametrize("reduce", ["mean", "sum"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_block_aggregation_and_its_backward_match_float64_and_pygs_own_path(reduce, dtype):
+    from torch_geometric.utils import spmm
+
+    from graphemb.nn.aggregation import aggregate_neighbors
+
+    for seed, (num_src, num_dst, num_edges) in enumerate([(40, 12, 150), (7, 7, 0), (300, 1, 9)]):
+        block = random_block(num_src, num_dst, num_edges, seed)
+        h = torch.randn(num_src, 6, dtype=dtype, generator=torch.Generator().manual_seed(seed))
+        upstream = torch.randn(num_dst, 6, dtype=dtype)
+        upstream_dst = torch.randn(num_dst, 6, dtype=dtype)
+
+        leaf = h.clone().requires_grad_()
+        aggregated, h_dst = aggregate_neighbors(block, leaf, reduce)
+        ((aggregated * upstream).sum() + (h_dst * upstream_dst).sum()).backward()
+
+        # float64 dense reference of the forward and of the gradient
+        adjacency = dense_adjacency(block)
+        if reduce == "mean":
+            adjacency = adjacency / adjacency.sum(1, keepdim=True).clamp(min=1)
+        expected_grad = adjacency.T @ f64(upstream)
+        expected_grad[:num_dst] += f64(upstream_dst)
+        tolerance = {"rtol": 1e-5, "atol": 1e-6} if dtype == torch.float32 else {}
+        torch.testing.assert_close(f64(aggregated), adjacency @ f64(h), **tolerance)
+        torch.testing.assert_close(f64(h_dst), f64(h[:num_dst]), rtol=0, atol=0)
+        torch.testing.assert_close(f64(leaf.grad), expected_grad, **tolerance)
+
+        # PyG's own path on the block's adj_t (what SAGEConv does with a sparse adjacency)
+        pyg_leaf = h.clone().requires_grad_()
+        pyg_out = spmm(block.adj_t.to(dtype), pyg_leaf, reduce=reduce)
+        ((pyg_out * upstream).sum() + (pyg_leaf[:num_dst] * upstream_dst).sum()).backward()
+        torch.testing.assert_close(aggregated, pyg_out, **tolerance)
+        torch.testing.assert_close(leaf.grad, pyg_leaf.grad, **tolerance)
+
+
+def test_graphsage_layer_equals_pygs_sageconv_on_adj_t():
+    """The model swaps SAGEConv's aggregation step for its own: output and gradients of
+    every weight stay those of ``SAGEConv((h, h[:D]), adj_t)``."""
+    block = random_block(50, 20, 200, seed=3)
+    emb = random_embedding(50, 5, "sage-layer-vs-pyg")
+    model = GraphSAGE(emb, 0, 8, 4, num_layers=1, dropout=0.0)
+    layer = model.layers[0]
+    h = torch.randn(50, 5)
+    ours = model.convolve(layer, block, h)
+    ours.square().sum().backward()
+    ours_grads = [p.grad.clone() for p in layer.parameters()]
+    layer.zero_grad()
+    theirs = layer((h, h[:20]), block.adj_t)
+    theirs.square().sum().backward()
+    torch.testing.assert_close(ours, theirs, rtol=1e-6, atol=1e-6)
+    for mine, reference in zip(ours_grads, (p.grad for p in layer.parameters()), strict=True):
+        torch.testing.assert_close(mine, reference, rtol=1e-5, atol=1e-6)
+
+
 def test_graphsage_lstm_aggregator_and_float64_inputs_run():
     data = sbm()
     graph = Graph.from_dataset(data)
