@@ -15,6 +15,9 @@ the same graph and the same seed batches:
                        same threads
   graphemb 2 proc      2 processes x 1 thread (--procs 2): the embedding in shared memory,
                        the layers in DistributedDataParallel, half of every batch per rank
+  graphemb-pyg-aggr    (--pyg-aggregation) graphemb 1 proc whose layers aggregate as PyG's
+                       SAGEConv does on block.adj_t: the layers before graphemb's own
+                       aggregation (graphemb.nn.aggregation), same run
 
 The graph is bench_sampler.py's power-law graph (sources uniform, in-degrees following a
 power law; default 1M nodes, 20M edges). Prints the median ms per batch of 1024 seeds with
@@ -65,6 +68,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--no-dgl", action="store_true", help="leave DGL out")
+    parser.add_argument(
+        "--pyg-aggregation",
+        action="store_true",
+        help="also time graphemb with the layers aggregating as PyG's SAGEConv does on adj_t",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--trace", default=None, help="write Chrome traces of the profiles here")
     parser.add_argument("--json", default=None, help="also write the summary JSON here")
@@ -154,8 +162,15 @@ def nullcontext_phase(name: str):
     return nullcontext()
 
 
-def graphemb_contender(args, work, name: str, *, rank: int = 0, world_size: int = 1):
-    """graphemb's loop; with a process group: its share of every batch, DDP on the layers."""
+def graphemb_contender(
+    args, work, name: str, *, rank: int = 0, world_size: int = 1, pyg_aggregation: bool = False
+):
+    """graphemb's loop; with a process group: its share of every batch, DDP on the layers.
+
+    ``pyg_aggregation``: the layers aggregate as PyG's ``SAGEConv`` does on the block's
+    ``adj_t`` (autograd of torch's CSR product, slicing ``h[:D]``): the model as it was
+    before its own aggregation, for a before/after of the layers in the same run.
+    """
     import torch
     import torch.nn.functional as F
 
@@ -166,14 +181,24 @@ def graphemb_contender(args, work, name: str, *, rank: int = 0, world_size: int 
     from graphemb.sampling import NeighborSampler
 
     device = torch.device(args.device)
-    graph = Graph.from_edges(work.src, work.dst, args.num_nodes).to(device)
+    if getattr(work, "graph", None) is None:  # one graph for every graphemb contender
+        work.graph = Graph.from_edges(work.src, work.dst, args.num_nodes).to(device)
+    graph = work.graph
     labels = work.labels.to(device)
     sampler = NeighborSampler(args.fanouts)
     generator = torch.Generator(device=device).manual_seed(args.seed + 2 + rank)
     emb = NodeEmbedding(args.num_nodes, args.dim, f"e2e-{os.getppid()}-{name}".replace(" ", "-"),
                         init_func=_init_rows, device=device)  # fmt: skip
-    model = GraphSAGE(emb, 0, args.hidden, args.classes, len(args.fanouts),
-                      dropout=args.dropout).to(device)  # fmt: skip
+    model_class = GraphSAGE
+    if pyg_aggregation:
+
+        class PygAggregation(GraphSAGE):
+            def convolve(self, layer, block, h):
+                return layer((h, h[: block.num_dst_nodes]), block.adj_t)
+
+        model_class = PygAggregation
+    model = model_class(emb, 0, args.hidden, args.classes, len(args.fanouts),
+                        dropout=args.dropout).to(device)  # fmt: skip
     trained = model
     if world_size > 1:
         from torch.nn.parallel import DistributedDataParallel
@@ -303,9 +328,12 @@ def main(argv=None) -> dict:
     local = {}
     if 1 in args.procs:
         local[one] = graphemb_contender(args, work, one)
+    if args.pyg_aggregation:
+        name = f"graphemb-pyg-aggr 1 proc x {args.threads} thr"
+        local[name] = graphemb_contender(args, work, name, pyg_aggregation=True)
     if with_dgl:
         local["dgl 1 proc"] = dgl_contender(args, work, "dgl 1 proc")
-    work.src = work.dst = None  # the graphs hold them now
+    work.src = work.dst = work.graph = None  # the contenders hold the graphs now
     runners = {n: timing.local_runner(c.step, sync) for n, c in local.items()}
     pools = {}
     spec = {k: v for k, v in vars(args).items() if k not in ("json", "trace")}
@@ -329,7 +357,7 @@ def main(argv=None) -> dict:
                 if name.startswith("graphemb"):
                     ratios[name] = timing.round_ratios(per_round["dgl 1 proc"], per_round[name])
         if one in per_round:
-            for name in pools:
+            for name in [n for n in local if "pyg-aggr" in n] + list(pools):
                 ratios[f"{name} vs {one}"] = timing.round_ratios(per_round[one], per_round[name])
         print()
         for name, ratio in ratios.items():
