@@ -93,7 +93,7 @@ def test_imports_pyg_and_dgl_only_on_demand_with_clear_errors_without_them():
     assert "NN LOADED PYG []" in out  # nor does import graphemb.nn
     assert "INPUT OK 2" in out  # the input layer needs no PyG
     assert "NN NO ERROR" not in out and "DGL NO ERROR" not in out
-    assert "NN MESSAGE graphemb.nn needs PyTorch Geometric for its SAGEConv layers" in out
+    assert "NN MESSAGE graphemb.nn needs PyTorch Geometric for GraphSAGE" in out
     assert "pip install torch_geometric" in out  # says what to install
     assert "CORE OK torch.Size([3, 2])" in out  # the rest of graphemb still works
     assert "DGL MESSAGE graphemb.dgl needs DGL" in out

@@ -11,8 +11,10 @@ from torch import nn
 from .._checks import check_positive_int, check_probability
 from ..embedding import NodeEmbedding
 from ..sampling.block import Block
-from ._pyg import pyg_layer
+from ._pyg import pyg_layer, require_pyg
 from .stack import BlockGNN
+
+require_pyg("GAT")  # here, a clear error; PyG itself is imported by the first model
 
 __all__ = ["GAT"]
 

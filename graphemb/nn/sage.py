@@ -12,9 +12,11 @@ from torch import nn
 from .._checks import check_positive_int
 from ..embedding import NodeEmbedding
 from ..sampling.block import Block
-from ._pyg import pyg_layer
+from ._pyg import pyg_layer, require_pyg
 from .aggregation import aggregate_neighbors
 from .stack import BlockGNN
+
+require_pyg("GraphSAGE")  # here, a clear error; PyG itself is imported by the first model
 
 __all__ = ["GraphSAGE", "SAGE_AGGREGATORS"]
 
