@@ -30,27 +30,17 @@ def input_node_ids(block: dgl.DGLGraph) -> torch.Tensor:
 
 
 class EmbeddingInput(_EmbeddingInput):
-    """Rows of a :class:`~graphemb.NodeEmbedding` for a DGL block's input nodes, optionally
-    followed by node features: :class:`graphemb.nn.EmbeddingInput` reading DGL blocks.
-
-    The embedding is a plain attribute, not a submodule or parameter: ``parameters()``,
-    ``state_dict()``, dense optimizers and ``DistributedDataParallel`` never see it, and a
-    sparse optimizer from :mod:`graphemb.optim` trains it.
+    """:class:`graphemb.nn.EmbeddingInput` reading DGL blocks: rows of a
+    :class:`~graphemb.NodeEmbedding` for a block's input nodes (``srcdata[dgl.NID]``),
+    optionally followed by node features from ``srcdata``.
 
     Parameters
     ----------
-    embedding : NodeEmbedding or None
-        Table with one row per node of the graph; ``None`` for features only.
-    num_features : int
-        Width ``F`` of the node features to append (0 for none).
+    embedding, num_features
+        As for :class:`graphemb.nn.EmbeddingInput`.
     feature_key : str
         Where features are found when ``forward`` gets none: ``block.srcdata[feature_key]``
         (DGL's samplers slice the graph's ``ndata`` into the blocks).
-
-    Attributes
-    ----------
-    out_size : int
-        ``embedding_dim + F``: the width of the output.
 
     Examples
     --------

@@ -11,7 +11,6 @@ import torch.nn.functional as F
 from dgl.nn import SAGEConv
 from torch import nn
 
-from .._checks import check_positive_int
 from ..embedding import NodeEmbedding
 from ..nn.stack import BlockGNN
 from .input import EmbeddingInput
@@ -104,10 +103,7 @@ class GraphSAGE(BlockGNN):
             activation=activation,
             input_layer=EmbeddingInput(embedding, num_features, feature_key=feature_key),
         )
-        check_positive_int("hidden_size", hidden_size)
-        check_positive_int("num_classes", num_classes)
-        check_positive_int("num_layers", num_layers)
-        sizes = [self.input.out_size] + [hidden_size] * (num_layers - 1) + [num_classes]
+        sizes = self.layer_widths(hidden_size, num_classes, num_layers)
         self.layers = nn.ModuleList(
             SAGEConv(sizes[i], sizes[i + 1], aggregator_type) for i in range(num_layers)
         )

@@ -9,7 +9,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._checks import check_positive_int
 from ..embedding import NodeEmbedding
 from ..sampling.block import Block
 from ._pyg import pyg_layer, require_pyg
@@ -117,9 +116,7 @@ class GraphSAGE(BlockGNN):
             input_dropout=input_dropout,
             activation=activation,
         )
-        check_positive_int("hidden_size", hidden_size)
-        check_positive_int("num_classes", num_classes)
-        check_positive_int("num_layers", num_layers)
+        sizes = self.layer_widths(hidden_size, num_classes, num_layers)
         if aggregator_type not in SAGE_AGGREGATORS:
             raise ValueError(
                 f"aggregator_type must be one of {sorted(SAGE_AGGREGATORS)}, got "
@@ -127,7 +124,6 @@ class GraphSAGE(BlockGNN):
             )
         self.aggregator_type = aggregator_type
         self.sparse_adjacency = aggregator_type in _SPARSE_AGGREGATORS
-        sizes = [self.input.out_size] + [hidden_size] * (num_layers - 1) + [num_classes]
         SAGEConv = pyg_layer("SAGEConv")  # noqa: N806 (a class)
         self.layers = nn.ModuleList(
             SAGEConv(sizes[i], sizes[i + 1], **SAGE_AGGREGATORS[aggregator_type])

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .._checks import check_probability
+from .._checks import check_positive_int, check_probability
 from ..embedding import NodeEmbedding
 from ..graph import Graph
 from ..sampling.block import Block
@@ -78,6 +78,14 @@ class BlockGNN(nn.Module):
     @property
     def num_layers(self) -> int:
         return len(self.layers)
+
+    def layer_widths(self, hidden_size: int, num_classes: int, num_layers: int) -> list[int]:
+        """Checked widths of the ``num_layers + 1`` representations: the input layer's
+        output, ``hidden_size`` between layers, ``num_classes`` out."""
+        check_positive_int("hidden_size", hidden_size)
+        check_positive_int("num_classes", num_classes)
+        check_positive_int("num_layers", num_layers)
+        return [self.input.out_size] + [hidden_size] * (num_layers - 1) + [num_classes]
 
     def convolve(self, layer: nn.Module, block: Any, h: torch.Tensor) -> torch.Tensor:
         """Apply ``layer`` to ``block``: ``h`` holds the source nodes' representations

@@ -161,7 +161,9 @@ class Block:
         if reduce not in ("mean", "sum"):
             raise ValueError(f"reduce must be 'mean' or 'sum', got {reduce!r}")
         src, dst = self.edge_index[0], self.edge_index[1]
-        by_source, order = torch.sort(src, stable=True)
+        # int32 keys sort several times faster than int64 on CPU (radix passes)
+        keys = src.to(torch.int32) if self.num_src_nodes < 2**31 else src
+        by_source, order = torch.sort(keys, stable=True)
         dst_by_source = dst.index_select(0, order)
         if reduce == "mean":
             in_degrees = torch.bincount(dst, minlength=self.num_dst_nodes).clamp_(min=1)
