@@ -81,9 +81,7 @@ class EmbeddingInput(_EmbeddingInput):
         Returns
         -------
         Tensor of shape (num_src_nodes, out_size), on ``block.device``.
-            Embedding rows first (they require grad while autograd records, so the sparse
-            optimizer receives their gradient), then features. The dtype is the features'
-            (without features, the table's).
+            As :meth:`graphemb.nn.EmbeddingInput.forward`'s.
         """
         if self.num_features and features is None:
             if self.feature_key not in block.srcdata:
