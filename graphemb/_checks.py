@@ -208,18 +208,3 @@ def check_probability(what: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
         raise ValueError(f"{what} must be a number in [0, 1), got {value!r}")
     return float(value)
-
-
-def check_input_arguments(embedding: object, num_features: object) -> None:
-    """Arguments of the ``EmbeddingInput`` layers (PyG's and DGL's): an optional
-    :class:`~graphemb.NodeEmbedding` and a feature width ``>= 0``, not both absent."""
-    from .embedding import NodeEmbedding  # here: embedding.py imports this module
-
-    if embedding is not None and not isinstance(embedding, NodeEmbedding):
-        raise TypeError(
-            f"embedding must be a graphemb.NodeEmbedding or None, got {type(embedding).__name__}"
-        )
-    if isinstance(num_features, bool) or not isinstance(num_features, int) or num_features < 0:
-        raise ValueError(f"num_features must be an int >= 0, got {num_features!r}")
-    if embedding is None and num_features == 0:
-        raise ValueError("EmbeddingInput needs an embedding, features (num_features > 0), or both")

@@ -91,6 +91,20 @@ def test_benchmark_quick_mode_prints_its_summary(script, args):
         assert result["median_ms"] > 0, name
 
 
+@WITH_DGL_PEERS
+def test_end_to_end_quick_mode_times_every_contender_and_its_phases():
+    summary = _json_line(_run("bench_end_to_end.py", "--pyg-aggregation").stdout, "BENCH_SUMMARY ")
+    names = set(summary["ms_per_batch"])
+    assert {"graphemb 1 proc x 2 thr", "graphemb 2 proc x 1 thr"} <= names, names
+    if summary["dgl"].startswith("DGL "):
+        assert "dgl 1 proc" in names and "graphemb 1 proc x 2 thr" in summary["speedups"]
+    for name, measured in summary["ms_per_batch"].items():
+        assert measured["median_ms"] > 0, name
+        phases_ms = summary["phases_ms"][name]
+        for phase in ("sampling", "forward", "backward", "sparse step", "dense step"):
+            assert phases_ms[phase] > 0, (name, phase)
+
+
 @GRAPHEMB_ONLY
 def test_soak_quick_mode_samples_memory_and_leaves_no_segment(tmp_path):
     plot = tmp_path / "soak.png"

@@ -50,14 +50,17 @@ def run_python(code: str) -> subprocess.CompletedProcess:
 def test_imports_pyg_and_dgl_only_on_demand_with_clear_errors_without_them():
     """One fresh interpreter (imports of torch are slow) goes through the cases in order,
     starting with the core modules (graphemb.datasets included): they import neither PyG
-    nor DGL."""
+    nor DGL; graphemb.nn imports PyG when its first PyG model is built."""
     result = run_python("""
         import importlib, sys
         import graphemb, graphemb.optim, graphemb.datasets, graphemb.graph, graphemb.sampling
         from graphemb import NodeEmbedding
-        loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("dgl", "torch_geometric")
-                        or m.startswith(("graphemb.nn", "graphemb.dgl")))
-        print("LOADED", loaded)
+        def loaded():
+            return sorted(m for m in sys.modules if m.split(".")[0] in ("dgl", "torch_geometric")
+                          or m.startswith(("graphemb.nn", "graphemb.dgl")))
+        print("LOADED", loaded())
+        import graphemb.nn
+        print("NN LOADED PYG", [m for m in loaded() if m.startswith("torch_geometric")])
 
         def try_import(module, label):
             try:
@@ -69,20 +72,28 @@ def test_imports_pyg_and_dgl_only_on_demand_with_clear_errors_without_them():
 
         # sys.modules[name] = None makes `import name` fail as if it were not installed.
         sys.modules["torch_geometric"] = None
-        try_import("graphemb.nn", "NN")
-        print("CORE OK", graphemb.NodeEmbedding(3, 2, "x").weight.shape)
+        emb = graphemb.NodeEmbedding(3, 2, "x")
+        print("INPUT OK", graphemb.nn.EmbeddingInput(emb).out_size)
+        try:
+            graphemb.nn.GraphSAGE(emb, 0, 4, 2)
+        except ImportError as error:
+            print("NN MESSAGE", error)
+        else:
+            print("NN NO ERROR")
+        print("CORE OK", emb.weight.shape)
 
         del sys.modules["torch_geometric"]
         sys.modules["dgl"] = None
         try_import("graphemb.dgl", "DGL")
-        import graphemb.nn                    # the PyG models do not need DGL
-        print("NN OK", graphemb.nn.GraphSAGE.__name__)
+        print("NN OK", type(graphemb.nn.GraphSAGE(emb, 0, 4, 2)).__name__)  # without DGL
     """)
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "LOADED []" in out  # import graphemb loads neither PyG nor DGL
+    assert "NN LOADED PYG []" in out  # nor does import graphemb.nn
+    assert "INPUT OK 2" in out  # the input layer needs no PyG
     assert "NN NO ERROR" not in out and "DGL NO ERROR" not in out
-    assert "NN MESSAGE graphemb.nn needs PyTorch Geometric" in out
+    assert "NN MESSAGE graphemb.nn needs PyTorch Geometric for GraphSAGE" in out
     assert "pip install torch_geometric" in out  # says what to install
     assert "CORE OK torch.Size([3, 2])" in out  # the rest of graphemb still works
     assert "DGL MESSAGE graphemb.dgl needs DGL" in out
@@ -264,6 +275,69 @@ def test_graphsage_matches_a_float64_reference_on_sampled_blocks(aggregator):
     out = model(blocks, features)
     assert out.shape == (len(seeds), 3)
     torch.testing.assert_close(f64(out), expected, rtol=1e-5, atol=1e-5)
+
+
+def random_block(num_src, num_dst, num_edges, seed):
+    """Edges sorted by destination, repeated edges and destinations without in-edges."""
+    generator = torch.Generator().manual_seed(seed)
+    dst = torch.randint(0, max(num_dst - 3, 1), (num_edges,), generator=generator).sort().values
+    src = torch.randint(0, num_src, (num_edges,), generator=generator)
+    return Block(torch.arange(num_src), num_dst, torch.stack([src, dst]))
+
+
+@pytest.mark.parametrize("reduce", ["mean", "sum"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_block_aggregation_and_its_backward_match_float64_and_pygs_own_path(reduce, dtype):
+    from torch_geometric.utils import spmm
+
+    from graphemb.nn.aggregation import aggregate_neighbors
+
+    for seed, (num_src, num_dst, num_edges) in enumerate([(40, 12, 150), (7, 7, 0), (300, 1, 9)]):
+        block = random_block(num_src, num_dst, num_edges, seed)
+        h = torch.randn(num_src, 6, dtype=dtype, generator=torch.Generator().manual_seed(seed))
+        upstream = torch.randn(num_dst, 6, dtype=dtype)
+        upstream_dst = torch.randn(num_dst, 6, dtype=dtype)
+
+        leaf = h.clone().requires_grad_()
+        aggregated, h_dst = aggregate_neighbors(block, leaf, reduce)
+        ((aggregated * upstream).sum() + (h_dst * upstream_dst).sum()).backward()
+
+        # float64 dense reference of the forward and of the gradient
+        adjacency = dense_adjacency(block)
+        if reduce == "mean":
+            adjacency = adjacency / adjacency.sum(1, keepdim=True).clamp(min=1)
+        expected_grad = adjacency.T @ f64(upstream)
+        expected_grad[:num_dst] += f64(upstream_dst)
+        tolerance = {"rtol": 1e-5, "atol": 1e-6} if dtype == torch.float32 else {}
+        torch.testing.assert_close(f64(aggregated), adjacency @ f64(h), **tolerance)
+        torch.testing.assert_close(f64(h_dst), f64(h[:num_dst]), rtol=0, atol=0)
+        torch.testing.assert_close(f64(leaf.grad), expected_grad, **tolerance)
+
+        # PyG's own path on the block's adj_t (what SAGEConv does with a sparse adjacency)
+        pyg_leaf = h.clone().requires_grad_()
+        pyg_out = spmm(block.adj_t.to(dtype), pyg_leaf, reduce=reduce)
+        ((pyg_out * upstream).sum() + (pyg_leaf[:num_dst] * upstream_dst).sum()).backward()
+        torch.testing.assert_close(aggregated, pyg_out, **tolerance)
+        torch.testing.assert_close(leaf.grad, pyg_leaf.grad, **tolerance)
+
+
+def test_graphsage_layer_equals_pygs_sageconv_on_adj_t():
+    """The model swaps SAGEConv's aggregation step for its own: output and gradients of
+    every weight stay those of ``SAGEConv((h, h[:D]), adj_t)``."""
+    block = random_block(50, 20, 200, seed=3)
+    emb = random_embedding(50, 5, "sage-layer-vs-pyg")
+    model = GraphSAGE(emb, 0, 8, 4, num_layers=1, dropout=0.0)
+    layer = model.layers[0]
+    h = torch.randn(50, 5)
+    ours = model.convolve(layer, block, h)
+    ours.square().sum().backward()
+    ours_grads = [p.grad.clone() for p in layer.parameters()]
+    layer.zero_grad()
+    theirs = layer((h, h[:20]), block.adj_t)
+    theirs.square().sum().backward()
+    torch.testing.assert_close(ours, theirs, rtol=1e-6, atol=1e-6)
+    for mine, reference in zip(ours_grads, (p.grad for p in layer.parameters()), strict=True):
+        torch.testing.assert_close(mine, reference, rtol=1e-5, atol=1e-6)
 
 
 def test_graphsage_lstm_aggregator_and_float64_inputs_run():

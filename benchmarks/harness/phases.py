@@ -33,12 +33,21 @@ PHASE_SPANS = {
     "loss": "bench::loss",
     "backward": "bench::backward",
     "step": "bench::step",
+    # the end-to-end training loop (bench_end_to_end.py)
+    "sample": "bench::sample",
+    "forward": "bench::forward",
+    "sparse_step": "bench::sparse_step",
+    "dense_step": "bench::dense_step",
 }
 _LABELS = {
     "bench::lookup": "lookup",
     "bench::loss": "loss (forward)",
     "bench::backward": "backward",
     "bench::step": "step",
+    "bench::sample": "sampling",
+    "bench::forward": "forward",
+    "bench::sparse_step": "sparse step",
+    "bench::dense_step": "dense step",
 }
 # graphemb's own spans, those of its compiled kernels, and torch.optim.Optimizer.step's
 # ("Optimizer.step#SparseAdam.step", recorded by torch for every optimizer)

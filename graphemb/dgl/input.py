@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import dgl
 import torch
-from torch import nn
 
-from .._checks import check_input_arguments
 from ..embedding import NodeEmbedding
+from ..nn.input import EmbeddingInput as _EmbeddingInput
 
 __all__ = ["EmbeddingInput", "input_node_ids"]
 
@@ -30,28 +29,18 @@ def input_node_ids(block: dgl.DGLGraph) -> torch.Tensor:
     return torch.arange(block.num_src_nodes(), device=block.device)
 
 
-class EmbeddingInput(nn.Module):
-    """Rows of a :class:`~graphemb.NodeEmbedding` for a block's input nodes, optionally
-    followed by node features.
-
-    The embedding is a plain attribute, not a submodule or parameter: ``parameters()``,
-    ``state_dict()``, dense optimizers and ``DistributedDataParallel`` never see it, and a
-    sparse optimizer from :mod:`graphemb.optim` trains it.
+class EmbeddingInput(_EmbeddingInput):
+    """:class:`graphemb.nn.EmbeddingInput` reading DGL blocks: rows of a
+    :class:`~graphemb.NodeEmbedding` for a block's input nodes (``srcdata[dgl.NID]``),
+    optionally followed by node features from ``srcdata``.
 
     Parameters
     ----------
-    embedding : NodeEmbedding or None
-        Table with one row per node of the graph; ``None`` for features only.
-    num_features : int
-        Width ``F`` of the node features to append (0 for none).
+    embedding, num_features
+        As for :class:`graphemb.nn.EmbeddingInput`.
     feature_key : str
         Where features are found when ``forward`` gets none: ``block.srcdata[feature_key]``
         (DGL's samplers slice the graph's ``ndata`` into the blocks).
-
-    Attributes
-    ----------
-    out_size : int
-        ``embedding_dim + F``: the width of the output.
 
     Examples
     --------
@@ -73,16 +62,12 @@ class EmbeddingInput(nn.Module):
         *,
         feature_key: str = "feat",
     ) -> None:
-        super().__init__()
-        check_input_arguments(embedding, num_features)
-        # Neither a Module nor a Parameter: nn.Module keeps it as a plain attribute, out of
-        # parameters() and state_dict().
-        self.embedding = embedding
-        self.num_features = num_features
+        super().__init__(embedding, num_features)
         self.feature_key = feature_key
-        self.out_size = (0 if embedding is None else embedding.embedding_dim) + num_features
 
-    def forward(self, block: dgl.DGLGraph, features: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(  # type: ignore[override]
+        self, block: dgl.DGLGraph, features: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Input representations of ``block``'s source nodes.
 
         Parameters
@@ -96,37 +81,22 @@ class EmbeddingInput(nn.Module):
         Returns
         -------
         Tensor of shape (num_src_nodes, out_size), on ``block.device``.
-            Embedding rows first (they require grad while autograd records, so the sparse
-            optimizer receives their gradient), then features. The dtype is the features'
-            (without features, the table's).
+            As :meth:`graphemb.nn.EmbeddingInput.forward`'s.
         """
-        parts = []
-        if self.embedding is not None:
-            parts.append(self.embedding(input_node_ids(block), device=block.device))
-        if self.num_features:
-            if features is None:
-                if self.feature_key not in block.srcdata:
-                    raise KeyError(
-                        f"EmbeddingInput expects {self.num_features} features per node in "
-                        f"block.srcdata[{self.feature_key!r}] (set "
-                        f"graph.ndata[{self.feature_key!r}] before sampling) or passed as "
-                        "`features`"
-                    )
-                features = block.srcdata[self.feature_key]
-            if features.shape != (block.num_src_nodes(), self.num_features):
-                raise ValueError(
-                    f"features must have shape ({block.num_src_nodes()}, {self.num_features}), "
-                    f"got {tuple(features.shape)}"
+        if self.num_features and features is None:
+            if self.feature_key not in block.srcdata:
+                raise KeyError(
+                    f"EmbeddingInput expects {self.num_features} features per node in "
+                    f"block.srcdata[{self.feature_key!r}] (set "
+                    f"graph.ndata[{self.feature_key!r}] before sampling) or passed as "
+                    "`features`"
                 )
-            features = features.to(block.device)
-            # The result takes the features' dtype (rows of a float16/bfloat16 table are cast).
-            parts = [rows.to(features.dtype) for rows in parts] + [features]
-        return parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
-
-    def extra_repr(self) -> str:
-        emb = (
-            "None"
-            if self.embedding is None
-            else f"{self.embedding.name!r} ({self.embedding.embedding_dim})"
-        )
-        return f"embedding={emb}, num_features={self.num_features}, out_size={self.out_size}"
+            features = block.srcdata[self.feature_key]
+        if not self.num_features:
+            return self.rows_of(input_node_ids(block), None, block.device)
+        if features is None or features.shape != (block.num_src_nodes(), self.num_features):
+            raise ValueError(
+                f"features must have shape ({block.num_src_nodes()}, {self.num_features}), "
+                f"got {None if features is None else tuple(features.shape)}"
+            )
+        return self.rows_of(input_node_ids(block), features, block.device)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import dgl
 import torch
@@ -10,18 +11,19 @@ import torch.nn.functional as F
 from dgl.nn import SAGEConv
 from torch import nn
 
-from .._checks import check_positive_int
 from ..embedding import NodeEmbedding
+from ..nn.stack import BlockGNN
 from .input import EmbeddingInput
 
 __all__ = ["GraphSAGE"]
 
 
-class GraphSAGE(nn.Module):
+class GraphSAGE(BlockGNN):
     """GraphSAGE (Hamilton et al., 2017) whose input is node embeddings and/or features.
 
     ``input -> dropout -> SAGEConv -> activation -> dropout -> ... -> SAGEConv -> logits``,
-    one ``dgl.nn.SAGEConv`` per block. The input layer (:class:`EmbeddingInput`) reads the
+    one ``dgl.nn.SAGEConv`` per block: :class:`graphemb.nn.BlockGNN` on DGL blocks. The input
+    layer (:class:`EmbeddingInput`) reads the
     rows of ``embedding`` for the input nodes of the first block
     (``blocks[0].srcdata[dgl.NID]``) and appends their features.
 
@@ -93,29 +95,34 @@ class GraphSAGE(nn.Module):
         activation: Callable[[torch.Tensor], torch.Tensor] = F.relu,
         feature_key: str = "feat",
     ) -> None:
-        super().__init__()
-        check_positive_int("hidden_size", hidden_size)
-        check_positive_int("num_classes", num_classes)
-        check_positive_int("num_layers", num_layers)
-        self.input = EmbeddingInput(embedding, num_features, feature_key=feature_key)
-        sizes = [self.input.out_size] + [hidden_size] * (num_layers - 1) + [num_classes]
+        super().__init__(
+            embedding,
+            num_features,
+            dropout=dropout,
+            input_dropout=input_dropout,
+            activation=activation,
+            input_layer=EmbeddingInput(embedding, num_features, feature_key=feature_key),
+        )
+        sizes = self.layer_widths(hidden_size, num_classes, num_layers)
         self.layers = nn.ModuleList(
             SAGEConv(sizes[i], sizes[i + 1], aggregator_type) for i in range(num_layers)
         )
-        self.input_dropout = nn.Dropout(dropout if input_dropout is None else input_dropout)
-        self.dropout = nn.Dropout(dropout)
-        self.activation = activation
 
-    @property
-    def embedding(self) -> NodeEmbedding | None:
-        """The :class:`~graphemb.NodeEmbedding` read by the input layer."""
-        return self.input.embedding
+    def layer_blocks(self, blocks: Sequence[dgl.DGLGraph] | dgl.DGLGraph) -> list[Any]:
+        """``blocks`` (a whole graph: once per layer), checked against the layer count."""
+        if isinstance(blocks, dgl.DGLGraph):
+            return [blocks] * self.num_layers
+        if len(blocks) != self.num_layers:
+            raise ValueError(
+                f"GraphSAGE has {self.num_layers} layers but got {len(blocks)} blocks: "
+                f"give the sampler {self.num_layers} fanouts"
+            )
+        return list(blocks)
 
-    @property
-    def num_layers(self) -> int:
-        return len(self.layers)
+    def convolve(self, layer: nn.Module, block: Any, h: torch.Tensor) -> torch.Tensor:
+        return layer(block, h)
 
-    def forward(
+    def forward(  # type: ignore[override]
         self,
         blocks: Sequence[dgl.DGLGraph] | dgl.DGLGraph,
         features: torch.Tensor | None = None,
@@ -135,16 +142,4 @@ class GraphSAGE(nn.Module):
         -------
         Tensor of shape (blocks[-1].num_dst_nodes(), num_classes).
         """
-        if isinstance(blocks, dgl.DGLGraph):
-            blocks = [blocks] * self.num_layers
-        if len(blocks) != self.num_layers:
-            raise ValueError(
-                f"GraphSAGE has {self.num_layers} layers but got {len(blocks)} blocks: "
-                f"give the sampler {self.num_layers} fanouts"
-            )
-        h = self.input_dropout(self.input(blocks[0], features))
-        for index, (layer, block) in enumerate(zip(self.layers, blocks, strict=True)):
-            if index:
-                h = self.dropout(self.activation(h))
-            h = layer(block, h)
-        return h
+        return super().forward(blocks, features)  # type: ignore[arg-type]

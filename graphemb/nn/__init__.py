@@ -9,9 +9,12 @@
 
 The models read graphemb's own blocks (:class:`graphemb.sampling.Block`, from
 :class:`graphemb.sampling.NeighborSampler`), or a whole :class:`~graphemb.graph.Graph`
-for full-neighbourhood inference, on CPU and CUDA, with any current torch. They need
-PyTorch Geometric (``pip install torch_geometric``: plain torch, no compiled extension);
-``import graphemb`` never imports it. For DGL pipelines see :mod:`graphemb.dgl`.
+for full-neighbourhood inference, on CPU and CUDA, with any current torch. Their layers
+need PyTorch Geometric (``pip install torch_geometric``: plain torch, no compiled
+extension; ``from graphemb.nn import GraphSAGE`` says so when it is missing), imported when
+the first :class:`GraphSAGE` or :class:`GAT` is built: importing this package costs no
+more than ``import graphemb``. :class:`EmbeddingInput` and :class:`BlockGNN` need no PyG;
+:mod:`graphemb.dgl` builds its DGL models on them.
 
 Examples
 --------
@@ -32,21 +35,30 @@ torch.Size([1, 4])
 torch.Size([200, 4])
 """
 
-try:
-    import torch_geometric as _torch_geometric  # noqa: F401
-except Exception as _error:  # ImportError, or an error inside a broken installation
-    raise ImportError(
-        "graphemb.nn needs PyTorch Geometric, which could not be imported "
-        f"({type(_error).__name__}: {_error}). Install it with `pip install torch_geometric` "
-        "(or `pip install 'graphemb[pyg]'`): plain torch, no compiled extension needed. "
-        "The rest of graphemb works without it."
-    ) from _error
+from typing import TYPE_CHECKING, Any
 
 from .blocks import as_blocks, full_block
-from .gat import GAT
 from .input import EmbeddingInput
-from .sage import SAGE_AGGREGATORS, GraphSAGE
 from .stack import BlockGNN
+
+if TYPE_CHECKING:
+    from .gat import GAT
+    from .sage import SAGE_AGGREGATORS, GraphSAGE
+
+# The PyG models' modules, imported on first use: graphemb.dgl builds on this package's
+# input layer and block stack without PyG.
+_PYG_MODELS = {"GAT": ".gat", "GraphSAGE": ".sage", "SAGE_AGGREGATORS": ".sage"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _PYG_MODELS:
+        import importlib
+
+        value = getattr(importlib.import_module(_PYG_MODELS[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "BlockGNN",

@@ -7,12 +7,14 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch_geometric.nn import GATConv
 
 from .._checks import check_positive_int, check_probability
 from ..embedding import NodeEmbedding
 from ..sampling.block import Block
+from ._pyg import pyg_layer, require_pyg
 from .stack import BlockGNN
+
+require_pyg("GAT")  # here, a clear error; PyG itself is imported by the first model
 
 __all__ = ["GAT"]
 
@@ -105,6 +107,7 @@ class GAT(BlockGNN):
                 "heads' outputs are concatenated"
             )
         width = self.input.out_size
+        GATConv = pyg_layer("GATConv")  # noqa: N806 (a class)
         layers: list[nn.Module] = []
         for _ in range(num_layers - 1):
             layers.append(GATConv(width, hidden_size // heads, heads, dropout=attention_dropout))

@@ -1,11 +1,15 @@
-"""The input layer of a GNN: embedding rows (and features) of a block's source nodes."""
+"""The input layer of a GNN: embedding rows (and features) of a block's source nodes.
+
+Framework-neutral at its core (:meth:`EmbeddingInput.rows_of`: node ids and their feature
+rows in, representations out); :meth:`EmbeddingInput.forward` reads graphemb's blocks and
+:class:`graphemb.dgl.EmbeddingInput` reads DGL's with the same core.
+"""
 
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-from .._checks import check_input_arguments
 from ..embedding import NodeEmbedding
 from ..sampling.block import Block
 
@@ -48,7 +52,7 @@ class EmbeddingInput(nn.Module):
 
     def __init__(self, embedding: NodeEmbedding | None, num_features: int = 0) -> None:
         super().__init__()
-        check_input_arguments(embedding, num_features)
+        _check_arguments(embedding, num_features)
         # Neither a Module nor a Parameter: nn.Module keeps it as a plain attribute, out of
         # parameters() and state_dict().
         self.embedding = embedding
@@ -77,15 +81,37 @@ class EmbeddingInput(nn.Module):
             (without features, the table's).
         """
         ids = block.src_nodes
+        rows = self._feature_rows(ids, features) if self.num_features else None
+        return self.rows_of(ids, rows, block.device)
+
+    def rows_of(
+        self, ids: torch.Tensor, feature_rows: torch.Tensor | None, device: torch.device
+    ) -> torch.Tensor:
+        """Input representations of the nodes ``ids``, whatever graph library holds them.
+
+        Parameters
+        ----------
+        ids : Tensor of int64, shape (S,)
+            Global ids of the nodes.
+        feature_rows : Tensor of shape (S, F), or None
+            Their features (``None`` when ``num_features == 0``); moved to ``device``.
+        device : torch.device
+            Where the result lives.
+
+        Returns
+        -------
+        Tensor of shape (S, out_size)
+            As :meth:`forward`.
+        """
         parts = []
         if self.embedding is not None:
             # With a partitioned embedding this lookup is collective: every rank makes it,
             # also with an empty block.
-            parts.append(self.embedding(ids, device=block.device))
-        if self.num_features:
-            rows = self._feature_rows(ids, features).to(block.device)
+            parts.append(self.embedding(ids, device=device))
+        if feature_rows is not None:
+            feature_rows = feature_rows.to(device)
             # The result takes the features' dtype (rows of a float16/bfloat16 table are cast).
-            parts = [part.to(rows.dtype) for part in parts] + [rows]
+            parts = [part.to(feature_rows.dtype) for part in parts] + [feature_rows]
         return parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
 
     def _feature_rows(self, ids: torch.Tensor, features: torch.Tensor | None) -> torch.Tensor:
@@ -116,3 +142,16 @@ class EmbeddingInput(nn.Module):
             else f"{self.embedding.name!r} ({self.embedding.embedding_dim})"
         )
         return f"embedding={emb}, num_features={self.num_features}, out_size={self.out_size}"
+
+
+def _check_arguments(embedding: object, num_features: object) -> None:
+    """An optional :class:`~graphemb.NodeEmbedding` and a feature width ``>= 0``, not both
+    absent."""
+    if embedding is not None and not isinstance(embedding, NodeEmbedding):
+        raise TypeError(
+            f"embedding must be a graphemb.NodeEmbedding or None, got {type(embedding).__name__}"
+        )
+    if isinstance(num_features, bool) or not isinstance(num_features, int) or num_features < 0:
+        raise ValueError(f"num_features must be an int >= 0, got {num_features!r}")
+    if embedding is None and num_features == 0:
+        raise ValueError("EmbeddingInput needs an embedding, features (num_features > 0), or both")

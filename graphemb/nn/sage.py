@@ -8,12 +8,14 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch_geometric.nn import SAGEConv
 
-from .._checks import check_positive_int
 from ..embedding import NodeEmbedding
 from ..sampling.block import Block
+from ._pyg import pyg_layer, require_pyg
+from .aggregation import aggregate_neighbors
 from .stack import BlockGNN
+
+require_pyg("GraphSAGE")  # here, a clear error; PyG itself is imported by the first model
 
 __all__ = ["GraphSAGE", "SAGE_AGGREGATORS"]
 
@@ -27,9 +29,9 @@ SAGE_AGGREGATORS: dict[str, dict[str, Any]] = {
     "pool": {"aggr": "max", "project": True},
     "lstm": {"aggr": "lstm"},
 }
-# Aggregators that read the block's sparse adj_t: one fused sparse-dense product instead of a
-# message per edge (about 2x faster on CPU), on CPU and CUDA alike. PyG has no CUDA kernel
-# for max over a sparse tensor, and LSTM needs the edges, so those get edge_index.
+# Aggregators computed as one fused sparse-dense product forward and one backward
+# (aggregation.py) instead of a message per edge, on CPU and CUDA alike. PyG has no CUDA
+# kernel for max over a sparse tensor, and LSTM needs the edges, so those get edge_index.
 _SPARSE_AGGREGATORS = ("mean", "sum")
 
 
@@ -114,9 +116,7 @@ class GraphSAGE(BlockGNN):
             input_dropout=input_dropout,
             activation=activation,
         )
-        check_positive_int("hidden_size", hidden_size)
-        check_positive_int("num_classes", num_classes)
-        check_positive_int("num_layers", num_layers)
+        sizes = self.layer_widths(hidden_size, num_classes, num_layers)
         if aggregator_type not in SAGE_AGGREGATORS:
             raise ValueError(
                 f"aggregator_type must be one of {sorted(SAGE_AGGREGATORS)}, got "
@@ -124,17 +124,23 @@ class GraphSAGE(BlockGNN):
             )
         self.aggregator_type = aggregator_type
         self.sparse_adjacency = aggregator_type in _SPARSE_AGGREGATORS
-        sizes = [self.input.out_size] + [hidden_size] * (num_layers - 1) + [num_classes]
+        SAGEConv = pyg_layer("SAGEConv")  # noqa: N806 (a class)
         self.layers = nn.ModuleList(
             SAGEConv(sizes[i], sizes[i + 1], **SAGE_AGGREGATORS[aggregator_type])
             for i in range(num_layers)
         )
 
-    def convolve(self, layer: nn.Module, block: Block, h: torch.Tensor) -> torch.Tensor:
-        h_dst = h[: block.num_dst_nodes]  # destination nodes come first among the sources
+    def convolve(self, layer: Any, block: Block, h: torch.Tensor) -> torch.Tensor:
         if not self.sparse_adjacency:
+            h_dst = h[: block.num_dst_nodes]  # destination nodes come first among the sources
             return layer((h, h_dst), block.edge_index)
-        adj_t = block.adj_t  # (num_dst, num_src), as PyG wants for a (x_src, x_dst) pair
-        if adj_t.dtype != h.dtype:
-            adj_t = adj_t.to(h.dtype)
-        return layer((h, h_dst), adj_t)
+        # SAGEConv.forward on a (D, S) adjacency, with its aggregation step swapped for one
+        # whose backward is a CSR product too (see aggregation.py): the same parameters
+        # and the same output as layer((h, h[:D]), block.adj_t).
+        aggregated, h_dst = aggregate_neighbors(block, h, layer.aggr)
+        out = layer.lin_l(aggregated)
+        if layer.root_weight:
+            out = out + layer.lin_r(h_dst)
+        if layer.normalize:
+            out = F.normalize(out, p=2.0, dim=-1)
+        return out

@@ -1,14 +1,16 @@
-"""What every model of :mod:`graphemb.nn` shares: an input layer reading embedding rows, then
-one message-passing layer per block, with dropout and an activation between layers."""
+"""What every model of :mod:`graphemb.nn` and :mod:`graphemb.dgl` shares: an input layer
+reading embedding rows, then one message-passing layer per block, with dropout and an
+activation between layers."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 from torch import nn
 
-from .._checks import check_probability
+from .._checks import check_positive_int, check_probability
 from ..embedding import NodeEmbedding
 from ..graph import Graph
 from ..sampling.block import Block
@@ -36,6 +38,9 @@ class BlockGNN(nn.Module):
         ``dropout``.
     activation : callable
         Applied after every layer but the last.
+    input_layer : EmbeddingInput, optional
+        The input layer (a subclass reading another library's blocks). Default:
+        ``EmbeddingInput(embedding, num_features)``.
     """
 
     layers: nn.ModuleList
@@ -48,6 +53,7 @@ class BlockGNN(nn.Module):
         dropout: float,
         input_dropout: float | None,
         activation: Callable[[torch.Tensor], torch.Tensor],
+        input_layer: EmbeddingInput | None = None,
     ) -> None:
         super().__init__()
         dropout = check_probability("dropout", dropout)
@@ -55,7 +61,7 @@ class BlockGNN(nn.Module):
         input_dropout = check_probability("input_dropout", input_dropout)
         if not callable(activation):
             raise TypeError(f"activation must be callable, got {type(activation).__name__}")
-        self.input = EmbeddingInput(embedding, num_features)
+        self.input = EmbeddingInput(embedding, num_features) if input_layer is None else input_layer
         self.input_dropout = nn.Dropout(input_dropout)
         self.dropout = nn.Dropout(dropout)
         self.activation = activation
@@ -73,10 +79,23 @@ class BlockGNN(nn.Module):
     def num_layers(self) -> int:
         return len(self.layers)
 
-    def convolve(self, layer: nn.Module, block: Block, h: torch.Tensor) -> torch.Tensor:
+    def layer_widths(self, hidden_size: int, num_classes: int, num_layers: int) -> list[int]:
+        """Checked widths of the ``num_layers + 1`` representations: the input layer's
+        output, ``hidden_size`` between layers, ``num_classes`` out."""
+        check_positive_int("hidden_size", hidden_size)
+        check_positive_int("num_classes", num_classes)
+        check_positive_int("num_layers", num_layers)
+        return [self.input.out_size] + [hidden_size] * (num_layers - 1) + [num_classes]
+
+    def convolve(self, layer: nn.Module, block: Any, h: torch.Tensor) -> torch.Tensor:
         """Apply ``layer`` to ``block``: ``h`` holds the source nodes' representations
         (shape (num_src_nodes, in)); returns the destination nodes' (num_dst_nodes, out)."""
         raise NotImplementedError
+
+    def layer_blocks(self, blocks: Any) -> list[Any]:
+        """One block per layer from :meth:`forward`'s argument, checked
+        (:func:`~graphemb.nn.as_blocks` for graphemb's blocks and graphs)."""
+        return as_blocks(blocks, self.num_layers)
 
     def forward(
         self, blocks: Sequence[Block] | Graph, features: torch.Tensor | None = None
@@ -99,7 +118,7 @@ class BlockGNN(nn.Module):
         Tensor of shape (blocks[-1].num_dst_nodes, out_size), on the blocks' device; with a
         Graph, (N, out_size).
         """
-        blocks = as_blocks(blocks, self.num_layers)
+        blocks = self.layer_blocks(blocks)
         h = self.input_dropout(self.input(blocks[0], features))
         for index, (layer, block) in enumerate(zip(self.layers, blocks, strict=True)):
             if index:

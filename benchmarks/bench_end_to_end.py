@@ -1,0 +1,405 @@
+#!/usr/bin/env python
+"""GraphSAGE with a learnable node embedding, end to end: graphemb against DGL, one run.
+
+The loop a user writes, per batch of seed nodes: sample the blocks (fanouts 15,10,5), read
+the input nodes' rows of a learnable 64-d embedding (the only input), three mean-aggregator
+SAGEConv layers (hidden 128, 47 classes), cross-entropy, backward, a sparse Adam step on
+the rows and a dense Adam step on the layers. Contenders, timed in interleaved rounds on
+the same graph and the same seed batches:
+
+  graphemb 1 proc      graphemb.sampling.NeighborSampler + graphemb.nn.GraphSAGE (PyG's
+                       SAGEConv on graphemb's blocks) + graphemb.NodeEmbedding +
+                       graphemb.optim.SparseAdam; --threads torch threads
+  dgl 1 proc           dgl.dataloading.NeighborSampler + dgl.nn.SAGEConv +
+                       dgl.nn.NodeEmbedding + dgl.optim.SparseAdam (dgl stack only); the
+                       same threads
+  graphemb 2 proc      2 processes x 1 thread (--procs 2): the embedding in shared memory,
+                       the layers in DistributedDataParallel, half of every batch per rank
+  graphemb-pyg-aggr    (--pyg-aggregation) graphemb 1 proc whose layers aggregate as PyG's
+                       SAGEConv does on block.adj_t: the layers before graphemb's own
+                       aggregation (graphemb.nn.aggregation), same run
+
+The graph is bench_sampler.py's power-law graph (sources uniform, in-degrees following a
+power law; default 1M nodes, 20M edges). Prints the median ms per batch of 1024 seeds with
+the per-round spread, the speed-up over DGL (ratio of medians, range of per-round ratios),
+and a per-phase breakdown read from ``torch.profiler`` spans -- sampling, forward (model +
+loss), backward, sparse step, dense step -- with the operators that spent the most time
+in each. ``--device cuda`` runs the layers, the embedding and the sampler on the GPU. The
+last line is ``BENCH_SUMMARY {json}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from contextlib import nullcontext
+from types import SimpleNamespace
+
+TARGET_SPEEDUP = 4.0  # graphemb per batch at least 4x DGL's, 1 process (dgl stack)
+LR_ROWS, LR_LAYERS = 0.01, 0.003
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--quick", action="store_true", help="small graph, few batches")
+    parser.add_argument("-n", "--num-nodes", type=int, default=None, help="default 1,000,000")
+    parser.add_argument("--avg-degree", type=float, default=20.0, help="mean in-degree")
+    parser.add_argument("--fanouts", default="15,10,5", help="input layer first (DGL's order)")
+    parser.add_argument("-b", "--batch-size", type=int, default=1024, help="seeds per batch")
+    parser.add_argument("-d", "--dim", type=int, default=64, help="embedding width")
+    parser.add_argument("--hidden", type=int, default=128)
+    parser.add_argument("--classes", type=int, default=47)
+    parser.add_argument("--dropout", type=float, default=0.5)
+    parser.add_argument("--warmup", type=int, default=None, help="untimed batches (default 2)")
+    parser.add_argument("--steps", type=int, default=None, help="timed batches (default 15)")
+    parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds (3)")
+    parser.add_argument("--profile-steps", type=int, default=None, help="default 3")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads of 1 process")
+    parser.add_argument(
+        "--procs",
+        default="1,2",
+        help="process counts of graphemb (1: one process x --threads; 2: 2 x 1 thread)",
+    )
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--no-dgl", action="store_true", help="leave DGL out")
+    parser.add_argument(
+        "--pyg-aggregation",
+        action="store_true",
+        help="also time graphemb with the layers aggregating as PyG's SAGEConv does on adj_t",
+    )
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--trace", default=None, help="write Chrome traces of the profiles here")
+    parser.add_argument("--json", default=None, help="also write the summary JSON here")
+    args = parser.parse_args(argv)
+    quick = args.quick
+    defaults = {
+        "num_nodes": (20_000, 1_000_000),
+        "warmup": (1, 2),
+        "steps": (4, 15),
+        "rounds": (2, 3),
+        "profile_steps": (2, 3),
+    }
+    for key, (small, full) in defaults.items():
+        if getattr(args, key) is None:
+            setattr(args, key, small if quick else full)
+    if quick:
+        args.avg_degree = min(args.avg_degree, 10.0)
+        args.batch_size = min(args.batch_size, 256)
+    args.fanouts = [int(f) for f in args.fanouts.split(",")]
+    args.procs = sorted({int(p) for p in args.procs.split(",")})
+    return args
+
+
+# ---------------------------------------------------------------------------- workload
+def make_workload(args) -> SimpleNamespace:
+    """The power-law graph (edge lists), labels and seed batches: the same in every process."""
+    import torch
+    from bench_sampler import build_graph
+
+    src, dst, seconds = build_graph(
+        SimpleNamespace(
+            graph="powerlaw", num_nodes=args.num_nodes, avg_degree=args.avg_degree, seed=args.seed
+        ),
+        torch,
+    )
+    generator = torch.Generator().manual_seed(args.seed + 1)
+    labels = torch.randint(0, args.classes, (args.num_nodes,), generator=generator)
+    count = args.warmup + args.steps + args.profile_steps + 2
+    batches = [
+        torch.randperm(args.num_nodes, generator=generator)[: args.batch_size] for _ in range(count)
+    ]
+    return SimpleNamespace(src=src, dst=dst, labels=labels, batches=batches, seconds=seconds)
+
+
+def _init_rows(table):
+    table.uniform_(-0.1, 0.1)
+    return table
+
+
+def _phases(device):
+    """``phase(name)``: a ``record_function`` span that also holds the device's work."""
+    import torch
+    from harness.phases import PHASE_SPANS
+    from torch.profiler import record_function
+
+    class phase:
+        def __init__(self, name: str) -> None:
+            self.span = record_function(PHASE_SPANS[name])
+
+        def __enter__(self):
+            self.span.__enter__()
+
+        def __exit__(self, *exc):
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            self.span.__exit__(*exc)
+
+    return phase
+
+
+def _contender(name, family, rows, run_batch, objects):
+    """A harness Contender whose ``step``/``profile`` run one whole training iteration."""
+    from harness.peers import Contender
+
+    return Contender(
+        name,
+        family,
+        "adam",
+        rows,
+        step=lambda i: run_batch(i, nullcontext_phase),
+        profile=lambda i: run_batch(i, None),
+        objects=objects,
+    )
+
+
+def nullcontext_phase(name: str):
+    return nullcontext()
+
+
+def graphemb_contender(
+    args, work, name: str, *, rank: int = 0, world_size: int = 1, pyg_aggregation: bool = False
+):
+    """graphemb's loop; with a process group: its share of every batch, DDP on the layers.
+
+    ``pyg_aggregation``: the layers aggregate as PyG's ``SAGEConv`` does on the block's
+    ``adj_t`` (autograd of torch's CSR product, slicing ``h[:D]``): the model as it was
+    before its own aggregation, for a before/after of the layers in the same run.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    from graphemb import NodeEmbedding
+    from graphemb.graph import Graph
+    from graphemb.nn import GraphSAGE
+    from graphemb.optim import SparseAdam
+    from graphemb.sampling import NeighborSampler
+
+    device = torch.device(args.device)
+    if getattr(work, "graph", None) is None:  # one graph for every graphemb contender
+        work.graph = Graph.from_edges(work.src, work.dst, args.num_nodes).to(device)
+    graph = work.graph
+    labels = work.labels.to(device)
+    sampler = NeighborSampler(args.fanouts)
+    generator = torch.Generator(device=device).manual_seed(args.seed + 2 + rank)
+    emb = NodeEmbedding(args.num_nodes, args.dim, f"e2e-{os.getppid()}-{name}".replace(" ", "-"),
+                        init_func=_init_rows, device=device)  # fmt: skip
+    model_class = GraphSAGE
+    if pyg_aggregation:
+
+        class PygAggregation(GraphSAGE):
+            def convolve(self, layer, block, h):
+                return layer((h, h[: block.num_dst_nodes]), block.adj_t)
+
+        model_class = PygAggregation
+    model = model_class(emb, 0, args.hidden, args.classes, len(args.fanouts),
+                        dropout=args.dropout).to(device)  # fmt: skip
+    trained = model
+    if world_size > 1:
+        from torch.nn.parallel import DistributedDataParallel
+
+        trained = DistributedDataParallel(model)
+    dense_opt = torch.optim.Adam(trained.parameters(), lr=LR_LAYERS)
+    sparse_opt = SparseAdam([emb], lr=LR_ROWS)
+    phase_span = _phases(device)
+    share = args.batch_size // world_size
+
+    def run_batch(i: int, phase) -> None:
+        phase = phase or phase_span
+        seeds = work.batches[i % len(work.batches)][rank * share : (rank + 1) * share]
+        with phase("sample"):
+            _, output_nodes, blocks = sampler.sample_blocks(graph, seeds.to(device), generator)
+        with phase("forward"):
+            loss = F.cross_entropy(trained(blocks), labels[output_nodes])
+        with phase("backward"):
+            loss.backward()
+        with phase("sparse_step"):
+            sparse_opt.step()
+        with phase("dense_step"):
+            dense_opt.step()
+            dense_opt.zero_grad()
+
+    return _contender(name, "graphemb", share, run_batch, [emb, model, sparse_opt, dense_opt])
+
+
+def dgl_contender(args, work, name: str):
+    """DGL's own loop: its sampler, SAGEConv layers, NodeEmbedding and SparseAdam."""
+    import dgl
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    device = torch.device(args.device)
+    # In-neighbour sampling reads the CSC form only: the other two formats would double the
+    # memory of the benchmark without changing DGL's speed.
+    graph = dgl.graph((work.src, work.dst), num_nodes=args.num_nodes).formats("csc")
+    graph.create_formats_()
+    graph = graph.to(device)
+    labels = work.labels.to(device)
+    sampler = dgl.dataloading.NeighborSampler(args.fanouts)
+    emb = dgl.nn.NodeEmbedding(args.num_nodes, args.dim, f"e2e-dgl-{os.getpid()}",
+                               init_func=_init_rows, device=device)  # fmt: skip
+    sizes = [args.dim] + [args.hidden] * (len(args.fanouts) - 1) + [args.classes]
+    layers = nn.ModuleList(
+        dgl.nn.SAGEConv(sizes[k], sizes[k + 1], "mean") for k in range(len(args.fanouts))
+    ).to(device)
+    dropout = nn.Dropout(args.dropout)
+    dense_opt = torch.optim.Adam(layers.parameters(), lr=LR_LAYERS)
+    sparse_opt = dgl.optim.SparseAdam([emb], lr=LR_ROWS)
+    phase_span = _phases(device)
+
+    def forward(input_nodes, blocks):
+        h = dropout(emb(input_nodes, device))
+        for k, (layer, block) in enumerate(zip(layers, blocks, strict=True)):
+            if k:
+                h = dropout(F.relu(h))
+            h = layer(block, h)
+        return h
+
+    def run_batch(i: int, phase) -> None:
+        phase = phase or phase_span
+        seeds = work.batches[i % len(work.batches)].to(device)
+        with phase("sample"):
+            input_nodes, output_nodes, blocks = sampler.sample_blocks(graph, seeds)
+        with phase("forward"):
+            loss = F.cross_entropy(forward(input_nodes, blocks), labels[output_nodes])
+        with phase("backward"):
+            loss.backward()
+        with phase("sparse_step"):
+            sparse_opt.step()
+        with phase("dense_step"):
+            dense_opt.step()
+            dense_opt.zero_grad()
+
+    return _contender(name, "dgl", args.batch_size, run_batch, [emb, layers, sparse_opt])
+
+
+def build_ranks(rank: int, world_size: int, spec: dict) -> dict:
+    """Contenders of one rank of the process pool (harness.ranks.RankPool)."""
+    args = SimpleNamespace(**spec)
+    work = make_workload(args)
+    name = spec["contender"]
+    contender = graphemb_contender(args, work, name, rank=rank, world_size=world_size)
+    work.src = work.dst = None  # the graph holds them now
+    return {name: contender}
+
+
+# ---------------------------------------------------------------------------- main
+def main(argv=None) -> dict:
+    args = parse_args(argv)
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)  # DGL's OpenMP reads it at import
+    import torch
+    from harness import phases, timing
+    from harness.ranks import RankPool
+    from harness.report import trace_file
+
+    torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else None
+    dgl_note = "left out (--no-dgl)"
+    if not args.no_dgl:
+        try:
+            os.environ.setdefault("DGLBACKEND", "pytorch")
+            import dgl
+
+            dgl.utils.set_num_threads(args.threads)
+            dgl_note = f"DGL {dgl.__version__}"
+        except Exception as error:  # ImportError, or DGL built for another torch
+            dgl_note = f"cannot import dgl ({type(error).__name__}: {error})"
+    with_dgl = dgl_note.startswith("DGL ")
+    print(
+        f"# bench_end_to_end: torch {torch.__version__}, {os.cpu_count()} cores, "
+        f"{args.threads} threads, device {args.device}, load average {os.getloadavg()[0]:.2f}; "
+        f"dgl: {dgl_note}" + ("" if with_dgl else " -> graphemb alone")
+    )
+    work = make_workload(args)
+    print(
+        f"# power-law graph: {args.num_nodes:,} nodes, {work.src.numel():,} edges "
+        f"(generated in {work.seconds:.1f} s); fanouts {args.fanouts}, {args.batch_size} "
+        f"seeds per batch, embedding {args.dim}, hidden {args.hidden}, {args.classes} classes"
+    )
+
+    one = f"graphemb 1 proc x {args.threads} thr"
+    local = {}
+    if 1 in args.procs:
+        local[one] = graphemb_contender(args, work, one)
+    if args.pyg_aggregation:
+        name = f"graphemb-pyg-aggr 1 proc x {args.threads} thr"
+        local[name] = graphemb_contender(args, work, name, pyg_aggregation=True)
+    if with_dgl:
+        local["dgl 1 proc"] = dgl_contender(args, work, "dgl 1 proc")
+    work.src = work.dst = work.graph = None  # the contenders hold the graphs now
+    runners = {n: timing.local_runner(c.step, sync) for n, c in local.items()}
+    pools = {}
+    spec = {k: v for k, v in vars(args).items() if k not in ("json", "trace")}
+    for procs in (p for p in args.procs if p > 1):
+        name = f"graphemb {procs} proc x 1 thr"
+        spec_p = dict(spec, contender=name)
+        pools[name] = RankPool(build_ranks, procs, spec_p, threads_per_rank=1, timeout=900)
+        runners[name] = pools[name].runner(name)
+    try:
+        print(f"\n## timing: {args.steps} batches per contender in {args.rounds} rounds")
+        per_round = timing.interleaved(
+            runners, warmup=args.warmup, steps=args.steps, rounds=args.rounds
+        )
+        results = {n: timing.stats_ms(timing.flat(t)) for n, t in per_round.items()}
+        print(f"\n{'contender':28s} {'ms/batch':>9s} {'p10':>8s} {'p90':>8s}")
+        for name, r in results.items():
+            print(f"{name:28s} {r['median_ms']:9.1f} {r['p10_ms']:8.1f} {r['p90_ms']:8.1f}")
+        ratios = {}
+        if with_dgl:
+            for name in per_round:
+                if name.startswith("graphemb"):
+                    ratios[name] = timing.round_ratios(per_round["dgl 1 proc"], per_round[name])
+        if one in per_round:
+            for name in [n for n in local if "pyg-aggr" in n] + list(pools):
+                ratios[f"{name} vs {one}"] = timing.round_ratios(per_round[one], per_round[name])
+        print()
+        for name, ratio in ratios.items():
+            verdict = ""
+            if name == one and not args.quick:
+                met = ratio["ratio"] >= TARGET_SPEEDUP
+                verdict = f"  target >= {TARGET_SPEEDUP:g}x: " + ("MET" if met else "NOT MET")
+            label = name if " vs " in name else f"{name} over dgl 1 proc"
+            print(f"speed-up {label}: {timing.fmt_ratio(ratio)}{verdict}")
+
+        print(f"\n## phases (torch.profiler spans, median of {args.profile_steps} batches)")
+        start = args.warmup + args.steps
+        profiles = {}
+        for name, contender in local.items():
+            path = trace_file(args.trace, name.replace(" ", "-"))
+            profiles[name] = phases.profile_phases(
+                contender, start, args.profile_steps, trace_path=path
+            )
+        for name, pool in pools.items():
+            profiles[name] = pool.profile(name, start, args.profile_steps, args.trace)[0]
+        for name, profile in profiles.items():
+            phases.print_phases(name + (" (rank 0)" if name in pools else ""), profile)
+    finally:
+        for pool in pools.values():
+            pool.close()
+    summary = {
+        "benchmark": "end_to_end",
+        "config": spec,
+        "torch": torch.__version__,
+        "dgl": dgl_note,
+        "ms_per_batch": results,
+        "speedups": {
+            n: {k: v for k, v in r.items() if k != "per_round"} for n, r in ratios.items()
+        },
+        "phases_ms": {n: p["phases_ms"] for n, p in profiles.items()},
+    }
+    print("BENCH_SUMMARY " + json.dumps(summary))
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump(summary, out, indent=2)
+    return summary
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main() else 1)
