@@ -301,3 +301,37 @@ def test_bfloat16_table_long_runs_and_many_rows(divisor):
     untouched[rows] = False
     assert torch.equal(weight[untouched], before_w[untouched])
     assert torch.equal(state["step"][untouched], before_s["step"][untouched])
+
+
+# ---------------------------------------------------------------------------- sort_rows
+@pytest.mark.parametrize(
+    "num_rows, count",
+    [(1, 5), (2, 40), (1000, 3000), (2**20, 5000), (2**40 + 7, 2000), (10, 0)],
+)
+def test_sort_rows_equals_torch_stable_sort(num_rows, count):
+    """Oracle: torch.sort(stable=True); 0 to 4 radix passes, many duplicates."""
+    gen = torch.Generator().manual_seed(num_rows % 1000 + count)
+    high = min(num_rows, 2**62)
+    ids = torch.randint(0, high, (count,), generator=gen, dtype=torch.int64)
+    if count:
+        ids[:: max(1, count // 7)] = high - 1  # the largest row, repeated
+        ids[1 :: max(1, count // 5)] = 0
+    index, order = graphemb_kernels.sort_rows(ids, num_rows)
+    expected_index, expected_order = torch.sort(ids, stable=True)
+    assert torch.equal(index, expected_index)
+    assert torch.equal(order, expected_order)
+
+
+@pytest.mark.parametrize(
+    "ids, num_rows, error, message",
+    [
+        (torch.tensor([0, 5, 2]), 5, IndexError, r"ids\[1\] = 5 is out of range for a table of 5"),
+        (torch.tensor([1, -2]), 5, IndexError, r"ids\[1\] = -2 is out of range"),
+        (torch.tensor([1, 2], dtype=torch.int32), 5, TypeError, r"ids must be int64"),
+        (torch.tensor([[1, 2]]), 5, ValueError, r"ids must have 1 dimension"),
+        (torch.tensor([1, 2]), -1, ValueError, r"num_rows must be >= 0, got -1"),
+    ],
+)
+def test_sort_rows_bad_input_names_the_value(ids, num_rows, error, message):
+    with pytest.raises(error, match=rf"graphemb_kernels\.sort_rows: {message}"):
+        graphemb_kernels.sort_rows(ids, num_rows)

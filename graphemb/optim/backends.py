@@ -13,7 +13,8 @@ divisor and applies the formula to the weight and state rows in place.
 
 Both fused backends are a :class:`FusedBackend` around a function of the same signature,
 ``fused_update(formula, weight, state, index, order, grads, divisor, hyper)`` with ``index``
-the stably sorted rows and ``order`` the gradient row behind each position.
+the stably sorted rows and ``order`` the gradient row behind each position, and the sort
+that gives them (:func:`graphemb.optim.kernels.sort_rows` on CPU, ``torch.sort`` on GPUs).
 
 :func:`select_backend` picks one when an optimizer takes an embedding (its
 ``add_param_group``); ``GRAPHEMB_DISABLE_KERNELS=1`` at that moment picks pure torch.
@@ -30,7 +31,14 @@ from . import kernels, triton_update
 from .functional import Formula
 from .rows import Workspace, coalesce_rows, gather_rows, scatter_rows
 
-__all__ = ["FusedBackend", "FusedUpdate", "TorchBackend", "UpdateBackend", "select_backend"]
+__all__ = [
+    "FusedBackend",
+    "FusedUpdate",
+    "TorchBackend",
+    "UpdateBackend",
+    "select_backend",
+    "stable_sort",
+]
 
 FusedUpdate = Callable[
     [
@@ -125,22 +133,35 @@ class TorchBackend(UpdateBackend):
             scatter_rows(t, index, state_rows[key])
 
 
+def stable_sort(ids: torch.Tensor, num_rows: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``torch.sort(ids, stable=True)``: ``(index, order)`` for a fused kernel."""
+    return torch.sort(ids, stable=True)
+
+
 class FusedBackend(UpdateBackend):
-    """A fused kernel: sorts the rows (stably, keeping the summation order of the pure-torch
+    """A fused kernel: sorts the rows stably (keeping the summation order of the pure-torch
     path) and hands them to ``kernel``.
 
     Parameters
     ----------
     name : str
     kernel : FusedUpdate
+    sort : callable
+        ``sort(ids, num_rows) -> (index, order)``, as ``torch.sort(ids, stable=True)``.
     """
 
-    def __init__(self, name: str, kernel: FusedUpdate) -> None:
+    def __init__(
+        self,
+        name: str,
+        kernel: FusedUpdate,
+        sort: Callable[[torch.Tensor, int], tuple[torch.Tensor, torch.Tensor]] = stable_sort,
+    ) -> None:
         self.name = name
         self._kernel = kernel
+        self._sort = sort
 
     def update_(self, formula, weight, state, ids, grads, divisor, hyper):
-        index, order = torch.sort(ids, stable=True)
+        index, order = self._sort(ids, weight.shape[0])
         self._kernel(formula.name, weight, state, index, order, grads.contiguous(), divisor, hyper)
 
 
@@ -158,7 +179,7 @@ def select_backend(
     """
     contiguous = all(t.is_contiguous() for t in state.values())
     if contiguous and kernels.usable_for(weight):
-        return FusedBackend("cpu-kernels", kernels.fused_update)
+        return FusedBackend("cpu-kernels", kernels.fused_update, kernels.sort_rows)
     if contiguous and weight.device.type == "cuda" and triton_update.available(weight):
         return FusedBackend("triton", triton_update.fused_update)
     return TorchBackend(workspace)

@@ -31,6 +31,7 @@ __all__ = [
     "available",
     "fused_update",
     "module",
+    "sort_rows",
     "unavailable_reason",
     "usable_for",
 ]
@@ -103,6 +104,36 @@ def module() -> ModuleType:
     if _module is None:
         raise RuntimeError(f"graphemb.optim.kernels: {_reason} (check kernels.available() first)")
     return _module
+
+
+def sort_rows(ids: torch.Tensor, num_rows: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``torch.sort(ids, stable=True)`` for row ids of a table of ``num_rows`` rows, serially.
+
+    A radix sort over the bits ``num_rows`` needs, in one thread: a step's ids sort in about
+    a millisecond, without the parallel regions of ``torch.sort`` that cost far more on a
+    busy machine (measured: ~120 ms of a 400 ms step at N=1M, B=100k, 2 threads, 2 cores).
+
+    Parameters
+    ----------
+    ids : Tensor of int64 (M,), CPU
+        Every id in ``[0, num_rows)`` (else ``IndexError`` naming the first bad one).
+    num_rows : int
+
+    Returns
+    -------
+    index : Tensor of int64 (M,)
+        ``ids`` ascending.
+    order : Tensor of int64 (M,)
+        Position in ``ids`` of each element of ``index``; equal ids keep their order.
+
+    Examples
+    --------
+    >>> ids = torch.tensor([3, 1, 3, 0])
+    >>> index, order = sort_rows(ids, 4) if available() else torch.sort(ids, stable=True)
+    >>> index.tolist(), order.tolist()
+    ([0, 1, 3, 3], [3, 1, 0, 2])
+    """
+    return module().sort_rows(ids.contiguous(), int(num_rows))
 
 
 def fused_update(
