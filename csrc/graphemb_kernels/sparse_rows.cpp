@@ -213,7 +213,7 @@ inline void prefetch(const void* p, int64_t nbytes) {
   for (int64_t offset = 0; offset < nbytes; offset += 64) __builtin_prefetch(bytes + offset, 1);
 }
 
-constexpr int64_t kPrefetchRuns = 4;  // rows ahead (N=1M, D=128, 2 threads: 4 best of 1-8)
+constexpr int64_t kPrefetchRuns = 4;  // rows ahead (N=1M, D=128: 4 best of 2-8; into L2 only: worse)
 constexpr int64_t kRunsPerBlock = 1024;  // rows a thread takes at a time
 
 // Calls update(row, summed_grad) once per distinct row, in parallel over rows, with
