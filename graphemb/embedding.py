@@ -11,6 +11,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from datetime import timedelta
+from typing import NamedTuple
 
 import torch
 
@@ -19,9 +20,22 @@ from .distributed.coordination import DEFAULT_TIMEOUT, as_timedelta
 from .storage import Partition, RowPrefetch, RowStorage, create_storage
 from .storage.initialization import describe_ids, fill_by_id, takes_ids
 
-__all__ = ["NodeEmbedding"]
+__all__ = ["NodeEmbedding", "RecordedGradients"]
 
 _TABLE_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+
+
+class RecordedGradients(NamedTuple):
+    """Gradient rows handed from :class:`NodeEmbedding` to an optimizer
+    (:meth:`NodeEmbedding.take_gradients`)."""
+
+    ids: torch.Tensor
+    """(M,) int64 global ids, duplicates allowed."""
+    grads: torch.Tensor
+    """(M, embedding_dim) gradient rows, one per id, in the compute dtype."""
+    pushed: bool
+    """Whether the rows already went to their owners: then they are the rows this rank owns,
+    from every rank, and each summed row is to be divided by the world size."""
 
 
 class NodeEmbedding:
@@ -318,7 +332,7 @@ class NodeEmbedding:
             return
         bad, first = pending
         if bool(bad):
-            self._clear_gradients()
+            self.clear_gradients()
             self._raise_bad_id(int(first), " (in a CUDA lookup since the last check)")
 
     def _raise_bad_id(self, bad: int, when: str) -> None:
@@ -359,6 +373,32 @@ class NodeEmbedding:
             return early_ids, early_grads
         return torch.cat([early_ids, late_ids]), torch.cat([early_grads, late_grads])
 
+    def take_gradients(self, what: str = "gradient push") -> RecordedGradients:
+        """The gradient rows recorded since the last call (or :meth:`clear_gradients`); forgets
+        them. The hand-off from lookups to the optimizers of :mod:`graphemb.optim`.
+
+        Without ``overlap`` this returns the recorded rows as they were looked up: global ids
+        with duplicates, one gradient row per looked-up id, for the caller to sum and, with a
+        process group, to push to their owners (:meth:`RowStorage.push
+        <graphemb.storage.RowStorage.push>`). With ``overlap`` (storage that pushes gradients
+        in the background) the rows have already gone to their owners: the result holds the
+        rows this rank owns, from every rank, and the call is collective.
+
+        Parameters
+        ----------
+        what : str
+            What the caller is doing, quoted in errors of the push (with ``overlap``).
+
+        Returns
+        -------
+        RecordedGradients
+            ``ids`` (M,) int64 and ``grads`` (M, embedding_dim) in :attr:`compute_dtype`,
+            both on the storage device; ``pushed`` tells whether they went to their owners.
+        """
+        if self._storage.overlaps:
+            return RecordedGradients(*self._pushed_gradients(what), pushed=True)
+        return RecordedGradients(*self._take_gradients(), pushed=False)
+
     def _take_gradients(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Recorded ``(ids (M,), grads (M, dim))`` on the storage device; forgets them."""
         records, self._gradients = self._gradients, []
@@ -375,7 +415,14 @@ class NodeEmbedding:
         """Dtype of gradients and optimizer state: float64 for float64 tables, else float32."""
         return torch.float64 if self._weight.dtype == torch.float64 else torch.float32
 
-    def _clear_gradients(self) -> None:
+    def clear_gradients(self) -> None:
+        """Discard the gradient rows recorded since the last :meth:`take_gradients`.
+
+        Raises
+        ------
+        RuntimeError
+            With ``overlap``, when backward has already started pushing them.
+        """
         if self._early_push is not None:
             raise RuntimeError(
                 f"NodeEmbedding {self._name!r}: this step's gradients are already being "

@@ -1,4 +1,6 @@
-"""The compiled kernels (``graphemb_kernels``, built from ``csrc/``) called directly.
+"""The compiled kernels (``graphemb_kernels``, built from ``csrc/``) called directly, through
+their one entry point ``fused_update(kernel_id, weight, state, index, order, grads, divisor,
+hyper)`` with the state tables and hyper-parameters in the registry's order.
 
 Valid calls are compared with a float64 reference written here in torch ops; bad calls --
 a row outside the table, an unsorted index, a wrong dtype, device, shape or layout -- must
@@ -10,25 +12,27 @@ from __future__ import annotations
 import pytest
 import torch
 
-graphemb_kernels = pytest.importorskip(
-    "graphemb_kernels",
-    reason="graphemb_kernels is not built for this environment "
-    "(pip install --no-build-isolation ./csrc)",
-)
+from graphemb.optim import kernels
+from graphemb.optim.functional import FORMULAS
+
+if kernels.unavailable_reason():
+    pytest.skip(kernels.unavailable_reason(), allow_module_level=True)
+graphemb_kernels = kernels.module()
 
 N, D, LR, EPS, BETAS = 10, 4, 0.1, 1e-8, (0.9, 0.999)
-KERNELS = ("sgd_", "adagrad_", "rowwise_adagrad_", "adam_")
+KERNELS = ("sgd", "adagrad", "rowwise_adagrad", "adam")
+HYPER = {"lr": LR, "eps": EPS, "beta1": BETAS[0], "beta2": BETAS[1]}
 
 
 def make_tables(kernel: str, seed: int = 0) -> dict[str, torch.Tensor]:
     """The weight and the kernel's state tables, with nonzero state."""
     gen = torch.Generator().manual_seed(seed)
     tables = {"weight": torch.randn(N, D, generator=gen)}
-    if kernel == "adagrad_":
-        tables["state_sum"] = torch.rand(N, D, generator=gen)
-    elif kernel == "rowwise_adagrad_":
-        tables["state_sum"] = torch.rand(N, generator=gen)
-    elif kernel == "adam_":
+    if kernel == "adagrad":
+        tables["sum"] = torch.rand(N, D, generator=gen)
+    elif kernel == "rowwise_adagrad":
+        tables["sum"] = torch.rand(N, generator=gen)
+    elif kernel == "adam":
         tables["exp_avg"] = 0.1 * torch.randn(N, D, generator=gen)
         tables["exp_avg_sq"] = torch.rand(N, D, generator=gen)
         tables["step"] = torch.randint(0, 5, (N,), generator=gen)
@@ -36,15 +40,18 @@ def make_tables(kernel: str, seed: int = 0) -> dict[str, torch.Tensor]:
 
 
 def call(kernel: str, tables: dict, index, order, grads, divisor: float = 1.0) -> None:
-    fn = getattr(graphemb_kernels, kernel)
-    w = tables["weight"]
-    if kernel == "sgd_":
-        fn(w, index, order, grads, divisor, LR)
-    elif kernel in ("adagrad_", "rowwise_adagrad_"):
-        fn(w, tables["state_sum"], index, order, grads, divisor, LR, EPS)
-    else:
-        fn(w, tables["exp_avg"], tables["exp_avg_sq"], tables["step"], index, order, grads,
-           divisor, LR, BETAS[0], BETAS[1], EPS)  # fmt: skip
+    """The module's entry point, called as graphemb.optim.kernels.fused_update calls it."""
+    formula = FORMULAS[kernel]
+    graphemb_kernels.fused_update(
+        formula.kernel_id,
+        tables["weight"],
+        [tables[key] for key in formula.state_keys],
+        index,
+        order,
+        grads,
+        divisor,
+        [HYPER[name] for name in formula.hyper],
+    )
 
 
 def reference(kernel: str, tables: dict, ids, grads, divisor: float) -> dict:
@@ -53,14 +60,14 @@ def reference(kernel: str, tables: dict, ids, grads, divisor: float) -> dict:
     rows = torch.unique(ids)
     g = torch.zeros(N, D, dtype=torch.float64).index_add_(0, ids, grads.double())[rows] / divisor
     w = t["weight"]
-    if kernel == "sgd_":
+    if kernel == "sgd":
         w[rows] -= LR * g
-    elif kernel == "adagrad_":
-        t["state_sum"][rows] += g * g
-        w[rows] -= LR * g / (t["state_sum"][rows].sqrt() + EPS)
-    elif kernel == "rowwise_adagrad_":
-        t["state_sum"][rows] += (g * g).mean(1)
-        w[rows] -= LR * g / (t["state_sum"][rows].sqrt() + EPS)[:, None]
+    elif kernel == "adagrad":
+        t["sum"][rows] += g * g
+        w[rows] -= LR * g / (t["sum"][rows].sqrt() + EPS)
+    elif kernel == "rowwise_adagrad":
+        t["sum"][rows] += (g * g).mean(1)
+        w[rows] -= LR * g / (t["sum"][rows].sqrt() + EPS)[:, None]
     else:
         t["step"][rows] += 1
         step = t["step"][rows].double()[:, None]
@@ -170,9 +177,9 @@ def test_bad_input_raises_and_changes_nothing(kernel, what, spoil, error, messag
 
 
 STATE_CASES = {  # kernel -> (state key, a table of the wrong shape, of the wrong dtype)
-    "adagrad_": ("state_sum", torch.zeros(N, D + 1), torch.zeros(N, D, dtype=torch.float64)),
-    "rowwise_adagrad_": ("state_sum", torch.zeros(N + 1), torch.zeros(N, dtype=torch.float16)),
-    "adam_": ("exp_avg_sq", torch.zeros(N - 1, D), torch.zeros(N, D, dtype=torch.bfloat16)),
+    "adagrad": ("sum", torch.zeros(N, D + 1), torch.zeros(N, D, dtype=torch.float64)),
+    "rowwise_adagrad": ("sum", torch.zeros(N + 1), torch.zeros(N, dtype=torch.float16)),
+    "adam": ("exp_avg_sq", torch.zeros(N - 1, D), torch.zeros(N, D, dtype=torch.bfloat16)),
 }
 
 
@@ -197,11 +204,11 @@ def test_bad_state_raises_and_changes_nothing(kernel, problem):
 
 
 def test_adam_step_counts_must_be_int64():
-    tables = make_tables("adam_")
+    tables = make_tables("adam")
     tables["step"] = tables["step"].double()
     before = {k: v.clone() for k, v in tables.items()}
-    with pytest.raises(TypeError, match=r"adam_: step must be int64 \(step counts\), got float64"):
-        call("adam_", tables, *_valid())
+    with pytest.raises(TypeError, match=r"adam: step must be int64 \(step counts\), got float64"):
+        call("adam", tables, *_valid())
     for name, value in tables.items():
         assert torch.equal(value, before[name]), name
 
@@ -227,4 +234,104 @@ def test_each_call_is_a_profiler_span(kernel):
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         call(kernel, tables, *_valid())
     names = [e.name for e in prof.events()]
-    assert names.count(f"graphemb_kernels::{kernel}") == 1, names
+    assert names.count(f"graphemb_kernels::{kernel}_") == 1, names
+
+
+def test_module_states_the_registry():
+    """The compiled formula table is the registry's, position by position (kernel_id)."""
+    assert graphemb_kernels.formulas() == [
+        (f.name, list(f.state), list(f.hyper)) for f in FORMULAS.values()
+    ]
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_wrong_number_of_tables_or_hyper_parameters_changes_nothing(kernel):
+    formula = FORMULAS[kernel]
+    tables = make_tables(kernel)
+    before = {k: v.clone() for k, v in tables.items()}
+    index, order, grads = _valid()
+    state = [tables[key] for key in formula.state_keys]
+    hyper = [HYPER[name] for name in formula.hyper]
+    id_ = formula.kernel_id
+    one_more = [*state, tables["weight"]]
+    with pytest.raises(ValueError, match=rf"{kernel}: takes {len(state)} state table\(s\), got"):
+        graphemb_kernels.fused_update(
+            id_, tables["weight"], one_more, index, order, grads, 1.0, hyper
+        )
+    fewer = hyper[:-1]
+    with pytest.raises(ValueError, match=rf"{kernel}: takes {len(hyper)} hyper-parameter"):
+        graphemb_kernels.fused_update(id_, tables["weight"], state, index, order, grads, 1.0, fewer)
+    with pytest.raises(ValueError, match=r"fused_update: formula must be in \[0, 4\), got 4"):
+        graphemb_kernels.fused_update(4, tables["weight"], state, index, order, grads, 1.0, hyper)
+    for key, value in tables.items():
+        assert torch.equal(value, before[key]), key
+
+
+@pytest.mark.parametrize("divisor", [1.0, 2.0])
+def test_bfloat16_table_long_runs_and_many_rows(divisor):
+    """Several blocks of rows for the threads (more rows than one block), runs of many
+    duplicates, a bfloat16 table: float64 reference rounded once."""
+    gen = torch.Generator().manual_seed(5)
+    num, dim = 5000, 7
+    ids = torch.cat([torch.randint(0, num, (6000,), generator=gen), torch.full((50,), 3)])
+    grads = torch.randn(ids.numel(), dim, generator=gen)
+    weight = torch.randn(num, dim, generator=gen).bfloat16()
+    state = {
+        "exp_avg": torch.randn(num, dim, generator=gen) * 0.1,
+        "exp_avg_sq": torch.rand(num, dim, generator=gen),
+        "step": torch.randint(0, 100, (num,), generator=gen),
+    }
+    before_w, before_s = weight.clone(), {k: v.clone() for k, v in state.items()}
+    kernels.fused_update("adam", weight, state, *sorted_args(ids), grads, divisor, HYPER)
+    rows = torch.unique(ids)
+    g = torch.zeros(num, dim, dtype=torch.float64).index_add_(0, ids, grads.double())[rows]
+    g /= divisor
+    t = before_s["step"][rows] + 1
+    m = before_s["exp_avg"][rows].double() * BETAS[0] + (1 - BETAS[0]) * g
+    v = before_s["exp_avg_sq"][rows].double() * BETAS[1] + (1 - BETAS[1]) * g * g
+    tt = t.double()[:, None]
+    w = before_w[rows].double() - LR / (1 - BETAS[0] ** tt) * m / (
+        v.sqrt() / (1 - BETAS[1] ** tt).sqrt() + EPS
+    )
+    assert torch.equal(state["step"][rows], t)
+    torch.testing.assert_close(state["exp_avg"][rows].double(), m, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(state["exp_avg_sq"][rows].double(), v, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(weight[rows], w.bfloat16(), rtol=2.0**-7, atol=1e-6)
+    untouched = torch.ones(num, dtype=torch.bool)
+    untouched[rows] = False
+    assert torch.equal(weight[untouched], before_w[untouched])
+    assert torch.equal(state["step"][untouched], before_s["step"][untouched])
+
+
+# ---------------------------------------------------------------------------- sort_rows
+@pytest.mark.parametrize(
+    "num_rows, count",
+    [(1, 5), (2, 40), (1000, 3000), (2**20, 5000), (2**40 + 7, 2000), (10, 0)],
+)
+def test_sort_rows_equals_torch_stable_sort(num_rows, count):
+    """Oracle: torch.sort(stable=True); 0 to 4 radix passes, many duplicates."""
+    gen = torch.Generator().manual_seed(num_rows % 1000 + count)
+    high = min(num_rows, 2**62)
+    ids = torch.randint(0, high, (count,), generator=gen, dtype=torch.int64)
+    if count:
+        ids[:: max(1, count // 7)] = high - 1  # the largest row, repeated
+        ids[1 :: max(1, count // 5)] = 0
+    index, order = graphemb_kernels.sort_rows(ids, num_rows)
+    expected_index, expected_order = torch.sort(ids, stable=True)
+    assert torch.equal(index, expected_index)
+    assert torch.equal(order, expected_order)
+
+
+@pytest.mark.parametrize(
+    "ids, num_rows, error, message",
+    [
+        (torch.tensor([0, 5, 2]), 5, IndexError, r"ids\[1\] = 5 is out of range for a table of 5"),
+        (torch.tensor([1, -2]), 5, IndexError, r"ids\[1\] = -2 is out of range"),
+        (torch.tensor([1, 2], dtype=torch.int32), 5, TypeError, r"ids must be int64"),
+        (torch.tensor([[1, 2]]), 5, ValueError, r"ids must have 1 dimension"),
+        (torch.tensor([1, 2]), -1, ValueError, r"num_rows must be >= 0, got -1"),
+    ],
+)
+def test_sort_rows_bad_input_names_the_value(ids, num_rows, error, message):
+    with pytest.raises(error, match=rf"graphemb_kernels\.sort_rows: {message}"):
+        graphemb_kernels.sort_rows(ids, num_rows)

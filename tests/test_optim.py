@@ -355,17 +355,15 @@ def test_bad_params():
 
 
 # ---------------------------------------------------------------------- one update hook
-class FakeFusedBackend:
-    """Stands in for graphemb.optim.triton_update (the contract of the fused kernels),
-    written from the formulas in float64: checks what the step hands over, then updates."""
+class FakeFusedKernel:
+    """Stands in for a fused kernel (the interface of graphemb.optim.kernels.fused_update and
+    triton_update.fused_update), written from the formulas in float64: checks what the step
+    hands over, then updates."""
 
     def __init__(self):
         self.calls = []
 
-    def available(self, tensor):
-        return True
-
-    def fused_update(self, formula, weight, state, index, order, grads, divisor, group):
+    def fused_update(self, formula, weight, state, index, order, grads, divisor, hyper):
         self.calls.append(formula)
         assert torch.equal(index, torch.sort(index).values), "index must be sorted"
         assert torch.equal(torch.sort(order).values, torch.arange(order.numel())), "order"
@@ -374,15 +372,15 @@ class FakeFusedBackend:
         g.index_add_(0, inverse, grads[order].double())
         g /= divisor
         w = weight[rows].double()
-        lr = group["lr"]
+        lr = hyper["lr"]
         if formula == "sgd":
             w -= lr * g
         elif formula == "adagrad":
             s = state["sum"][rows].double() + g * g
-            w -= lr * g / (s.sqrt() + group["eps"])
+            w -= lr * g / (s.sqrt() + hyper["eps"])
             state["sum"][rows] = s.float()
         elif formula == "adam":
-            (b1, b2), eps = group["betas"], group["eps"]
+            b1, b2, eps = hyper["beta1"], hyper["beta2"], hyper["eps"]
             t = state["step"][rows] + 1
             m = b1 * state["exp_avg"][rows].double() + (1 - b1) * g
             v = b2 * state["exp_avg_sq"][rows].double() + (1 - b2) * g * g
@@ -401,12 +399,12 @@ class FakeFusedBackend:
 @pytest.fixture
 def fake_fused(monkeypatch):
     """Route every step through a fused backend other than the C++ kernels."""
-    import graphemb.optim.optimizer as optimizer_module
+    from graphemb.optim import backends
 
-    fake = FakeFusedBackend()
-    monkeypatch.setattr(optimizer_module, "_cpu_kernels_usable", lambda weight, state: False)
-    monkeypatch.setattr(optimizer_module, "_triton_usable", lambda weight, state: True)
-    monkeypatch.setattr(optimizer_module, "_triton_module", lambda: fake)
+    fake = FakeFusedKernel()
+    monkeypatch.setattr(
+        backends, "select_backend", lambda *_: backends.FusedBackend("fake", fake.fused_update)
+    )
     return fake
 
 
@@ -429,7 +427,7 @@ def fake_fused(monkeypatch):
     ],
     ids=["sgd", "adagrad", "adam"],
 )
-def test_fused_backend_gets_sorted_rows_order_divisor_and_group(
+def test_fused_backend_gets_sorted_rows_order_divisor_and_hyper_parameters(
     fake_fused, make_ours, make_torch, sparse, cover_all
 ):
     emb, _ = train_graphemb(make_ours, "cpu", steps=5, cover_all=cover_all)
@@ -475,22 +473,119 @@ def test_step_counter_survives_load_state_dict_and_checkpoints(tmp_path):
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_steps_use_triton_when_it_is_available(monkeypatch):
-    import graphemb.optim.optimizer as optimizer_module
+    from graphemb.optim import triton_update
 
-    module = optimizer_module._triton_module()
-    if module is None or not module.available(torch.zeros(2, 2, device="cuda")):
+    if not triton_update.available(torch.zeros(2, 2, device="cuda")):
         pytest.skip("graphemb.optim.triton_update cannot run here")
     calls = []
-    original = module.fused_update
+    original = triton_update.fused_update
 
     def counted(*args, **kwargs):
         calls.append(args[0])
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(module, "fused_update", counted)
+    monkeypatch.setattr(triton_update, "fused_update", counted)
     emb, opt = train_graphemb(lambda p: SparseAdagrad(p, lr=0.2), "cuda", steps=5)
     ref, ref_opt = train_torch(
         lambda p: torch.optim.Adagrad(p, lr=0.2, eps=1e-10), "cuda", sparse=True, steps=5
     )
+    assert opt.update_backend(emb) == "triton"
     assert calls == ["adagrad"] * 5
     torch.testing.assert_close(emb.weight, ref.weight.detach(), **F32)
+
+
+# ---------------------------------------------------------------------- backend, registry
+def test_backend_is_chosen_once_when_the_optimizer_takes_the_embedding(monkeypatch):
+    """GRAPHEMB_DISABLE_KERNELS counts when the optimizer is created, not at each step."""
+    from graphemb.optim import kernels
+
+    monkeypatch.setenv(kernels.DISABLE_VARIABLE, "1")
+    emb = NodeEmbedding(NUM, DIM, "chosen", init_func=lambda t: t.copy_(initial_table()))
+    opt = SparseAdagrad([emb], lr=0.2)
+    assert opt.update_backend(emb) == "torch"
+    monkeypatch.delenv(kernels.DISABLE_VARIABLE)
+    for ids, target in batches(steps=3):
+        loss_of(emb(ids), target).backward()
+        opt.step()
+    assert opt.update_backend(emb) == "torch"
+    other = NodeEmbedding(NUM, DIM, "chosen-later")
+    expected = "cpu-kernels" if kernels.available() else "torch"
+    assert SparseAdagrad([other], lr=0.2).update_backend(other) == expected
+    # the steps above went through pure torch: they equal torch's Adagrad
+    ref, _ = train_torch(lambda p: torch.optim.Adagrad(p, lr=0.2, eps=1e-10), "cpu", True, steps=3)
+    torch.testing.assert_close(emb.weight, ref.weight.detach(), **F32)
+
+
+def test_registry_ids_are_positions_and_name_each_state_kind_once():
+    from graphemb.optim.functional import FORMULAS
+
+    assert [f.kernel_id for f in FORMULAS.values()] == list(range(len(FORMULAS)))
+    for formula in FORMULAS.values():
+        assert len(set(formula.state_keys)) == len(formula.state)
+        assert set(formula.hyper) <= {"lr", "eps", "beta1", "beta2"}, formula.name
+
+
+def test_compiled_module_with_another_formula_table_is_not_used(monkeypatch):
+    """A graphemb_kernels built from other sources (another formula table, the interface of
+    older versions) is left aside with a reason; the pure-torch backend is used instead."""
+    import importlib
+    import types
+
+    from graphemb.optim import kernels
+
+    def fake_module(api_version, table):
+        module = types.ModuleType("graphemb_kernels")
+        module.__file__ = "/elsewhere/graphemb_kernels.so"
+        module.API_VERSION = api_version
+        module.formulas = lambda: table
+        return module
+
+    good = kernels._registry_table()
+    swapped = [good[0], good[2], good[1], good[3]]  # rowwise and element-wise Adagrad swapped
+    for module, words in [
+        (fake_module(2, swapped), "knows the formulas"),
+        (fake_module(1, good), "API version 1"),
+    ]:
+        monkeypatch.setattr(importlib, "import_module", lambda name, m=module: m)
+        loaded, reason = kernels._load()
+        assert loaded is None and words in reason and "/elsewhere" in reason, reason
+    monkeypatch.setattr(importlib, "import_module", lambda name: fake_module(2, good))
+    loaded, reason = kernels._load()
+    assert loaded is not None and reason == ""
+
+
+# ---------------------------------------------------------------------- gradient hand-off
+def test_take_gradients_returns_the_recorded_rows_once():
+    emb = NodeEmbedding(6, 2, "hand-off")
+    (emb(torch.tensor([4, 1])) * torch.tensor([[1.0, 2.0], [3.0, 4.0]])).sum().backward()
+    (2 * emb(torch.tensor([[4]]))).sum().backward()
+    ids, grads, pushed = emb.take_gradients()
+    assert not pushed
+    assert ids.tolist() == [4, 1, 4]
+    assert grads.tolist() == [[1.0, 2.0], [3.0, 4.0], [2.0, 2.0]]
+    ids, grads, _ = emb.take_gradients()
+    assert ids.numel() == 0 and grads.shape == (0, 2)
+    emb(torch.tensor([0])).sum().backward()
+    emb.clear_gradients()
+    assert emb.take_gradients().ids.numel() == 0
+
+
+def test_optimizers_use_no_private_member_of_node_embedding():
+    """The hand-off between NodeEmbedding and the optimizers is public: no module of
+    graphemb.optim reaches into a private attribute of another object."""
+    import ast
+    import pathlib
+
+    import graphemb.optim
+
+    folder = pathlib.Path(graphemb.optim.__file__).parent
+    for path in sorted(folder.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+                and isinstance(node.value, ast.Name)
+                and node.value.id in ("embedding", "emb", "e")
+            ):
+                raise AssertionError(f"{path.name}:{node.lineno} uses {node.value.id}.{node.attr}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..embedding import NodeEmbedding
-from .optimizer import SparseOptimizer, check_number
+from .optimizer import SparseOptimizer
 
 __all__ = ["SparseAdam"]
 
@@ -55,21 +55,3 @@ class SparseAdam(SparseOptimizer):
         eps: float = 1e-8,
     ) -> None:
         super().__init__(params, {"lr": lr, "betas": betas, "eps": eps})
-
-    def _check_group(self, group):
-        check_number("learning rate (lr)", group["lr"], 0.0)
-        check_number("epsilon (eps)", group["eps"], 0.0)
-        betas = group["betas"]
-        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
-            raise ValueError(f"invalid betas: {betas!r} (expected a pair of numbers in [0, 1))")
-        check_number("beta parameter at index 0", betas[0], 0.0, 1.0)
-        check_number("beta parameter at index 1", betas[1], 0.0, 1.0)
-
-    def _hyper_parameters(self, group):
-        beta1, beta2 = group["betas"]
-        return {
-            "lr": float(group["lr"]),
-            "beta1": float(beta1),
-            "beta2": float(beta2),
-            "eps": float(group["eps"]),
-        }

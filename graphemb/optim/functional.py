@@ -17,10 +17,13 @@ Formulas (``g`` = summed gradient of a row, all operations per element unless no
   per-row bias correction): ``t += 1``; ``m = b1*m + (1-b1)*g``; ``v = b2*v + (1-b2)*g*g``;
   ``w -= lr / (1 - b1**t) * m / (sqrt(v) / sqrt(1 - b2**t) + eps)``
 
-Each formula is also described once by a :class:`Formula` in :data:`FORMULAS` -- its name,
-its per-row state and its scalar hyper-parameters, in the order the fused kernels
-(:mod:`graphemb.optim.kernels`, ``graphemb.optim.triton_update``) take them -- so that an
-optimizer names its formula and the step picks a backend for it in one place.
+Each formula is described once by a :class:`Formula` in :data:`FORMULAS`, the registry
+that every backend reads (:mod:`graphemb.optim.backends`): its name, the number the fused
+kernels dispatch on, its per-row state and its scalar hyper-parameters. The pure-torch
+backend calls the function of this module; the fused backends -- the C++ kernels
+(:mod:`graphemb.optim.kernels`) and the Triton kernel (:mod:`graphemb.optim.triton_update`)
+-- take the state tables and the hyper-parameters in the registry's order, and the compiled
+module's own table of formulas must equal the registry or it is not used.
 """
 
 from __future__ import annotations
@@ -159,7 +162,10 @@ class Formula:
     Parameters
     ----------
     name : str
-        The formula's name, also the name of its fused kernels (``kernels.module().<name>_``).
+        The formula's name (also the profiler span ``graphemb_kernels::<name>_`` of the C++
+        kernel).
+    kernel_id : int
+        The number the fused kernels dispatch on: the formula's position in :data:`FORMULAS`.
     rows_ : callable
         ``rows_(weight, grad, *state, **hyper[, scratch=])``: the formula over gathered rows,
         in place (the functions of this module).
@@ -185,6 +191,7 @@ class Formula:
     """
 
     name: str
+    kernel_id: int
     rows_: Callable[..., None]
     state: tuple[tuple[str, str], ...]
     hyper: tuple[str, ...]
@@ -241,11 +248,12 @@ class Formula:
 FORMULAS: dict[str, Formula] = {
     formula.name: formula
     for formula in (
-        Formula("sgd", sgd_rows_, (), ("lr",)),
-        Formula("adagrad", adagrad_rows_, (("sum", "element"),), ("lr", "eps"), True),
-        Formula("rowwise_adagrad", rowwise_adagrad_rows_, (("sum", "row"),), ("lr", "eps")),
+        Formula("sgd", 0, sgd_rows_, (), ("lr",)),
+        Formula("adagrad", 1, adagrad_rows_, (("sum", "element"),), ("lr", "eps"), True),
+        Formula("rowwise_adagrad", 2, rowwise_adagrad_rows_, (("sum", "row"),), ("lr", "eps")),
         Formula(
             "adam",
+            3,
             adam_rows_,
             (("exp_avg", "element"), ("exp_avg_sq", "element"), ("step", "count")),
             ("lr", "beta1", "beta2", "eps"),
@@ -253,4 +261,4 @@ FORMULAS: dict[str, Formula] = {
         ),
     )
 }
-"""Every update formula by name."""
+"""Every update formula by name, in ``kernel_id`` order."""

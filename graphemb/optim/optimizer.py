@@ -1,30 +1,20 @@
 """``SparseOptimizer``: the step pipeline shared by every sparse optimizer.
 
-One step, per embedding (see ``DESIGN.md``)::
+One step, per embedding::
 
-    recorded (ids, grads) [--coalesce--> --push to owners-->        (with a process group)]
-        --> sum duplicates, / world_size, update formula on weight and state rows
+    NodeEmbedding.take_gradients(): recorded (ids, grads)
+        [--coalesce--> --push to owners-->        (with a process group, unless pushed)]
+        --> the embedding's backend: sum duplicates, / world_size, formula on weight and state
         --> after_update (barrier for shared memory)
 
-The middle line is :meth:`SparseOptimizer._update`, the one place that picks a backend for
-the optimizer's formula:
+The backend (:mod:`graphemb.optim.backends`: fused C++ kernels, fused Triton kernel or pure
+torch, one interface) is chosen once per embedding, when the optimizer takes it.
 
-* the fused C++ CPU kernels (:mod:`graphemb.optim.kernels`) for contiguous CPU tables,
-* the fused Triton kernels (``graphemb.optim.triton_update``, when present and Triton is
-  importable) for CUDA tables,
-* otherwise pure torch: coalesce -> gather rows -> formula
-  (:mod:`graphemb.optim.functional`) -> scatter rows.
-
-``GRAPHEMB_DISABLE_KERNELS=1`` forces pure torch everywhere. Both fused backends take the
-same arguments: the owned rows as a stably sorted ``index``, the ``order`` of ``grads`` rows
-behind it, the ``divisor`` (world size), the state tables and the hyper-parameters (the C++
-kernels as floats in the formula's order, Triton as the param group).
-
-A subclass names its formula (:attr:`SparseOptimizer.formula`, a key of
-:data:`graphemb.optim.functional.FORMULAS`, which also gives its per-row state), checks its
-hyper-parameters (:meth:`_check_group`) and, if they are not plain floats of the formula's
-names, maps a param group to them (:meth:`_hyper_parameters`). Everything else -- param
-groups, ``state_dict``, LR schedulers, processes -- is here.
+A subclass names its formula (:attr:`SparseOptimizer.formula`, a key of the registry
+:data:`graphemb.optim.functional.FORMULAS`, which also gives its per-row state and
+hyper-parameters) and passes its defaults; hyper-parameters are checked by one function,
+:func:`check_hyper_parameters`. Everything else -- param groups, ``state_dict``, LR
+schedulers, processes -- is here.
 
 The class derives from :class:`torch.optim.Optimizer` so that ``torch.optim.lr_scheduler``
 accepts it; its "parameters" are :class:`~graphemb.NodeEmbedding` objects, not tensors.
@@ -32,10 +22,7 @@ accepts it; its "parameters" are :class:`~graphemb.NodeEmbedding` objects, not t
 
 from __future__ import annotations
 
-import functools
-import importlib
 import math
-import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -44,16 +31,13 @@ from torch.profiler import record_function
 
 from .._checks import as_size
 from ..embedding import NodeEmbedding
-from . import kernels
+from . import backends
 from .functional import FORMULAS, Formula
-from .rows import Workspace, coalesce_rows, gather_rows, scatter_rows
+from .rows import Workspace, coalesce_rows
 
-__all__ = ["SparseOptimizer", "StateLayout"]
+__all__ = ["SparseOptimizer", "StateLayout", "check_hyper_parameters"]
 
 StateLayout = dict[str, tuple[tuple[int, ...], torch.dtype]]
-
-# The Triton kernels' module: same contract as the C++ kernels, for CUDA tables.
-_TRITON_MODULE = "graphemb.optim.triton_update"
 
 
 class SparseOptimizer(torch.optim.Optimizer):
@@ -97,16 +81,25 @@ class SparseOptimizer(torch.optim.Optimizer):
             )
         self._check_group(defaults)
         self._workspace = Workspace()
+        self._backends: dict[NodeEmbedding, backends.UpdateBackend] = {}
         self._steps_taken = 0
         super().__init__(params, defaults)  # type: ignore[arg-type]  # embeddings
 
-    # ------------------------------------------------------------------ subclass hooks
+    # ------------------------------------------------------------------ hyper-parameters
     def _check_group(self, group: dict) -> None:
         """Raise ``ValueError`` naming any hyper-parameter out of range."""
+        check_hyper_parameters(group)
 
     def _hyper_parameters(self, group: Mapping[str, Any]) -> dict[str, float]:
-        """The formula's scalar hyper-parameters (``Formula.hyper``) from a param group."""
-        return {name: float(group[name]) for name in self._formula.hyper}
+        """The formula's scalar hyper-parameters (``Formula.hyper``) from a param group:
+        its own names, and ``beta1``, ``beta2`` from torch's ``betas``."""
+        values = {}
+        for name in self._formula.hyper:
+            if name in group:
+                values[name] = float(group[name])
+            else:
+                values[name] = float(group["betas"][_BETAS.index(name)])
+        return values
 
     # ------------------------------------------------------------------ description
     @property
@@ -137,6 +130,21 @@ class SparseOptimizer(torch.optim.Optimizer):
         """
         return self._formula.state_layout(embedding.embedding_dim, embedding.compute_dtype)
 
+    def update_backend(self, embedding: NodeEmbedding) -> str:
+        """Name of the backend that updates ``embedding``'s rows (chosen when this optimizer
+        took it): ``"cpu-kernels"``, ``"triton"`` or ``"torch"`` (see
+        :mod:`graphemb.optim.backends`).
+
+        Examples
+        --------
+        >>> import graphemb
+        >>> from graphemb.optim import SparseSGD
+        >>> emb = graphemb.NodeEmbedding(10, 4, "backend-demo", dtype=torch.float64)
+        >>> SparseSGD([emb], lr=0.1).update_backend(emb) in ("cpu-kernels", "torch")
+        True
+        """
+        return self._backends[embedding].name
+
     # ------------------------------------------------------------------ param groups
     def add_param_group(self, param_group: dict[str, Any]) -> None:
         """Add a group of embeddings (collective with a process group: allocates state)."""
@@ -164,19 +172,23 @@ class SparseOptimizer(torch.optim.Optimizer):
         group = {**self.defaults, **param_group, "params": embeddings}
         self._check_group(group)
         for embedding in embeddings:
-            self.state[embedding] = {  # type: ignore[index]  # keyed by embeddings
+            state = {
                 key: embedding.storage.create_table(
                     f"{type(self).__name__}.{key}", row_shape, dtype
                 )
                 for key, (row_shape, dtype) in self.state_layout(embedding).items()
             }
+            self.state[embedding] = state  # type: ignore[index]  # keyed by embeddings
+            self._backends[embedding] = backends.select_backend(
+                embedding.weight, state, self._workspace
+            )
         self.param_groups.append(group)
 
     # ------------------------------------------------------------------ step
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Discard the gradients recorded so far by this optimizer's embeddings."""
         for embedding in self.embeddings:
-            embedding._clear_gradients()
+            embedding.clear_gradients()
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -209,14 +221,13 @@ class SparseOptimizer(torch.optim.Optimizer):
         storage = embedding.storage
         divisor = 1  # gradients are averaged over ranks: the global mean, as DDP's
         what = f"gradient push of {type(self).__name__} step {self._steps_taken}"
-        if storage.overlaps:  # pushes started by backward (or now): wait for them
-            with record_function("graphemb::wait_push"):
-                ids, grads = embedding._pushed_gradients(what)
+        # with overlap: waits for the pushes started by backward (or now)
+        span = "graphemb::wait_push" if storage.overlaps else "graphemb::take_gradients"
+        with record_function(span):
+            ids, grads, pushed = embedding.take_gradients(what)
+        if pushed:
             divisor = storage.world_size
-        else:
-            with record_function("graphemb::take_gradients"):
-                ids, grads = embedding._take_gradients()
-        if storage.distributed and not storage.overlaps:
+        elif storage.distributed:
             if storage.coalesce_before_push:  # fewer rows to send
                 with record_function("graphemb::coalesce"):
                     ids, grads = coalesce_rows(ids, grads, self._workspace)
@@ -239,46 +250,16 @@ class SparseOptimizer(torch.optim.Optimizer):
     ) -> None:
         """The one update hook: for the rows ``index`` of this rank's tables (duplicates
         allowed), sum their ``grads`` rows, divide by ``divisor`` and apply the formula to
-        the weight and state rows in place, with the backend chosen here."""
-        formula = self._formula
-        hyper = self._hyper_parameters(group)
-        weight, state = embedding.weight, self.state[embedding]  # type: ignore[index]
-        fused = _fused_backend(weight, state)
-        if fused is not None:
-            # A stable sort keeps the summation order of index_add_ (the pure-torch path).
-            index, order = torch.sort(index, stable=True)
-            fused(formula, weight, state, index, order, grads.contiguous(), divisor, hyper, group)
-            return
-        index, grads = coalesce_rows(index, grads, self._workspace)
-        if divisor != 1:
-            grads.div_(divisor)
-        self._torch_update(formula, weight, state, index, grads, hyper)
-
-    def _torch_update(
-        self,
-        formula: Formula,
-        table: torch.Tensor,
-        tables: Mapping[str, torch.Tensor],
-        index: torch.Tensor,
-        grads: torch.Tensor,
-        hyper: Mapping[str, float],
-    ) -> None:
-        """Gather the distinct rows ``index``, run the formula, scatter the rows back."""
-        rows, dim = index.numel(), grads.shape[1]
-        compute, device = grads.dtype, grads.device
-        take = self._workspace.take
-        weight = gather_rows(table, index, compute, take("weight", rows, (dim,), compute, device))
-        state = {
-            key: gather_rows(
-                t, index, t.dtype, take(f"state.{key}", rows, t.shape[1:], t.dtype, device)
-            )
-            for key, t in tables.items()
-        }
-        scratch = take("scratch", rows, (dim,), compute, device) if formula.uses_scratch else None
-        formula.apply_(weight, grads, state, hyper, scratch)
-        scatter_rows(table, index, weight)
-        for key, t in tables.items():
-            scatter_rows(t, index, state[key])
+        the weight and state rows in place, with the embedding's backend."""
+        self._backends[embedding].update_(
+            self._formula,
+            embedding.weight,
+            self.state[embedding],  # type: ignore[index]
+            index,
+            grads,
+            divisor,
+            self._hyper_parameters(group),
+        )
 
     # ------------------------------------------------------------------ state dict
     def state_dict(self, *, with_state: bool = True) -> dict[str, Any]:
@@ -442,79 +423,31 @@ class SparseOptimizer(torch.optim.Optimizer):
                 )
 
 
-# ---------------------------------------------------------------------- backends
-# (formula, weight, state, sorted index, order, grads, divisor, hyper-parameters, group)
-FusedUpdate = Callable[
-    [
-        Formula,
-        torch.Tensor,
-        Mapping[str, torch.Tensor],
-        torch.Tensor,
-        torch.Tensor,
-        torch.Tensor,
-        int,
-        Mapping[str, float],
-        Mapping[str, Any],
-    ],
-    None,
-]
+# ---------------------------------------------------------------------- hyper-parameters
+_BETAS = ("beta1", "beta2")  # the formula's names of torch's ("betas")[0], [1]
 
 
-def _fused_backend(weight: torch.Tensor, state: Mapping[str, torch.Tensor]) -> FusedUpdate | None:
-    """The fused kernel for these tables, or None for the pure-torch path."""
-    if _cpu_kernels_usable(weight, state):
-        return _cpu_kernels_update
-    if _triton_usable(weight, state):
-        return _triton_update_
-    return None
+def check_hyper_parameters(group: Mapping[str, Any]) -> None:
+    """``ValueError`` naming the first hyper-parameter of ``group`` out of range: ``lr`` and
+    ``eps`` >= 0, ``betas`` a pair in [0, 1). Other keys are not looked at.
 
-
-def _kernels_disabled() -> bool:
-    return os.environ.get(kernels.DISABLE_VARIABLE, "") in ("1", "true")
-
-
-def _cpu_kernels_usable(weight: torch.Tensor, state: Mapping[str, torch.Tensor]) -> bool:
-    return kernels.usable_for(weight) and all(t.is_contiguous() for t in state.values())
-
-
-def _cpu_kernels_update(formula, weight, state, index, order, grads, divisor, hyper, group):
-    kernel = getattr(kernels.module(), f"{formula.name}_")
-    kernel(
-        weight,
-        *(state[key] for key in formula.state_keys),
-        index,
-        order,
-        grads,
-        divisor,
-        *(hyper[name] for name in formula.hyper),
-    )
-
-
-@functools.lru_cache(maxsize=1)
-def _triton_module():
-    """``graphemb.optim.triton_update``, or None where it (or Triton) is not installed."""
-    try:
-        module = importlib.import_module(_TRITON_MODULE)
-    except ImportError:
-        return None
-    has_api = callable(getattr(module, "fused_update", None)) and callable(
-        getattr(module, "available", None)
-    )
-    return module if has_api else None
-
-
-def _triton_usable(weight: torch.Tensor, state: Mapping[str, torch.Tensor]) -> bool:
-    if weight.device.type != "cuda" or _kernels_disabled():
-        return False
-    module = _triton_module()
-    return module is not None and bool(module.available(weight))
-
-
-def _triton_update_(formula, weight, state, index, order, grads, divisor, hyper, group):
-    # triton_update reads the hyper-parameters of a param group ("betas", not "beta1").
-    _triton_module().fused_update(
-        formula.name, weight, dict(state), index, order, grads, divisor, group
-    )
+    Examples
+    --------
+    >>> check_hyper_parameters({"lr": 0.1, "betas": (0.9, 1.0)})
+    Traceback (most recent call last):
+    ...
+    ValueError: invalid beta parameter at index 1: 1.0 (expected a number in [0.0, 1.0))
+    """
+    if "lr" in group:
+        check_number("learning rate (lr)", group["lr"], 0.0)
+    if "eps" in group:
+        check_number("epsilon (eps)", group["eps"], 0.0)
+    if "betas" in group:
+        betas = group["betas"]
+        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+            raise ValueError(f"invalid betas: {betas!r} (expected a pair of numbers in [0, 1))")
+        for position, beta in enumerate(betas):
+            check_number(f"beta parameter at index {position}", beta, 0.0, 1.0)
 
 
 def check_number(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..embedding import NodeEmbedding
-from .optimizer import SparseOptimizer, check_number
+from .optimizer import SparseOptimizer
 
 __all__ = ["SparseRowWiseAdagrad"]
 
@@ -45,7 +45,3 @@ class SparseRowWiseAdagrad(SparseOptimizer):
         self, params: Iterable[NodeEmbedding] | Iterable[dict], lr: float, eps: float = 1e-10
     ) -> None:
         super().__init__(params, {"lr": lr, "eps": eps})
-
-    def _check_group(self, group):
-        check_number("learning rate (lr)", group["lr"], 0.0)
-        check_number("epsilon (eps)", group["eps"], 0.0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..embedding import NodeEmbedding
-from .optimizer import SparseOptimizer, check_number
+from .optimizer import SparseOptimizer
 
 __all__ = ["SparseSGD"]
 
@@ -36,6 +36,3 @@ class SparseSGD(SparseOptimizer):
 
     def __init__(self, params: Iterable[NodeEmbedding] | Iterable[dict], lr: float) -> None:
         super().__init__(params, {"lr": lr})
-
-    def _check_group(self, group):
-        check_number("learning rate (lr)", group["lr"], 0.0)

@@ -1,11 +1,13 @@
 """Fused sparse update in Triton: one kernel launch per embedding and step, for GPUs.
 
-The contract of the fused CPU kernels (:mod:`graphemb.optim.kernels`, ``csrc/``): given the
-owned table rows ``index`` of a step sorted ascending (runs of equal rows are duplicate ids,
-or rows pushed by several ranks) and ``order``, the ``grads`` row of each sorted position,
-one kernel sums the gradient rows of each run in order, divides the sum by ``divisor`` (the
-world size), and applies the formula of :mod:`graphemb.optim.functional` to the weight row
-and its optimizer state in place. Tables may be float32, float16 or bfloat16; gradients,
+The interface of the fused CPU kernels (:func:`graphemb.optim.kernels.fused_update`): given
+the owned table rows ``index`` of a step sorted ascending (runs of equal rows are duplicate
+ids, or rows pushed by several ranks) and ``order``, the ``grads`` row of each sorted
+position, one kernel sums the gradient rows of each run in order, divides the sum by
+``divisor`` (the world size), and applies the formula of the registry
+(:data:`graphemb.optim.functional.FORMULAS`: its ``kernel_id`` selects the kernel's branch,
+its state tables and hyper-parameters are the arguments) to the weight row and its
+optimizer state in place. Tables may be float32, float16 or bfloat16; gradients,
 state and all arithmetic are float32, and the weight is rounded to the table's dtype once,
 when it is stored.
 
@@ -49,33 +51,21 @@ from typing import Any
 import torch
 
 from . import kernels
+from .functional import FORMULAS, Formula
 
 __all__ = [
-    "FORMULAS",
-    "STATE_KEYS",
     "available",
     "fused_update",
     "interpreted",
     "triton_version",
 ]
 
-#: The formulas, as in :mod:`graphemb.optim.functional`.
-FORMULAS = ("sgd", "adagrad", "rowwise_adagrad", "adam")
-#: The optimizer state each formula updates (the optimizers' state tables).
-STATE_KEYS: dict[str, tuple[str, ...]] = {
-    "sgd": (),
-    "adagrad": ("sum",),
-    "rowwise_adagrad": ("sum",),
-    "adam": ("exp_avg", "exp_avg_sq", "step"),
-}
 # Triton 2.x is not used: its interpreter cannot run this kernel (triton 2.2.0, the dgl
 # stack's, fails on integer constants and scalar arithmetic: AttributeError in its Builder),
 # so nothing would test it. Tested: 3.6.
 MIN_TRITON = (3, 0)
 TABLE_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 MAX_BLOCK = 1024  # columns per chunk: wider rows take several chunks
-
-_FORMULA_IDS = {name: number for number, name in enumerate(FORMULAS)}
 
 # Filled by _load() on first use: importing Triton costs time and fixes the interpreter
 # mode of the whole process, so `import graphemb` must not do it.
@@ -173,29 +163,18 @@ def _number(name: str, value: Any, low: float, high: float = math.inf) -> float:
     return number
 
 
-def _hyper_parameters(formula: str, hyper: Mapping[str, Any]) -> dict[str, float]:
-    """The formula's hyper-parameters out of ``hyper`` -- a param group (Adam: ``betas``) or
-    flat names (Adam: ``beta1``, ``beta2``) -- checked."""
+def _hyper_parameters(formula: Formula, hyper: Mapping[str, Any]) -> dict[str, float]:
+    """The formula's hyper-parameters (``Formula.hyper``) out of ``hyper``, checked: betas in
+    [0, 1), the others >= 0."""
     if not isinstance(hyper, Mapping):
         raise TypeError(f"fused_update: hyper must be a dict, got {type(hyper).__name__}")
-    needed = ("lr",) if formula == "sgd" else ("lr", "eps")
-    missing = [key for key in needed if key not in hyper]
-    if formula == "adam" and "betas" not in hyper and not {"beta1", "beta2"} <= set(hyper):
-        missing.append("betas")
+    missing = [name for name in formula.hyper if name not in hyper]
     if missing:
-        raise ValueError(f"fused_update: {formula} needs hyper-parameters {missing}")
-    values = {key: _number(key, hyper[key], 0.0) for key in needed}
-    if formula == "adam":
-        if "betas" in hyper:
-            betas = hyper["betas"]
-            if not isinstance(betas, (tuple, list)) or len(betas) != 2:
-                raise ValueError(f"fused_update: invalid betas: {betas!r} (expected two numbers)")
-            values["beta1"] = _number("betas[0]", betas[0], 0.0, 1.0)
-            values["beta2"] = _number("betas[1]", betas[1], 0.0, 1.0)
-        else:
-            values["beta1"] = _number("beta1", hyper["beta1"], 0.0, 1.0)
-            values["beta2"] = _number("beta2", hyper["beta2"], 0.0, 1.0)
-    return values
+        raise ValueError(f"fused_update: {formula.name} needs hyper-parameters {missing}")
+    return {
+        name: _number(name, hyper[name], 0.0, 1.0 if name.startswith("beta") else math.inf)
+        for name in formula.hyper
+    }
 
 
 def _check_tensor(
@@ -270,14 +249,15 @@ def fused_update(
 
     Parameters
     ----------
-    formula : {"sgd", "adagrad", "rowwise_adagrad", "adam"}
-        As in :mod:`graphemb.optim.functional`.
+    formula : str
+        A key of :data:`graphemb.optim.functional.FORMULAS`.
     weight : Tensor (N, dim), float32, float16 or bfloat16, contiguous; updated in place
         On a CUDA device, or on CPU (Triton's interpreter: for tests).
     state : dict of Tensor, updated in place
-        The optimizer's state tables (:data:`STATE_KEYS`): ``{}`` for SGD; ``"sum"``
-        float32 ``(N, dim)`` for Adagrad, ``(N,)`` for row-wise Adagrad; ``"exp_avg"``,
-        ``"exp_avg_sq"`` float32 ``(N, dim)`` and ``"step"`` int64 ``(N,)`` for Adam.
+        The formula's state tables (``Formula.state_layout`` with float32): ``{}`` for SGD;
+        ``"sum"`` float32 ``(N, dim)`` for Adagrad, ``(N,)`` for row-wise Adagrad;
+        ``"exp_avg"``, ``"exp_avg_sq"`` float32 ``(N, dim)`` and ``"step"`` int64 ``(N,)``
+        for Adam.
     index : Tensor of int64 (M,)
         Rows of ``weight`` to update, sorted ascending, duplicates allowed.
     order : Tensor of int64 (M,)
@@ -287,8 +267,8 @@ def fused_update(
     divisor : number > 0
         The summed gradient is divided by it (the world size).
     hyper : dict
-        Hyper-parameters, as in a param group: ``lr`` (all), ``eps`` (Adagrads, Adam),
-        ``betas`` (Adam; or ``beta1`` and ``beta2``); other keys are ignored.
+        The formula's hyper-parameters by name (``Formula.hyper``): ``lr`` (all), ``eps``
+        (Adagrads, Adam), ``beta1`` and ``beta2`` (Adam); other keys are ignored.
     block_size : int, optional
         Columns per chunk, a power of two (default: the row width rounded up to a power of
         two, at most 1024).
@@ -302,8 +282,11 @@ def fused_update(
     RuntimeError
         Without a usable Triton (>= 3.0), or for CPU tensors when Triton is not interpreted.
     """
-    if not isinstance(formula, str) or formula not in _FORMULA_IDS:
-        raise ValueError(f"fused_update: unknown formula {formula!r}; expected one of {FORMULAS}")
+    if not isinstance(formula, str) or formula not in FORMULAS:
+        raise ValueError(
+            f"fused_update: unknown formula {formula!r}; expected one of {sorted(FORMULAS)}"
+        )
+    spec = FORMULAS[formula]
     if not isinstance(weight, torch.Tensor):
         raise TypeError(f"fused_update: weight must be a Tensor, got {type(weight).__name__}")
     if weight.dim() != 2 or not weight.is_contiguous():
@@ -327,24 +310,17 @@ def fused_update(
     if not isinstance(grads, torch.Tensor) or grads.dim() != 2:
         raise ValueError(f"fused_update: grads must be a 2-D Tensor, got {grads!r:.80}")
     _check_tensor("grads", grads, device, torch.float32, (grads.shape[0], dim))
-    if not isinstance(state, Mapping) or set(state) != set(STATE_KEYS[formula]):
+    if not isinstance(state, Mapping) or set(state) != set(spec.state_keys):
         keys = sorted(state) if isinstance(state, Mapping) else state
         raise ValueError(
-            f"fused_update: {formula} state must hold {list(STATE_KEYS[formula])}, got {keys!r}"
+            f"fused_update: {formula} state must hold {list(spec.state_keys)}, got {keys!r}"
         )
-    shapes = {
-        "sum": (num_rows,) if formula == "rowwise_adagrad" else (num_rows, dim),
-        "exp_avg": (num_rows, dim),
-        "exp_avg_sq": (num_rows, dim),
-        "step": (num_rows,),
-    }
-    for key, table in state.items():
-        dtype = torch.int64 if key == "step" else torch.float32
-        _check_tensor(f"state[{key!r}]", table, device, dtype, shapes[key])
+    for key, (row_shape, dtype) in spec.state_layout(dim, torch.float32).items():
+        _check_tensor(f"state[{key!r}]", state[key], device, dtype, (num_rows, *row_shape))
     divisor = _number("divisor", divisor, 0.0)
     if divisor == 0.0:
         raise ValueError("fused_update: invalid divisor: 0 (expected a number > 0)")
-    values = _hyper_parameters(formula, hyper)
+    values = _hyper_parameters(spec, hyper)
     block = _block_size(dim, block_size)
     if device.type == "cpu":
         _check_values(index, order, num_rows, grads.shape[0])
@@ -364,10 +340,12 @@ def fused_update(
 
     lr, eps = values["lr"], values.get("eps", 0.0)
     beta1, beta2 = values.get("beta1", 0.0), values.get("beta2", 0.0)
-    tables = [state[key] for key in STATE_KEYS[formula] if key != "step"]
+    # the formula's float tables in registry order, then its step counts (Adam)
+    tables = [state[key] for key, kind in spec.state if kind != "count"]
+    counts = [state[key] for key, kind in spec.state if kind == "count"]
     state_a = tables[0] if tables else weight  # pointers a formula does not use: any tensor
     state_b = tables[1] if len(tables) > 1 else state_a
-    step = state["step"] if formula == "adam" else index
+    step = counts[0] if counts else index
     arguments = (
         weight,
         state_a,
@@ -388,7 +366,7 @@ def fused_update(
         eps / lr if lr > 0 else 0.0,
     )
     options = {
-        "FORMULA": _FORMULA_IDS[formula],
+        "FORMULA": spec.kernel_id,
         "BLOCK_D": block,
         # lr == 0: Adam updates its moments only, as functional.adam_rows_ (no 0 * m / 0)
         "UPDATE_WEIGHT": lr != 0.0 or formula != "adam",
@@ -425,7 +403,8 @@ def _fused_rows(
 ):
     """One program per sorted position; the first position of a run updates its row.
 
-    FORMULA: 0 SGD, 1 Adagrad, 2 row-wise Adagrad, 3 Adam (the order of FORMULAS).
+    FORMULA: the formula's ``kernel_id`` in the registry: 0 SGD, 1 Adagrad, 2 row-wise
+    Adagrad, 3 Adam.
     """
     position = tl.program_id(0)
     row = tl.load(index_ptr + position)

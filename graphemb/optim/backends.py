@@ -1,0 +1,185 @@
+"""Where an optimizer's update runs: one interface, three backends, chosen once per embedding.
+
+Every backend takes the same call (:meth:`UpdateBackend.update_`): the rows ``ids`` of this
+process's weight and state tables (duplicates allowed), their gradient rows, the divisor
+(world size), the formula of the registry (:data:`graphemb.optim.functional.FORMULAS`) and
+its hyper-parameters by name. It sums the gradient rows of each row, divides by the
+divisor and applies the formula to the weight and state rows in place.
+
+* ``"cpu-kernels"``: the fused C++ kernels (:mod:`graphemb.optim.kernels`), contiguous CPU
+  tables;
+* ``"triton"``: the fused Triton kernel (:mod:`graphemb.optim.triton_update`), CUDA tables;
+* ``"torch"``: coalesce -> gather rows -> formula -> scatter rows, everywhere.
+
+Both fused backends are a :class:`FusedBackend` around a function of the same signature,
+``fused_update(formula, weight, state, index, order, grads, divisor, hyper)`` with ``index``
+the stably sorted rows and ``order`` the gradient row behind each position, and the sort
+that gives them (:func:`graphemb.optim.kernels.sort_rows` on CPU, ``torch.sort`` on GPUs).
+
+:func:`select_backend` picks one when an optimizer takes an embedding (its
+``add_param_group``); ``GRAPHEMB_DISABLE_KERNELS=1`` at that moment picks pure torch.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Mapping
+
+import torch
+
+from . import kernels, triton_update
+from .functional import Formula
+from .rows import Workspace, coalesce_rows, gather_rows, scatter_rows
+
+__all__ = [
+    "FusedBackend",
+    "FusedUpdate",
+    "TorchBackend",
+    "UpdateBackend",
+    "select_backend",
+    "stable_sort",
+]
+
+FusedUpdate = Callable[
+    [
+        str,
+        torch.Tensor,
+        Mapping[str, torch.Tensor],
+        torch.Tensor,
+        torch.Tensor,
+        torch.Tensor,
+        float,
+        Mapping[str, float],
+    ],
+    None,
+]
+"""``fused_update(formula, weight, state, index, order, grads, divisor, hyper)``: the
+interface of :func:`graphemb.optim.kernels.fused_update` and
+:func:`graphemb.optim.triton_update.fused_update`."""
+
+
+class UpdateBackend(abc.ABC):
+    """Applies a formula to the rows of one embedding's tables."""
+
+    name: str = ""
+
+    @abc.abstractmethod
+    def update_(
+        self,
+        formula: Formula,
+        weight: torch.Tensor,
+        state: Mapping[str, torch.Tensor],
+        ids: torch.Tensor,
+        grads: torch.Tensor,
+        divisor: int,
+        hyper: Mapping[str, float],
+    ) -> None:
+        """Sum the ``grads`` rows of each row of ``ids``, divide by ``divisor``, apply
+        ``formula`` to the weight and state rows in place.
+
+        Parameters
+        ----------
+        formula : Formula
+        weight : Tensor (N, dim), updated in place
+        state : mapping of str to Tensor
+            The formula's state tables, ``(N, dim)`` or ``(N,)``, updated in place.
+        ids : Tensor of int64 (M,)
+            Rows of the tables, duplicates allowed.
+        grads : Tensor (M, dim), the compute dtype
+        divisor : int
+            The world size (gradients are averaged over ranks).
+        hyper : mapping of str to float
+            Every name of ``formula.hyper``.
+        """
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+
+class TorchBackend(UpdateBackend):
+    """Pure torch: coalesce, gather the distinct rows, run the formula, scatter them back.
+
+    Parameters
+    ----------
+    workspace : Workspace
+        Buffers reused from step to step.
+    """
+
+    name = "torch"
+
+    def __init__(self, workspace: Workspace) -> None:
+        self._workspace = workspace
+
+    def update_(self, formula, weight, state, ids, grads, divisor, hyper):
+        index, grads = coalesce_rows(ids, grads, self._workspace)
+        if divisor != 1:
+            grads.div_(divisor)
+        rows, dim = index.numel(), grads.shape[1]
+        compute, device = grads.dtype, grads.device
+        take = self._workspace.take
+        weight_rows = gather_rows(
+            weight, index, compute, take("weight", rows, (dim,), compute, device)
+        )
+        state_rows = {
+            key: gather_rows(
+                t, index, t.dtype, take(f"state.{key}", rows, t.shape[1:], t.dtype, device)
+            )
+            for key, t in state.items()
+        }
+        scratch = take("scratch", rows, (dim,), compute, device) if formula.uses_scratch else None
+        formula.apply_(weight_rows, grads, state_rows, hyper, scratch)
+        scatter_rows(weight, index, weight_rows)
+        for key, t in state.items():
+            scatter_rows(t, index, state_rows[key])
+
+
+def stable_sort(ids: torch.Tensor, num_rows: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``torch.sort(ids, stable=True)``: ``(index, order)`` for a fused kernel."""
+    return torch.sort(ids, stable=True)
+
+
+class FusedBackend(UpdateBackend):
+    """A fused kernel: sorts the rows stably (keeping the summation order of the pure-torch
+    path) and hands them to ``kernel``.
+
+    Parameters
+    ----------
+    name : str
+    kernel : FusedUpdate
+    sort : callable
+        ``sort(ids, num_rows) -> (index, order)``, as ``torch.sort(ids, stable=True)``.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        kernel: FusedUpdate,
+        sort: Callable[[torch.Tensor, int], tuple[torch.Tensor, torch.Tensor]] = stable_sort,
+    ) -> None:
+        self.name = name
+        self._kernel = kernel
+        self._sort = sort
+
+    def update_(self, formula, weight, state, ids, grads, divisor, hyper):
+        index, order = self._sort(ids, weight.shape[0])
+        self._kernel(formula.name, weight, state, index, order, grads.contiguous(), divisor, hyper)
+
+
+def select_backend(
+    weight: torch.Tensor, state: Mapping[str, torch.Tensor], workspace: Workspace
+) -> UpdateBackend:
+    """The backend for these tables: the C++ kernels for contiguous CPU tables, Triton for
+    CUDA tables where it runs, else pure torch; pure torch with ``GRAPHEMB_DISABLE_KERNELS``.
+
+    Examples
+    --------
+    >>> from graphemb.optim.rows import Workspace
+    >>> select_backend(torch.zeros(4, 2, dtype=torch.float64).t(), {}, Workspace()).name
+    'torch'
+    """
+    contiguous = all(t.is_contiguous() for t in state.values())
+    if contiguous and kernels.usable_for(weight):
+        return FusedBackend("cpu-kernels", kernels.fused_update, kernels.sort_rows)
+    if contiguous and weight.device.type == "cuda" and triton_update.available(weight):
+        return FusedBackend("triton", triton_update.fused_update)
+    return TorchBackend(workspace)
