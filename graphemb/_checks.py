@@ -47,8 +47,8 @@ def is_integer_like(value: object) -> bool:
     return True
 
 
-def as_size(what: str, value: object, minimum: int = 0) -> int:
-    """``value`` as a Python int ``>= minimum``, or a ``ValueError`` naming ``what``.
+def as_size(name: str, value: object, minimum: int = 0) -> int:
+    """``value`` as a Python int ``>= minimum``, or a ``ValueError`` naming ``name``.
 
     Integer-like values are accepted the way ``range()`` accepts them: Python and numpy
     integers, 0-d integer tensors (on any device), anything with ``__index__``. Booleans,
@@ -56,7 +56,7 @@ def as_size(what: str, value: object, minimum: int = 0) -> int:
 
     Parameters
     ----------
-    what : str
+    name : str
         Name of the argument, quoted in the error message.
     value : object
         The size to check.
@@ -70,7 +70,7 @@ def as_size(what: str, value: object, minimum: int = 0) -> int:
     Raises
     ------
     ValueError
-        ``value`` is not integer-like, or is below ``minimum``; the message names ``what``
+        ``value`` is not integer-like, or is below ``minimum``; the message names ``name``
         and the value.
 
     Examples
@@ -88,13 +88,13 @@ def as_size(what: str, value: object, minimum: int = 0) -> int:
             shown = f"a tensor of shape {tuple(value.shape)} and dtype {value.dtype}"
         else:
             shown = repr(value)
-        raise ValueError(f"{what} must be an integer >= {minimum}, got {shown}")
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {shown}")
     if isinstance(value, torch.Tensor):
         number = int(value.item())
     else:
         number = operator.index(value)  # type: ignore[arg-type]
     if number < minimum:
-        raise ValueError(f"{what} must be an integer >= {minimum}, got {number}")
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {number}")
     return number
 
 
@@ -178,9 +178,9 @@ def node_id_message(bad: int, num_nodes: int, context: str = "", where: str = ""
     return f"{context}node id {bad} out of range [0, {num_nodes}){where}"
 
 
-def check_positive_int(what: str, value: object) -> int:
+def check_positive_int(name: str, value: object) -> int:
     """``value`` if it is a Python int ``>= 1`` (not a bool), else a ``ValueError`` naming
-    ``what``: the layer sizes of :mod:`graphemb.nn` and :mod:`graphemb.dgl` models.
+    ``name``: the layer sizes of :mod:`graphemb.nn` and :mod:`graphemb.dgl` models.
 
     Examples
     --------
@@ -192,13 +192,13 @@ def check_positive_int(what: str, value: object) -> int:
     ValueError: num_layers must be a positive int, got 0
     """
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{what} must be a positive int, got {value!r}")
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
     return value
 
 
-def check_probability(what: str, value: object) -> float:
+def check_probability(name: str, value: object) -> float:
     """``value`` as a float if it is a number in ``[0, 1)`` (not a bool), else a
-    ``ValueError`` naming ``what``: dropout rates.
+    ``ValueError`` naming ``name``: dropout rates.
 
     Examples
     --------
@@ -206,5 +206,5 @@ def check_probability(what: str, value: object) -> float:
     0.5
     """
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
-        raise ValueError(f"{what} must be a number in [0, 1), got {value!r}")
+        raise ValueError(f"{name} must be a number in [0, 1), got {value!r}")
     return float(value)

@@ -355,25 +355,25 @@ class NodeEmbedding:
         if self._early_push is None:
             self._early_push = self._start_push("gradient push started by backward", late=False)
 
-    def _start_push(self, what: str, *, late: bool) -> Future:
+    def _start_push(self, operation: str, *, late: bool) -> Future:
         ids, grads = self._take_gradients()
-        return self._storage.start_push(ids, [grads], what, late=late)
+        return self._storage.start_push(ids, [grads], operation, late=late)
 
-    def _pushed_gradients(self, what: str) -> tuple[torch.Tensor, torch.Tensor]:
+    def _pushed_gradients(self, operation: str) -> tuple[torch.Tensor, torch.Tensor]:
         """With overlap: the early push (started now if backward did not) and the late one
         (rows recorded since), both waited for; ``(ids (R,), grads (R, dim))`` this rank
         owns. Every rank runs both, whatever it recorded, so the collectives line up."""
         early, self._early_push = self._early_push, None
         if early is None:
-            early = self._start_push(what, late=False)
-        late = self._start_push(f"{what} (late rows)", late=True)
+            early = self._start_push(operation, late=False)
+        late = self._start_push(f"{operation} (late rows)", late=True)
         early_ids, (early_grads,) = early.result()
         late_ids, (late_grads,) = late.result()
         if not late_ids.numel():
             return early_ids, early_grads
         return torch.cat([early_ids, late_ids]), torch.cat([early_grads, late_grads])
 
-    def take_gradients(self, what: str = "gradient push") -> RecordedGradients:
+    def take_gradients(self, operation: str = "gradient push") -> RecordedGradients:
         """The gradient rows recorded since the last call (or :meth:`clear_gradients`); forgets
         them. The hand-off from lookups to the optimizers of :mod:`graphemb.optim`.
 
@@ -386,7 +386,7 @@ class NodeEmbedding:
 
         Parameters
         ----------
-        what : str
+        operation : str
             What the caller is doing, quoted in errors of the push (with ``overlap``).
 
         Returns
@@ -396,7 +396,7 @@ class NodeEmbedding:
             both on the storage device; ``pushed`` tells whether they went to their owners.
         """
         if self._storage.overlaps:
-            return RecordedGradients(*self._pushed_gradients(what), pushed=True)
+            return RecordedGradients(*self._pushed_gradients(operation), pushed=True)
         return RecordedGradients(*self._take_gradients(), pushed=False)
 
     def _take_gradients(self) -> tuple[torch.Tensor, torch.Tensor]:

@@ -302,14 +302,14 @@ def _fit_and_score(
     )
 
 
-def _node_ids(what: str, nodes: Any, num_nodes: int) -> np.ndarray:
-    chosen = _as_numpy(what, nodes)
+def _node_ids(name: str, nodes: Any, num_nodes: int) -> np.ndarray:
+    chosen = _as_numpy(name, nodes)
     if chosen.dtype.kind not in "iu":
-        raise ValueError(f"{what} must hold integer node ids, got dtype {chosen.dtype}")
+        raise ValueError(f"{name} must hold integer node ids, got dtype {chosen.dtype}")
     chosen = chosen.astype(np.int64).reshape(-1)
     if chosen.size and (chosen.min() < 0 or chosen.max() >= num_nodes):
         bad = chosen.min() if chosen.min() < 0 else chosen.max()
-        raise ValueError(f"{what} holds node id {bad}, outside [0, {num_nodes})")
+        raise ValueError(f"{name} holds node id {bad}, outside [0, {num_nodes})")
     return chosen
 
 
@@ -319,12 +319,12 @@ def _top_k(scores: np.ndarray, k: np.ndarray) -> np.ndarray:
     return (rank < k[:, None]).astype(np.int64)
 
 
-def _as_numpy(what: str, value: Any) -> np.ndarray:
+def _as_numpy(name: str, value: Any) -> np.ndarray:
     if isinstance(value, torch.Tensor):
         return value.detach().cpu().numpy()
     if isinstance(value, np.ndarray):
         return value
-    raise TypeError(f"{what} must be a torch.Tensor or numpy array, got {type(value).__name__}")
+    raise TypeError(f"{name} must be a torch.Tensor or numpy array, got {type(value).__name__}")
 
 
 def _checked_ratio(ratio: object) -> float:

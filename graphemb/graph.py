@@ -59,10 +59,10 @@ class Graph:
         indices: torch.Tensor,
         edge_ids: torch.Tensor | None = None,
     ) -> None:
-        for what, tensor in (("indptr", indptr), ("indices", indices), ("edge_ids", edge_ids)):
+        for name, tensor in (("indptr", indptr), ("indices", indices), ("edge_ids", edge_ids)):
             if tensor is None:
                 continue
-            check_node_id_vector(what, tensor)
+            check_node_id_vector(name, tensor)
         if indptr.numel() == 0 or int(indptr[0]) != 0 or int(indptr[-1]) != indices.numel():
             raise ValueError(
                 f"indptr must start at 0 and end at len(indices) = {indices.numel()}, got "
@@ -283,12 +283,12 @@ class Graph:
         )
 
 
-def _as_id_tensor(what: str, values: Any) -> torch.Tensor:
+def _as_id_tensor(name: str, values: Any) -> torch.Tensor:
     if not isinstance(values, torch.Tensor):
         array = np.asarray(values)
         if array.dtype.kind not in "iu" and array.size:
-            raise TypeError(f"{what} must hold integer node ids, got dtype {array.dtype}")
+            raise TypeError(f"{name} must hold integer node ids, got dtype {array.dtype}")
         if array.ndim != 1:
-            raise ValueError(f"{what} must be 1-dimensional, got shape {array.shape}")
+            raise ValueError(f"{name} must be 1-dimensional, got shape {array.shape}")
         values = torch.from_numpy(array.astype(np.int64, copy=False))
-    return check_node_id_vector(what, values).to(torch.int64)
+    return check_node_id_vector(name, values).to(torch.int64)

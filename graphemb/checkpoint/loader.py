@@ -201,7 +201,7 @@ def _write_rows(job: CheckpointJob, source: _Source) -> None:
             tables = job.tables(embedding)
             tasks = source.tasks(job, embedding)
             mine = [t for t in tasks if t.reader == job.rank]
-            what = f"checkpoint load of {embedding.name!r}"
+            operation = f"checkpoint load of {embedding.name!r}"
             for round_index in range(math.ceil(len(tasks) / readers)):
                 task = mine[round_index] if round_index < len(mine) else None
                 ids = torch.empty(0, dtype=torch.int64)
@@ -218,13 +218,13 @@ def _write_rows(job: CheckpointJob, source: _Source) -> None:
                         rows = [reader.read(t.file_name, task.start, task.stop) for t in tables]
                     except BaseException as err:  # noqa: B036 - voted on, then re-raised
                         error = err
-                job.vote(error, what)
+                job.vote(error, operation)
                 storage.write_rows(
                     [t.tensor for t in tables],
                     ids.to(storage.device),
                     [r.to(storage.device) for r in rows],
-                    what,
+                    operation,
                 )
-            storage.after_update(what)
+            storage.after_update(operation)
 
     job.run("read", stream)

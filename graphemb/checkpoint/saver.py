@@ -109,7 +109,7 @@ def _write_single(job: CheckpointJob, writer: TensorFileWriter | None, blob: byt
     (collective if partitioned). Every rank takes part in every round."""
     for embedding in job.embeddings:
         storage, chunk = embedding.storage, job.rows_per_chunk(embedding)
-        what = f"checkpoint save of {embedding.name!r}"
+        operation = f"checkpoint save of {embedding.name!r}"
         for table in job.tables(embedding):
             for start in range(0, embedding.num_embeddings, chunk):
                 stop = min(start + chunk, embedding.num_embeddings)
@@ -118,14 +118,14 @@ def _write_single(job: CheckpointJob, writer: TensorFileWriter | None, blob: byt
                     ids = torch.arange(
                         start, stop if job.rank == 0 else start, device=storage.device
                     )
-                    rows = storage.read_rows(table.tensor, ids, what)
+                    rows = storage.read_rows(table.tensor, ids, operation)
                     if writer is not None:
                         writer.write(table.file_name, rows)
                 except CoordinationError:
                     raise  # the collective failed: every rank knows
                 except BaseException as err:  # noqa: B036 - voted on, then re-raised
                     error = err
-                job.vote(error, what)
+                job.vote(error, operation)
     if writer is not None:
         if blob is not None:
             writer.write(EXTRA, torch.frombuffer(bytearray(blob), dtype=torch.uint8))

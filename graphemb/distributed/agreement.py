@@ -76,11 +76,11 @@ class PhaseAgreement:
         if self.coordinator is not None and self.coordinator.failed(f"{self.key}/{phase}"):
             raise PeerFailed
 
-    def vote(self, error: BaseException | None, what: str) -> None:
+    def vote(self, error: BaseException | None, operation: str) -> None:
         """End of a lockstep round: stop on every rank if it failed on any."""
         failed = error is not None
         if self.exchange is not None:
-            failed = self.exchange.true_on_any_rank(failed, f"{what} (failure vote)")
+            failed = self.exchange.true_on_any_rank(failed, f"{operation} (failure vote)")
         if error is not None:
             raise error
         if failed:
@@ -96,8 +96,8 @@ class PhaseAgreement:
             return document  # type: ignore[return-value]
         return self.coordinator.read(key, f"rank 0's {self.label} {phase}")
 
-    def broadcast_bytes(self, data: bytes | None, what: str) -> bytes:
+    def broadcast_bytes(self, data: bytes | None, operation: str) -> bytes:
         """Rank 0's ``data`` on every rank."""
         if self.exchange is None:
             return data  # type: ignore[return-value]
-        return self.exchange.broadcast_bytes(data, 0, what)
+        return self.exchange.broadcast_bytes(data, 0, operation)

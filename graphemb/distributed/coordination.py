@@ -84,12 +84,12 @@ class Coordinator:
     def publish(self, key: str, document: dict[str, Any]) -> None:
         self._store.set(key, json.dumps(document))
 
-    def read(self, key: str, what: str) -> dict[str, Any]:
+    def read(self, key: str, operation: str) -> dict[str, Any]:
         """Wait for ``key`` (at most ``timeout``) and return its JSON document."""
-        self.wait([key], what)
+        self.wait([key], operation)
         return json.loads(self._store.get(key))
 
-    def agree(self, key: str, error: BaseException | None, what: str) -> None:
+    def agree(self, key: str, error: BaseException | None, operation: str) -> None:
         """Every rank reports how a phase went; if any rank failed, every rank raises.
 
         Call it on every rank, with the exception this rank's part of the phase raised (or
@@ -113,7 +113,7 @@ class Coordinator:
         reports = []
         for rank in range(self.world_size):
             if rank != self.rank:
-                document = self.read(f"{key}/{rank}", f"rank {rank} to finish {what}")
+                document = self.read(f"{key}/{rank}", f"rank {rank} to finish {operation}")
                 if document["error"] is not None:
                     reports.append((rank, document["error"]))
         if error is not None:
@@ -133,7 +133,7 @@ class Coordinator:
             )
             ranks = ", ".join(str(rank) for rank, _ in reports)
             raise kind(
-                f"rank {self.rank} of {self.world_size}: {what} failed on rank {ranks} "
+                f"rank {self.rank} of {self.world_size}: {operation} failed on rank {ranks} "
                 f"({described})"
             )
 
@@ -142,7 +142,7 @@ class Coordinator:
         :meth:`agree` (does not wait): lets long work stop as soon as a peer failed."""
         return self._exists(f"{key}/failed")
 
-    def wait(self, keys: list[str], what: str) -> None:
+    def wait(self, keys: list[str], operation: str) -> None:
         """Block until every key exists; on timeout name the rank and the missing keys."""
         try:
             self._store.wait(keys, self.timeout)
@@ -150,7 +150,7 @@ class Coordinator:
             missing = [k for k in keys if not self._exists(k)]
             raise CoordinationError(
                 f"rank {self.rank} of {self.world_size}: gave up after "
-                f"{self.timeout.total_seconds():g}s waiting for {what} "
+                f"{self.timeout.total_seconds():g}s waiting for {operation} "
                 f"(store keys still missing: {missing or keys}): {err}"
             ) from err
 

@@ -109,7 +109,11 @@ class Exchange:
 
     # ------------------------------------------------------------------ public
     def push(
-        self, ids: torch.Tensor, owners: torch.Tensor, values: Sequence[torch.Tensor], what: str
+        self,
+        ids: torch.Tensor,
+        owners: torch.Tensor,
+        values: Sequence[torch.Tensor],
+        operation: str,
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """Send each row to its owner.
 
@@ -121,7 +125,7 @@ class Exchange:
             Owner rank of each row.
         values : sequence of Tensor, each of shape (M, ...)
             Payloads travelling with the ids.
-        what : str
+        operation : str
             Description for error messages, e.g. ``"gradient push of step 12"``.
 
         Returns
@@ -130,9 +134,9 @@ class Exchange:
             The rows this rank owns, grouped by sender rank (duplicates possible).
         values : list of Tensor, each of shape (R, ...)
         """
-        order, send_counts, recv_counts = self._route(owners, what)
-        received_ids = self._all_to_all(ids[order], send_counts, recv_counts, what)
-        received = [self._all_to_all(v[order], send_counts, recv_counts, what) for v in values]
+        order, send_counts, recv_counts = self._route(owners, operation)
+        received_ids = self._all_to_all(ids[order], send_counts, recv_counts, operation)
+        received = [self._all_to_all(v[order], send_counts, recv_counts, operation) for v in values]
         return received_ids, received
 
     def pull(
@@ -140,7 +144,7 @@ class Exchange:
         ids: torch.Tensor,
         owners: torch.Tensor,
         serve: Callable[[torch.Tensor], torch.Tensor],
-        what: str,
+        operation: str,
     ) -> torch.Tensor:
         """Fetch the rows ``ids`` from their owners.
 
@@ -153,7 +157,7 @@ class Exchange:
         serve : callable
             ``serve(requested_ids) -> rows``: how this rank reads the rows others ask of it;
             ``requested_ids`` has shape (R,), the result shape (R, ...).
-        what : str
+        operation : str
             Description for error messages.
 
         Returns
@@ -161,35 +165,37 @@ class Exchange:
         Tensor of shape (M, ...)
             The rows of ``ids``, in the order of ``ids``.
         """
-        return self.answer_pull(self.plan_pull(ids, owners, what), serve, what)
+        return self.answer_pull(self.plan_pull(ids, owners, operation), serve, operation)
 
-    def plan_pull(self, ids: torch.Tensor, owners: torch.Tensor, what: str) -> PullPlan:
+    def plan_pull(self, ids: torch.Tensor, owners: torch.Tensor, operation: str) -> PullPlan:
         """The first half of :meth:`pull`: tell every owner which of its rows it will be
         asked for (counts, then ids). Collective; may run ahead of :meth:`answer_pull`, on
         another group of the same ranks (a prefetch), since no row is read yet."""
-        order, send_counts, recv_counts = self._route(owners, what)
-        requested = self._all_to_all(ids[order], send_counts, recv_counts, what)
+        order, send_counts, recv_counts = self._route(owners, operation)
+        requested = self._all_to_all(ids[order], send_counts, recv_counts, operation)
         return PullPlan(order, send_counts, recv_counts, requested)
 
     def answer_pull(
-        self, plan: PullPlan, serve: Callable[[torch.Tensor], torch.Tensor], what: str
+        self, plan: PullPlan, serve: Callable[[torch.Tensor], torch.Tensor], operation: str
     ) -> torch.Tensor:
         """The second half of :meth:`pull`: owners read the planned rows now and send them;
         returns them in the order of the planned ids. Collective."""
-        answered = self._all_to_all(serve(plan.requested), plan.recv_counts, plan.send_counts, what)
+        answered = self._all_to_all(
+            serve(plan.requested), plan.recv_counts, plan.send_counts, operation
+        )
         rows = torch.empty_like(answered)
         rows[plan.order] = answered  # undo the grouping by owner
         return rows
 
-    def barrier(self, what: str) -> None:
+    def barrier(self, operation: str) -> None:
         """Wait until every rank arrives (bounded by the group's timeout).
 
         A plain barrier, not ``monitored_barrier``: the latter names the missing ranks but
         costs ~6 ms on gloo against ~0.4 ms (measured here), once or twice per step.
         """
-        self._run(what, lambda: dist.barrier(group=self.group))
+        self._run(operation, lambda: dist.barrier(group=self.group))
 
-    def true_on_any_rank(self, flag: bool, what: str) -> bool:
+    def true_on_any_rank(self, flag: bool, operation: str) -> bool:
         """Whether ``flag`` is true on any rank (one small all-reduce).
 
         Lets ranks that work in lockstep rounds -- a checkpoint streaming rows -- stop in
@@ -197,38 +203,40 @@ class Exchange:
         collectives the failed rank no longer joins.
         """
         vote = torch.tensor([1 if flag else 0], dtype=torch.int64, device=self.device)
-        self._run(what, lambda: dist.all_reduce(vote, dist.ReduceOp.MAX, group=self.group))
+        self._run(operation, lambda: dist.all_reduce(vote, dist.ReduceOp.MAX, group=self.group))
         return bool(vote.item())
 
-    def broadcast_bytes(self, data: bytes | None, src: int, what: str) -> bytes:
+    def broadcast_bytes(self, data: bytes | None, src: int, operation: str) -> bytes:
         """``data`` of rank ``src`` on every rank (others pass ``None``)."""
         if self.rank == src and data is None:
             raise TypeError(f"broadcast_bytes: rank {src} (the source) passed no data")
         size = torch.tensor([len(data) if data is not None else 0], device=self.device)
-        self._run(what, lambda: dist.broadcast(size, src, group=self.group))
+        self._run(operation, lambda: dist.broadcast(size, src, group=self.group))
         if int(size.item()) == 0:
             return b""
         payload = torch.empty(int(size.item()), dtype=torch.uint8)
         if data is not None and self.rank == src:
             payload = torch.frombuffer(bytearray(data), dtype=torch.uint8)
         payload = payload.to(self.device)
-        self._run(what, lambda: dist.broadcast(payload, src, group=self.group))
+        self._run(operation, lambda: dist.broadcast(payload, src, group=self.group))
         return payload.cpu().numpy().tobytes()
 
     # ------------------------------------------------------------------ internals
-    def _route(self, owners: torch.Tensor, what: str) -> tuple[torch.Tensor, list[int], list[int]]:
+    def _route(
+        self, owners: torch.Tensor, operation: str
+    ) -> tuple[torch.Tensor, list[int], list[int]]:
         """Group rows by owner; agree with every rank on how many rows travel where."""
         order = torch.argsort(owners, stable=True)
         send_counts = torch.bincount(owners, minlength=self.world_size)
         recv_counts = torch.empty_like(send_counts)
         self._run(
-            f"{what} (row counts)",
+            f"{operation} (row counts)",
             lambda: dist.all_to_all_single(recv_counts, send_counts, group=self.group),
         )
         return order, send_counts.tolist(), recv_counts.tolist()
 
     def _all_to_all(
-        self, send: torch.Tensor, send_counts: list[int], recv_counts: list[int], what: str
+        self, send: torch.Tensor, send_counts: list[int], recv_counts: list[int], operation: str
     ) -> torch.Tensor:
         send = send.contiguous()
         recv = send.new_empty((sum(recv_counts), *send.shape[1:]))
@@ -241,20 +249,20 @@ class Exchange:
         else:
             wire_send, wire_recv = send, recv
         self._run(
-            what,
+            operation,
             lambda: dist.all_to_all_single(
                 wire_recv, wire_send, recv_counts, send_counts, group=self.group
             ),
         )
         return recv
 
-    def _run(self, what: str, collective: Callable[[], object]) -> None:
+    def _run(self, operation: str, collective: Callable[[], object]) -> None:
         try:
             collective()
         except Exception as err:  # gloo/NCCL raise RuntimeError or DistBackendError
             diagnosis = "" if self.diagnose is None else self.diagnose()
             raise CoordinationError(
-                f"rank {self.rank} of {self.world_size}: {what} for {self.label} failed or "
+                f"rank {self.rank} of {self.world_size}: {operation} for {self.label} failed or "
                 f"timed out (timeout {self.timeout.total_seconds():g}s){diagnosis}: {err}"
             ) from err
 

@@ -77,14 +77,22 @@ class SharedMemoryMailboxes:
         weakref.finalize(self, _unlink_all, self._replaced)
 
     def push(
-        self, ids: torch.Tensor, owners: torch.Tensor, values: Sequence[torch.Tensor], what: str
+        self,
+        ids: torch.Tensor,
+        owners: torch.Tensor,
+        values: Sequence[torch.Tensor],
+        operation: str,
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """Same contract as :meth:`graphemb.distributed.exchange.Exchange.push`."""
-        delivered = self.deliver(ids, owners, values, what)
+        delivered = self.deliver(ids, owners, values, operation)
         return delivered.ids, delivered.values
 
     def deliver(
-        self, ids: torch.Tensor, owners: torch.Tensor, values: Sequence[torch.Tensor], what: str
+        self,
+        ids: torch.Tensor,
+        owners: torch.Tensor,
+        values: Sequence[torch.Tensor],
+        operation: str,
     ) -> Delivery:
         """:meth:`push`, also saying how many rows came from each sender (to answer them).
 
@@ -103,13 +111,13 @@ class SharedMemoryMailboxes:
         for value, region in zip(values, box_values, strict=True):
             torch.index_select(value, 0, order, out=region)
 
-        self._exchange.barrier(what)  # every mailbox is written
+        self._exchange.barrier(operation)  # every mailbox is written
 
         received_ids: list[torch.Tensor] = []
         received: list[list[torch.Tensor]] = [[] for _ in values]
         received_counts: list[int] = []
         for sender in range(self._world_size):
-            mailbox = self._mailbox_of(sender, what)
+            mailbox = self._mailbox_of(sender, operation)
             header = mailbox[: 8 * (self._world_size + 1)].view(torch.int64)
             sent = int(header[self._world_size])
             _, sender_ids, sender_values = _regions(mailbox, self._world_size, sent, row_layout)
@@ -154,13 +162,13 @@ class SharedMemoryMailboxes:
         self._peers[self._rank] = (generation, self._own)
         return self._own
 
-    def _mailbox_of(self, rank: int, what: str) -> torch.Tensor:
+    def _mailbox_of(self, rank: int, operation: str) -> torch.Tensor:
         generation = int(self._generations[rank])
         known = self._peers.get(rank)
         if known is not None and known[0] == generation:
             return known[1]
         meta = self._coordinator.read(
-            f"mailbox/{self._name}/{rank}/{generation}", f"rank {rank}'s mailbox ({what})"
+            f"mailbox/{self._name}/{rank}/{generation}", f"rank {rank}'s mailbox ({operation})"
         )
         mailbox = map_segment(Path(meta["path"]), (meta["bytes"],), torch.uint8)
         self._peers[rank] = (generation, mailbox)

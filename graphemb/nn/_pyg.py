@@ -16,23 +16,23 @@ from typing import Any
 __all__ = ["pyg_layer", "require_pyg"]
 
 
-def _missing(what: str, reason: str) -> ImportError:
+def _missing(feature: str, reason: str) -> ImportError:
     return ImportError(
-        f"graphemb.nn needs PyTorch Geometric for {what}, which could not be imported "
+        f"graphemb.nn needs PyTorch Geometric for {feature}, which could not be imported "
         f"({reason}). Install it with `pip install torch_geometric` (or `pip install "
         "'graphemb[pyg]'`): plain torch, no compiled extension needed. The rest of graphemb "
         "works without it."
     )
 
 
-def require_pyg(what: str) -> None:
-    """An ``ImportError`` naming ``what`` unless PyG is installed; PyG is not imported."""
+def require_pyg(feature: str) -> None:
+    """An ``ImportError`` naming ``feature`` unless PyG is installed; PyG is not imported."""
     try:
         found = importlib.util.find_spec("torch_geometric") is not None
     except (ImportError, ValueError) as error:  # a broken installation
-        raise _missing(what, f"{type(error).__name__}: {error}") from error
+        raise _missing(feature, f"{type(error).__name__}: {error}") from error
     if not found:
-        raise _missing(what, "No module named 'torch_geometric'")
+        raise _missing(feature, "No module named 'torch_geometric'")
 
 
 def pyg_layer(name: str) -> Any:

@@ -92,14 +92,14 @@ class GAT(BlockGNN):
             input_dropout=input_dropout,
             activation=activation,
         )
-        for what, value in (
+        for name, value in (
             ("hidden_size", hidden_size),
             ("num_classes", num_classes),
             ("num_layers", num_layers),
             ("heads", heads),
             ("output_heads", output_heads),
         ):
-            check_positive_int(what, value)
+            check_positive_int(name, value)
         attention_dropout = check_probability("attention_dropout", attention_dropout)
         if hidden_size % heads:
             raise ValueError(

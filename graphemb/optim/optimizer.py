@@ -220,11 +220,11 @@ class SparseOptimizer(torch.optim.Optimizer):
         # Profiler spans name the phases of a step (benchmarks/harness reads them back).
         storage = embedding.storage
         divisor = 1  # gradients are averaged over ranks: the global mean, as DDP's
-        what = f"gradient push of {type(self).__name__} step {self._steps_taken}"
+        operation = f"gradient push of {type(self).__name__} step {self._steps_taken}"
         # with overlap: waits for the pushes started by backward (or now)
         span = "graphemb::wait_push" if storage.overlaps else "graphemb::take_gradients"
         with record_function(span):
-            ids, grads, pushed = embedding.take_gradients(what)
+            ids, grads, pushed = embedding.take_gradients(operation)
         if pushed:
             divisor = storage.world_size
         elif storage.distributed:
@@ -232,7 +232,7 @@ class SparseOptimizer(torch.optim.Optimizer):
                 with record_function("graphemb::coalesce"):
                     ids, grads = coalesce_rows(ids, grads, self._workspace)
             with record_function("graphemb::push"):
-                ids, (grads,) = storage.push(ids, [grads], what)
+                ids, (grads,) = storage.push(ids, [grads], operation)
             divisor = storage.world_size
         if ids.numel():
             with record_function("graphemb::update"):

@@ -647,15 +647,15 @@ def _repeat_each(count: int, times: int, device: torch.device) -> torch.Tensor:
 
 
 # ---------------------------------------------------------------------------- validation
-def _check_fanout(what: str, fanout: object) -> int:
+def _check_fanout(name: str, fanout: object) -> int:
     if isinstance(fanout, bool) or not isinstance(fanout, numbers.Integral):
         raise TypeError(
-            f"{what} must be an integer (-1 for all neighbours), got {fanout!r} "
+            f"{name} must be an integer (-1 for all neighbours), got {fanout!r} "
             f"({type(fanout).__name__})"
         )
     value = int(fanout)
     if value < -1:
-        raise ValueError(f"{what} = {value}: a fanout is -1 (all neighbours) or >= 0")
+        raise ValueError(f"{name} = {value}: a fanout is -1 (all neighbours) or >= 0")
     return value
 
 

@@ -307,12 +307,12 @@ def _rows_sorted(indptr: torch.Tensor, indices: torch.Tensor, num_nodes: int) ->
     return torch.sort(keys).values - rows * num_nodes
 
 
-def _positive_number(what: str, value: object) -> float:
+def _positive_number(name: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{what} must be a positive number, got {value!r}")
+        raise TypeError(f"{name} must be a positive number, got {value!r}")
     number = float(value)
     if not (number > 0 and math.isfinite(number)):
-        raise ValueError(f"{what} must be a positive finite number, got {value!r}")
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
     return number
 
 

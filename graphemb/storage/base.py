@@ -142,7 +142,7 @@ class RowStorage(ABC):
         """This layout's :meth:`create_table`, without the agreement."""
 
     @abstractmethod
-    def read_rows(self, table: torch.Tensor, ids: torch.Tensor, what: str) -> torch.Tensor:
+    def read_rows(self, table: torch.Tensor, ids: torch.Tensor, operation: str) -> torch.Tensor:
         """Rows of the global ``ids`` (int64, shape (M,), on ``device``), in order.
 
         Collective for partitioned storage: every rank calls it, possibly with no ids.
@@ -170,19 +170,19 @@ class RowStorage(ABC):
         return self.partition.global_ids(self.rank, device=self.device)
 
     def push(
-        self, ids: torch.Tensor, values: Sequence[torch.Tensor], what: str
+        self, ids: torch.Tensor, values: Sequence[torch.Tensor], operation: str
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """Send rows to their owners; returns the rows this rank owns (ids may repeat)."""
         if self.exchange is None:
             return ids, list(values)
-        return self.exchange.push(ids, self.partition.owner(ids), values, what)
+        return self.exchange.push(ids, self.partition.owner(ids), values, operation)
 
     def write_rows(
         self,
         tables: Sequence[torch.Tensor],
         ids: torch.Tensor,
         rows: Sequence[torch.Tensor],
-        what: str,
+        operation: str,
     ) -> None:
         """Write ``rows[k]`` into ``tables[k]`` at the global ``ids``, wherever they live.
 
@@ -190,7 +190,7 @@ class RowStorage(ABC):
         it, ranks with nothing to write pass no ids. The ids held by different ranks must be
         disjoint. Call :meth:`after_update` once all writes are done (before anyone reads).
         """
-        ids, rows = self.push(ids, rows, what)
+        ids, rows = self.push(ids, rows, operation)
         index = self.local_index(ids)
         for table, values in zip(tables, rows, strict=True):
             table.index_copy_(0, index, values.to(table.dtype))
@@ -201,7 +201,12 @@ class RowStorage(ABC):
     overlaps: bool = False
 
     def start_push(
-        self, ids: torch.Tensor, values: Sequence[torch.Tensor], what: str, *, late: bool = False
+        self,
+        ids: torch.Tensor,
+        values: Sequence[torch.Tensor],
+        operation: str,
+        *,
+        late: bool = False,
     ) -> Future[tuple[torch.Tensor, list[torch.Tensor]]]:
         """:meth:`push`, started now and finished in the background; ``result()`` waits.
 
@@ -211,19 +216,19 @@ class RowStorage(ABC):
         began, usually none -- then one small vote replaces the exchange). Here: at once.
         """
         done: Future[tuple[torch.Tensor, list[torch.Tensor]]] = Future()
-        done.set_result(self.push(ids, values, what))
+        done.set_result(self.push(ids, values, operation))
         return done
 
-    def prefetch(self, ids: torch.Tensor, what: str) -> RowPrefetch:
+    def prefetch(self, ids: torch.Tensor, operation: str) -> RowPrefetch:
         """Start routing a later lookup of ``ids`` (int64 (M,), checked); see
         :class:`RowPrefetch`. Nothing to do unless lookups are collective and overlapped."""
         return RowPrefetch(ids, None)
 
-    def read_prefetched(self, table: torch.Tensor, prefetched: RowPrefetch, what: str):
+    def read_prefetched(self, table: torch.Tensor, prefetched: RowPrefetch, operation: str):
         """Rows of ``prefetched.ids``, read now (collective like :meth:`read_rows`)."""
-        return self.read_rows(table, prefetched.ids, what)
+        return self.read_rows(table, prefetched.ids, operation)
 
-    def after_update(self, what: str) -> None:  # noqa: B027 - a hook; most layouts need nothing
+    def after_update(self, operation: str) -> None:  # noqa: B027 - a hook; most layouts need nothing
         """Called once this rank has written rows (an optimizer step, a checkpoint load)."""
 
     # ------------------------------------------------------------------ whole tables

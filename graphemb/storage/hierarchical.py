@@ -202,24 +202,24 @@ class HierarchicalStorage(RowStorage):
             init,
         )
 
-    def read_rows(self, table, ids, what):
+    def read_rows(self, table, ids, operation):
         local, remote, inverse, wanted = self._route(ids)
-        pull = self._request(wanted, self._requests, self._cross, what)
-        return self._read_planned(table, ids, local, remote, inverse, pull, what)
+        pull = self._request(wanted, self._requests, self._cross, operation)
+        return self._read_planned(table, ids, local, remote, inverse, pull, operation)
 
-    def prefetch(self, ids, what):
+    def prefetch(self, ids, operation):
         if not self.overlaps:
             return RowPrefetch(ids, None)
         route = self._route(ids)
-        pull = self._fetcher.submit(self._prefetch_request, route.wanted, what)
+        pull = self._fetcher.submit(self._prefetch_request, route.wanted, operation)
         return RowPrefetch(ids, pull, route)
 
-    def read_prefetched(self, table, prefetched, what):
+    def read_prefetched(self, table, prefetched, operation):
         if prefetched.plan is None:
-            return self.read_rows(table, prefetched.ids, what)
+            return self.read_rows(table, prefetched.ids, operation)
         local, remote, inverse, _ = prefetched.route
         pull = prefetched.plan.result()
-        return self._read_planned(table, prefetched.ids, local, remote, inverse, pull, what)
+        return self._read_planned(table, prefetched.ids, local, remote, inverse, pull, operation)
 
     def _route(self, ids: torch.Tensor) -> _Route:
         """Positions of this machine's ids and of the others, and the others deduplicated
@@ -235,12 +235,12 @@ class HierarchicalStorage(RowStorage):
         wanted: torch.Tensor,
         requests: SharedMemoryMailboxes,
         cross: Exchange,
-        what: str,
+        operation: str,
     ) -> _MachinePull:
         """Route a lookup's remote ids (collective): to the machine's delegates through
         shared memory, merged there, and on to the owners. No row is read yet."""
         delegate = self._local_of_rank[self.partition.owner(wanted)]
-        asked = requests.deliver(wanted, delegate, [], f"{what} (requests)")
+        asked = requests.deliver(wanted, delegate, [], f"{operation} (requests)")
         needed, needed_inverse = torch.unique(asked.ids, return_inverse=True)
         peer = self._cross_rank_of_machine[self._machine_of(needed)]
         return _MachinePull(
@@ -250,30 +250,30 @@ class HierarchicalStorage(RowStorage):
                 torch.arange(len(asked.counts)), torch.tensor(asked.counts, dtype=torch.int64)
             ),
             needed_inverse=needed_inverse,
-            plan=cross.plan_pull(needed, peer, what),
+            plan=cross.plan_pull(needed, peer, operation),
         )
 
-    def _prefetch_request(self, wanted: torch.Tensor, what: str) -> _MachinePull:
-        pull = self._request(wanted, self._fetch_requests, self._fetch_cross, what)
+    def _prefetch_request(self, wanted: torch.Tensor, operation: str) -> _MachinePull:
+        pull = self._request(wanted, self._fetch_requests, self._fetch_cross, operation)
         # Prefetches may run several lookups ahead: nobody rewrites a request mailbox
         # before every rank has read it.
-        self._fetch_intra.barrier(f"{what} (requests read)")
+        self._fetch_intra.barrier(f"{operation} (requests read)")
         self._fetch_requests.after_barrier()
         return pull
 
-    def _read_planned(self, table, ids, local, remote, inverse, pull, what) -> torch.Tensor:
+    def _read_planned(self, table, ids, local, remote, inverse, pull, operation) -> torch.Tensor:
         def serve(requested: torch.Tensor) -> torch.Tensor:
             return index_rows(table, self._machine_index(requested))
 
         rows = torch.empty((ids.numel(), *table.shape[1:]), dtype=table.dtype)
         rows[local] = index_rows(table, self._machine_index(ids[local]))
         # The delegates read the rows their machine asked for from the owners ...
-        needed = self._cross.answer_pull(pull.plan, serve, what)
+        needed = self._cross.answer_pull(pull.plan, serve, operation)
         # ... and hand each asker its rows back, in the order it asked for them.
         answers = self._answers[self._answer_turn]
         self._answer_turn ^= 1
         answered = answers.deliver(
-            pull.asked, pull.askers, [needed[pull.needed_inverse]], f"{what} (answers)"
+            pull.asked, pull.askers, [needed[pull.needed_inverse]], f"{operation} (answers)"
         ).values[0]
         self._requests.after_barrier()  # past the answer barrier: requests all mapped
         self._answers[self._answer_turn].after_barrier()
@@ -283,36 +283,38 @@ class HierarchicalStorage(RowStorage):
         return rows
 
     # ------------------------------------------------------------------ a step
-    def push(self, ids, values, what):
+    def push(self, ids, values, operation):
         if self.overlaps:  # every push in the pushing thread: one order per group
-            return self.start_push(ids, values, what).result()
-        return self._push(ids, values, what)
+            return self.start_push(ids, values, operation).result()
+        return self._push(ids, values, operation)
 
-    def start_push(self, ids, values, what, *, late=False):
+    def start_push(self, ids, values, operation, *, late=False):
         if not self.overlaps:
-            return super().start_push(ids, values, what, late=late)
-        return self._pusher.submit(self._push, ids, list(values), what, late)
+            return super().start_push(ids, values, operation, late=late)
+        return self._pusher.submit(self._push, ids, list(values), operation, late)
 
-    def _push(self, ids, values, what, late: bool = False):
-        if late and not self._vote.true_on_any_rank(ids.numel() > 0, f"{what} (any late rows?)"):
+    def _push(self, ids, values, operation, late: bool = False):
+        if late and not self._vote.true_on_any_rank(
+            ids.numel() > 0, f"{operation} (any late rows?)"
+        ):
             return ids, list(values)  # nobody has late rows: nothing to exchange
         owner = self.partition.owner(ids)
-        ids, values = self._mailboxes.push(ids, self._local_of_rank[owner], values, what)
+        ids, values = self._mailboxes.push(ids, self._local_of_rank[owner], values, operation)
         ids, values = _summed(ids, values)
         peer = self._cross_rank_of_machine[self._machine_of(ids)]
-        return self._push_cross.push(ids, peer, values, what)
+        return self._push_cross.push(ids, peer, values, operation)
 
-    def write_rows(self, tables, ids, rows, what):
+    def write_rows(self, tables, ids, rows, operation):
         # Any rank of the owning machine may write its rows (ids are disjoint): send them to
         # the peer there, which writes into the shared table; after_update publishes.
         peer = self._cross_rank_of_machine[self._machine_of(ids)]
-        ids, rows = self._cross.push(ids, peer, rows, what)
+        ids, rows = self._cross.push(ids, peer, rows, operation)
         index = self._machine_index(ids)
         for table, values in zip(tables, rows, strict=True):
             table.index_copy_(0, index, values.to(table.dtype))
 
-    def after_update(self, what):
-        self._intra.barrier(what)
+    def after_update(self, operation):
+        self._intra.barrier(operation)
         for mailboxes in (self._mailboxes, self._requests, *self._answers):
             mailboxes.after_barrier()
 

@@ -22,7 +22,7 @@ class LocalStorage(RowStorage):
     def _create_table(self, key, row_shape, dtype, init):
         return self._table_in_process_memory(self.num_embeddings, row_shape, dtype, init)
 
-    def read_rows(self, table, ids, what):
+    def read_rows(self, table, ids, operation):
         return index_rows(table, ids)
 
     def local_index(self, ids):

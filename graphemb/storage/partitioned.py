@@ -40,11 +40,11 @@ class PartitionedStorage(RowStorage):
     def _create_table(self, key, row_shape, dtype, init):
         return self._table_in_process_memory(self.local_rows(), row_shape, dtype, init)
 
-    def read_rows(self, table, ids, what):
+    def read_rows(self, table, ids, operation):
         def serve(requested: torch.Tensor) -> torch.Tensor:
             return index_rows(table, self.partition.to_local(requested))
 
-        return self.exchange.pull(ids, self.partition.owner(ids), serve, what)
+        return self.exchange.pull(ids, self.partition.owner(ids), serve, operation)
 
     def local_index(self, ids):
         return self.partition.to_local(ids)

@@ -40,24 +40,24 @@ class SharedMemoryStorage(RowStorage):
             self.coordinator, f"{self.name}/{key}", (self.num_embeddings, *row_shape), dtype, init
         )
 
-    def read_rows(self, table, ids, what):
+    def read_rows(self, table, ids, operation):
         return index_rows(table, ids)
 
     def local_index(self, ids):
         return ids  # the shared table holds every row at its global index
 
-    def push(self, ids, values, what):
+    def push(self, ids, values, operation):
         # Through shared memory rather than gloo's sockets (see graphemb.distributed.mailbox).
-        return self._mailboxes.push(ids, self.partition.owner(ids), values, what)
+        return self._mailboxes.push(ids, self.partition.owner(ids), values, operation)
 
-    def write_rows(self, tables, ids, rows, what):
+    def write_rows(self, tables, ids, rows, operation):
         # Every rank can address every row: write in place, no traffic (after_update syncs).
         for table, values in zip(tables, rows, strict=True):
             table.index_copy_(0, ids, values.to(table.dtype))
 
-    def after_update(self, what):
+    def after_update(self, operation):
         # Nobody may read the next step's rows before every owner has written them.
-        self.exchange.barrier(what)
+        self.exchange.barrier(operation)
         self._mailboxes.after_barrier()
 
     def write_all(self, table, values):
