@@ -13,21 +13,7 @@ This subpackage needs DGL (the "dgl stack": torch 2.2.1 + DGL 2.1.0, pinned by
 :class:`~graphemb.graph.Graph` and samplers, on any current torch); a ``DGLGraph`` converts
 with :meth:`graphemb.graph.Graph.from_dgl`.
 
-Examples
---------
->>> import dgl, torch
->>> from graphemb import NodeEmbedding
->>> from graphemb.datasets import stochastic_block_model
->>> from graphemb.dgl import GraphSAGE, to_dgl_graph
->>> data = stochastic_block_model(200, num_communities=4, seed=0)
->>> graph = to_dgl_graph(data)
->>> emb = NodeEmbedding(data.num_nodes, 8, "nn-demo", init_func=lambda t: t.normal_(0, 0.1))
->>> model = GraphSAGE(emb, num_features=0, hidden_size=16, num_classes=4)
->>> sampler = dgl.dataloading.NeighborSampler([5, 5])
->>> loader = dgl.dataloading.DataLoader(graph, data.train_idx, sampler, batch_size=8)
->>> input_nodes, output_nodes, blocks = next(iter(loader))
->>> model(blocks).shape
-torch.Size([8, 4])
+Examples: :class:`GraphSAGE` (a DGL ``DataLoader`` pipeline, and a whole graph).
 """
 
 import os as _os

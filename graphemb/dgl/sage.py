@@ -33,27 +33,13 @@ class GraphSAGE(BlockGNN):
 
     Parameters
     ----------
-    embedding : NodeEmbedding or None
-        One row per node of the graph (``None`` for a features-only model).
-    num_features : int
-        Width ``F`` of the node features read from ``blocks[0].srcdata[feature_key]``
-        (0: embeddings only).
-    hidden_size : int
-        Width of the hidden layers.
-    num_classes : int
-        Width ``C`` of the output (logits).
-    num_layers : int
-        Number of ``SAGEConv`` layers, i.e. of blocks per mini-batch (the sampler's number
-        of fanouts).
+    embedding, num_features, hidden_size, num_classes, num_layers
+        As in :class:`graphemb.nn.GraphSAGE`; the ``num_features`` node features are read
+        from ``blocks[0].srcdata[feature_key]``.
     aggregator_type : str
         ``"mean"``, ``"gcn"``, ``"pool"`` or ``"lstm"`` (see ``dgl.nn.SAGEConv``).
-    dropout : float
-        Dropout before every hidden ``SAGEConv``.
-    input_dropout : float, optional
-        Dropout on the input representations (embedding rows and features). Default:
-        ``dropout``.
-    activation : callable
-        Applied after every layer but the last.
+    dropout, input_dropout, activation
+        As in :class:`graphemb.nn.GraphSAGE`.
     feature_key : str
         Key of the node features in ``srcdata``.
 

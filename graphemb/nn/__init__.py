@@ -16,23 +16,8 @@ the first :class:`GraphSAGE` or :class:`GAT` is built: importing this package co
 more than ``import graphemb``. :class:`EmbeddingInput` and :class:`BlockGNN` need no PyG;
 :mod:`graphemb.dgl` builds its DGL models on them.
 
-Examples
---------
->>> import torch
->>> from graphemb import NodeEmbedding
->>> from graphemb.datasets import stochastic_block_model
->>> from graphemb.graph import Graph
->>> from graphemb.nn import GraphSAGE
->>> from graphemb.sampling import Block
->>> data = stochastic_block_model(200, num_communities=4, seed=0)
->>> graph = Graph.from_dataset(data)
->>> emb = NodeEmbedding(data.num_nodes, 8, "nn-demo", init_func=lambda t: t.normal_(0, 0.1))
->>> model = GraphSAGE(emb, num_features=0, hidden_size=16, num_classes=4, num_layers=1)
->>> block = Block(torch.tensor([5, 9, 11]), 1, torch.tensor([[1, 2], [0, 0]]))  # 9, 11 -> 5
->>> model([block]).shape                       # logits of the one destination node
-torch.Size([1, 4])
->>> model(graph).shape                         # every node, all neighbours
-torch.Size([200, 4])
+Examples: :class:`GraphSAGE` (training on a whole graph), :class:`EmbeddingInput` (one
+block), :class:`GAT`.
 """
 
 from typing import TYPE_CHECKING, Any

@@ -34,28 +34,20 @@ class GAT(BlockGNN):
 
     Parameters
     ----------
-    embedding : NodeEmbedding or None
-        One row per node of the graph (``None`` for a features-only model).
-    num_features : int
-        Width ``F`` of the node features passed to :meth:`forward` (0: embeddings only).
+    embedding, num_features, num_classes, num_layers
+        As in :class:`~graphemb.nn.GraphSAGE`.
     hidden_size : int
         Width of the hidden layers (all heads together); a multiple of ``heads``.
-    num_classes : int
-        Width ``C`` of the output (logits).
-    num_layers : int
-        Number of ``GATConv`` layers, i.e. of blocks per mini-batch.
     heads : int
         Attention heads of the hidden layers.
     output_heads : int
         Attention heads of the last layer, averaged.
-    dropout : float
-        Dropout before every layer but the first.
-    input_dropout : float, optional
-        Dropout on the input representations. Default: ``dropout``.
+    dropout, input_dropout
+        As in :class:`~graphemb.nn.GraphSAGE`.
     attention_dropout : float
         Dropout on the attention coefficients.
     activation : callable
-        Applied after every layer but the last.
+        Applied after every layer but the last (default: ELU, as in the paper).
 
     Examples
     --------
@@ -92,21 +84,16 @@ class GAT(BlockGNN):
             input_dropout=input_dropout,
             activation=activation,
         )
-        for name, value in (
-            ("hidden_size", hidden_size),
-            ("num_classes", num_classes),
-            ("num_layers", num_layers),
-            ("heads", heads),
-            ("output_heads", output_heads),
-        ):
-            check_positive_int(name, value)
+        # Checks hidden_size, num_classes and num_layers; the first width is the input's.
+        width = self.layer_widths(hidden_size, num_classes, num_layers)[0]
+        check_positive_int("heads", heads)
+        check_positive_int("output_heads", output_heads)
         attention_dropout = check_probability("attention_dropout", attention_dropout)
         if hidden_size % heads:
             raise ValueError(
                 f"hidden_size ({hidden_size}) must be a multiple of heads ({heads}): the "
                 "heads' outputs are concatenated"
             )
-        width = self.input.out_size
         GATConv = pyg_layer("GATConv")  # noqa: N806 (a class)
         layers: list[nn.Module] = []
         for _ in range(num_layers - 1):
