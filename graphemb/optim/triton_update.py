@@ -95,6 +95,8 @@ def _load() -> dict[str, Any]:
             result["too_old"] = triton.__version__
         else:
             tl = triton.language
+            # the kernel calls the helper by its global name: that name must be the jitted one
+            globals()["_run_gradient"] = triton.jit(_run_gradient)
             kernel = triton.jit(_fused_rows)  # an interpreted function under TRITON_INTERPRET=1
             result.update(
                 version=version, kernel=kernel, interpreted=isinstance(kernel, InterpretedFunction)
@@ -379,6 +381,20 @@ def fused_update(
         launch(*arguments, **options)
 
 
+def _run_gradient(
+    order_ptr, grads_ptr, position, end, dim, cols, mask, divisor, BLOCK_D: tl.constexpr
+):
+    """Columns ``cols`` of ``(grads[order[position]] + ... + grads[order[end - 1]]) /
+    divisor``, summed in that order: the gradient of one run, one chunk."""
+    g = tl.zeros([BLOCK_D], dtype=tl.float32)
+    k = position
+    while k < end:
+        source = tl.load(order_ptr + k)
+        g += tl.load(grads_ptr + source * dim + cols, mask=mask, other=0.0)
+        k += 1
+    return tl.div_rn(g, divisor)
+
+
 def _fused_rows(
     weight_ptr,
     state_a_ptr,
@@ -424,13 +440,9 @@ def _fused_rows(
             while start < dim:
                 cols = start + tl.arange(0, BLOCK_D)
                 mask = cols < dim
-                g = tl.zeros([BLOCK_D], dtype=tl.float32)
-                k = position
-                while k < end:
-                    source = tl.load(order_ptr + k)
-                    g += tl.load(grads_ptr + source * dim + cols, mask=mask, other=0.0)
-                    k += 1
-                g = tl.div_rn(g, divisor)
+                g = _run_gradient(
+                    order_ptr, grads_ptr, position, end, dim, cols, mask, divisor, BLOCK_D
+                )
                 squares += g * g
                 start += BLOCK_D
             total = tl.load(state_a_ptr + row) + tl.div_rn(
@@ -469,13 +481,9 @@ def _fused_rows(
         while start < dim:
             cols = start + tl.arange(0, BLOCK_D)
             mask = cols < dim
-            g = tl.zeros([BLOCK_D], dtype=tl.float32)
-            k = position
-            while k < end:
-                source = tl.load(order_ptr + k)
-                g += tl.load(grads_ptr + source * dim + cols, mask=mask, other=0.0)
-                k += 1
-            g = tl.div_rn(g, divisor)
+            g = _run_gradient(
+                order_ptr, grads_ptr, position, end, dim, cols, mask, divisor, BLOCK_D
+            )
             offsets = base + cols
             if FORMULA == 1:
                 s = tl.load(state_a_ptr + offsets, mask=mask, other=0.0) + g * g
