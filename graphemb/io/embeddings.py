@@ -21,6 +21,7 @@ import torch
 from .atomic import atomic_path
 from .errors import GraphFileError
 from .fields import numbered_lines
+from .formats import file_format
 
 __all__ = ["EMBEDDING_FORMATS", "embedding_format", "read_embeddings", "write_embeddings"]
 
@@ -32,17 +33,7 @@ _ROWS_PER_WRITE = 4096  # rows formatted per write: bounded memory, few system c
 
 def embedding_format(path: str | os.PathLike[str], format: str | None = None) -> str:
     """``"word2vec"`` or ``"npy"``: ``format`` if given, else guessed from the suffix."""
-    if format is not None:
-        if format not in ("word2vec", "npy"):
-            raise ValueError(f"embedding format must be 'word2vec' or 'npy', got {format!r}")
-        return format
-    suffix = os.path.splitext(os.fspath(path))[1].lower()
-    if suffix not in EMBEDDING_FORMATS:
-        raise ValueError(
-            f"cannot tell the embedding format of {os.fspath(path)!r} from its suffix; "
-            f"use one of {sorted(EMBEDDING_FORMATS)} or pass format='word2vec' or 'npy'"
-        )
-    return EMBEDDING_FORMATS[suffix]
+    return file_format(path, format, EMBEDDING_FORMATS, "embedding")
 
 
 def write_embeddings(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from .formats import file_format
 from .loaded_graph import LoadedGraph
 
 __all__ = ["GRAPH_FORMATS", "graph_format", "read_graph"]
@@ -25,18 +26,7 @@ GRAPH_FORMATS = {
 
 def graph_format(path: str | os.PathLike[str], format: str | None = None) -> str:
     """The format name: ``format`` if given, else the one of the suffix."""
-    known = sorted(set(GRAPH_FORMATS.values()))
-    if format is not None:
-        if format not in known:
-            raise ValueError(f"graph format must be one of {known}, got {format!r}")
-        return format
-    suffix = os.path.splitext(os.fspath(path))[1].lower()
-    if suffix not in GRAPH_FORMATS:
-        raise ValueError(
-            f"cannot tell the graph format of {os.fspath(path)!r} from its suffix "
-            f"(known: {', '.join(sorted(GRAPH_FORMATS))}); pass format= one of {known}"
-        )
-    return GRAPH_FORMATS[suffix]
+    return file_format(path, format, GRAPH_FORMATS, "graph")
 
 
 def read_graph(
