@@ -18,7 +18,7 @@ import torch
 from ._checks import as_size, check_node_ids, node_id_message
 from .distributed.coordination import DEFAULT_TIMEOUT, as_timedelta
 from .storage import Partition, RowPrefetch, RowStorage, create_storage
-from .storage.initialization import describe_ids, fill_by_id, takes_ids
+from .storage.initialization import copy_returned, describe_ids, fill_by_id, takes_ids
 
 __all__ = ["NodeEmbedding", "RecordedGradients"]
 
@@ -559,16 +559,7 @@ def _table_init(init_func, name: str, storage: RowStorage) -> Callable[[torch.Te
             if by_id:  # row by row from the ids: in chunks, in parallel
                 fill_by_id(table, init_func, storage.table_ids, zero_first=by_id)
                 return
-            result = init_func(table)
-            if result is None or result is table:
-                return
-            if not isinstance(result, torch.Tensor):
-                raise TypeError(f"it must return a tensor, got {type(result).__name__}")
-            if result.shape != table.shape:
-                raise ValueError(
-                    f"init_func returned shape {tuple(result.shape)}, expected {tuple(table.shape)}"
-                )
-            table.copy_(result)
+            copy_returned(init_func(table), table, "init_func")
         except Exception as err:
             rows = describe_ids(storage.table_ids())
             whole = table.shape[0] == storage.num_embeddings

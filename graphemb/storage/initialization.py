@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import torch
 
-__all__ = ["RowsById", "takes_ids", "fill_by_id", "uniform_by_id", "describe_ids"]
+__all__ = ["RowsById", "copy_returned", "takes_ids", "fill_by_id", "uniform_by_id", "describe_ids"]
 
 #: ``fill(rows, ids)``: fill ``rows`` (a slice of a table, shape (M, *row_shape)) in place;
 #: ``ids`` (int64, (M,)) are their global row ids.
@@ -42,6 +42,24 @@ def takes_ids(init: Callable) -> bool:
     positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     required = [p for p in parameters if p.kind in positional and p.default is p.empty]
     return len(required) >= 2
+
+
+def copy_returned(result: object, rows: torch.Tensor, name: str = "it") -> None:
+    """Copy what a fill function returned into the ``rows`` it was given: nothing to do for
+    ``None`` or ``rows`` itself (filled in place), else a tensor of ``rows``' shape.
+
+    Raises ``TypeError`` or ``ValueError`` (naming ``name``, the fill function, and the
+    shapes) for anything else, before ``rows`` changes.
+    """
+    if result is None or result is rows:
+        return
+    if not isinstance(result, torch.Tensor):
+        raise TypeError(f"{name} must return a tensor or None, got {type(result).__name__}")
+    if result.shape != rows.shape:
+        raise ValueError(
+            f"{name} returned shape {tuple(result.shape)} for rows of shape {tuple(rows.shape)}"
+        )
+    rows.copy_(result)
 
 
 def fill_by_id(
@@ -84,15 +102,7 @@ def fill_by_id(
         part = table[start : start + chunk]
         if zero_first:
             part.zero_()
-        result = fill(part, table_ids(start, start + part.shape[0]))
-        if result is not None and result is not part:
-            if not isinstance(result, torch.Tensor):
-                raise TypeError(f"it must return a tensor or None, got {type(result).__name__}")
-            if result.shape != part.shape:
-                raise ValueError(
-                    f"it returned shape {tuple(result.shape)} for rows of shape {tuple(part.shape)}"
-                )
-            part.copy_(result)
+        copy_returned(fill(part, table_ids(start, start + part.shape[0])), part)
 
     workers = workers or os.cpu_count() or 1
     if table.device.type != "cpu":
