@@ -181,19 +181,11 @@ class LocalRanks:
             self._tasks[rank].put(task)
         return job
 
-    def run(
-        self,
-        fn: Callable[..., Any],
-        world_size: int,
-        *args: Any,
-        timeout: float = 120.0,
-        backend: str = "gloo",
-        threads: int = 1,
-    ) -> list:
+    def run(self, fn: Callable[..., Any], world_size: int, *args: Any, **options: Any) -> list:
         """Run ``fn(rank, world_size, *args)`` on ``world_size`` ranks; the ranks' return
-        values, by rank (see :meth:`RankJob.result` for failures)."""
-        job = self.submit(fn, world_size, *args, timeout=timeout, backend=backend, threads=threads)
-        return job.result()
+        values, by rank (see :meth:`RankJob.result` for failures). ``options``: the keywords
+        of :meth:`submit` (``timeout``, ``backend``, ``threads``), with its defaults."""
+        return self.submit(fn, world_size, *args, **options).result()
 
     def pids(self) -> set[int]:
         """Process ids of the workers (empty before the first job)."""
