@@ -96,7 +96,7 @@ def _load() -> dict[str, Any]:
         else:
             tl = triton.language
             # the kernel calls the helper by its global name: that name must be the jitted one
-            globals()["_run_gradient"] = triton.jit(_run_gradient)
+            globals()["_chunk_gradient"] = triton.jit(_chunk_gradient)
             kernel = triton.jit(_fused_rows)  # an interpreted function under TRITON_INTERPRET=1
             result.update(
                 version=version, kernel=kernel, interpreted=isinstance(kernel, InterpretedFunction)
@@ -381,18 +381,21 @@ def fused_update(
         launch(*arguments, **options)
 
 
-def _run_gradient(
-    order_ptr, grads_ptr, position, end, dim, cols, mask, divisor, BLOCK_D: tl.constexpr
+def _chunk_gradient(
+    order_ptr, grads_ptr, position, end, dim, start, divisor, BLOCK_D: tl.constexpr
 ):
-    """Columns ``cols`` of ``(grads[order[position]] + ... + grads[order[end - 1]]) /
-    divisor``, summed in that order: the gradient of one run, one chunk."""
+    """The columns ``start .. start + BLOCK_D`` of a row (and which of them are ``< dim``),
+    and their gradient ``(grads[order[position]] + ... + grads[order[end - 1]]) / divisor``,
+    summed in that order: one chunk of one run."""
+    cols = start + tl.arange(0, BLOCK_D)
+    mask = cols < dim
     g = tl.zeros([BLOCK_D], dtype=tl.float32)
     k = position
     while k < end:
         source = tl.load(order_ptr + k)
         g += tl.load(grads_ptr + source * dim + cols, mask=mask, other=0.0)
         k += 1
-    return tl.div_rn(g, divisor)
+    return cols, mask, tl.div_rn(g, divisor)
 
 
 def _fused_rows(
@@ -438,10 +441,8 @@ def _fused_rows(
             squares = tl.zeros([BLOCK_D], dtype=tl.float32)
             start = 0
             while start < dim:
-                cols = start + tl.arange(0, BLOCK_D)
-                mask = cols < dim
-                g = _run_gradient(
-                    order_ptr, grads_ptr, position, end, dim, cols, mask, divisor, BLOCK_D
+                cols, mask, g = _chunk_gradient(
+                    order_ptr, grads_ptr, position, end, dim, start, divisor, BLOCK_D
                 )
                 squares += g * g
                 start += BLOCK_D
@@ -479,10 +480,8 @@ def _fused_rows(
 
         start = 0
         while start < dim:
-            cols = start + tl.arange(0, BLOCK_D)
-            mask = cols < dim
-            g = _run_gradient(
-                order_ptr, grads_ptr, position, end, dim, cols, mask, divisor, BLOCK_D
+            cols, mask, g = _chunk_gradient(
+                order_ptr, grads_ptr, position, end, dim, start, divisor, BLOCK_D
             )
             offsets = base + cols
             if FORMULA == 1:
