@@ -316,6 +316,7 @@ def run(rank: int, world_size: int, local_rank: int, args: argparse.Namespace) -
         device=device,
         seed=args.seed,
         timeout=args.timeout,
+        sharing="position",
     )
     optimizer_class = SparseAdam if args.optimizer == "adam" else SparseAdagrad
     optimizer = optimizer_class(model.embeddings, lr=args.lr)

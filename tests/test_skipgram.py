@@ -87,7 +87,9 @@ def sgd_gradients(model: SkipGram, loss_fn) -> tuple[torch.Tensor, torch.Tensor,
 
 
 def float64_model(name: str, device="cpu") -> SkipGram:
-    model = SkipGram(NUM, DIM, window=WINDOW, name=name, dtype=torch.float64, device=device)
+    model = SkipGram(
+        NUM, DIM, window=WINDOW, name=name, dtype=torch.float64, device=device, sharing="position"
+    )
     center, context = initial_tables()
     model.center.all_set_embedding(center)
     model.context.all_set_embedding(context)
@@ -196,7 +198,7 @@ def test_rows_in_no_pair_are_not_touched_by_adam():
 
 
 def test_empty_and_pairless_batches_give_zero_loss():
-    model = SkipGram(NUM, DIM, window=WINDOW, name="empty")
+    model = SkipGram(NUM, DIM, window=WINDOW, name="empty", sharing="position")
     for walks in (
         torch.empty(0, 6, dtype=torch.long),
         torch.tensor([[3, PAD, PAD]]),
@@ -252,7 +254,7 @@ def test_empty_and_pairless_batches_give_zero_loss():
     ],
 )
 def test_bad_input_is_refused(call, error, message):
-    model = SkipGram(NUM, DIM, window=WINDOW, name="bad-input")
+    model = SkipGram(NUM, DIM, window=WINDOW, name="bad-input", sharing="position")
     before = model.center.all_get_embedding()
     with pytest.raises(error, match=message):
         call(model)
@@ -312,7 +314,13 @@ def train_skipgram(
 def skipgram_worker(rank, world_size, storage, optimizer_name):
     partition = Partition.remainder(NUM, world_size) if storage == "partitioned" else None
     model = SkipGram(
-        NUM, DIM, window=WINDOW, name=f"ranks-{storage}", partition=partition, timeout=60
+        NUM,
+        DIM,
+        window=WINDOW,
+        name=f"ranks-{storage}",
+        partition=partition,
+        timeout=60,
+        sharing="position",
     )
     assert model.center.storage_kind == storage
     return train_skipgram(model, optimizer_name, rank, world_size, world_size)
@@ -325,7 +333,11 @@ def skipgram_worker(rank, world_size, storage, optimizer_name):
 def test_ranks_train_like_one_process_on_the_union(storage, world_size, optimizer_name):
     results = run_ranks(skipgram_worker, world_size, storage, optimizer_name)
     oracle = train_skipgram(
-        SkipGram(NUM, DIM, window=WINDOW, name=f"union-{storage}"), optimizer_name, 0, 1, world_size
+        SkipGram(NUM, DIM, window=WINDOW, name=f"union-{storage}", sharing="position"),
+        optimizer_name,
+        0,
+        1,
+        world_size,
     )
     assert not torch.equal(oracle["center"], initial_tables(3)[0].float()), "nothing trained"
     for result in results:
@@ -341,7 +353,7 @@ def test_ranks_train_like_one_process_on_the_union(storage, world_size, optimize
 # ---------------------------------------------------------------------------- quality
 def train_deepwalk(graph: Graph, dim=32, epochs=4, seed=0, name="sbm") -> SkipGram:
     walker, sampler = RandomWalker(graph), NegativeSampler.from_graph(graph)
-    model = SkipGram(graph.num_nodes, dim, window=4, name=name, seed=seed)
+    model = SkipGram(graph.num_nodes, dim, window=4, name=name, seed=seed, sharing="position")
     opt = SparseAdam(model.embeddings, lr=0.05)
     gen = torch.Generator().manual_seed(seed)
     for _ in range(epochs):
