@@ -147,6 +147,7 @@ def run_graphemb(graph: Graph, args, sharing: str, seed: int) -> tuple[np.ndarra
         sample=args.sample,
         sharing=sharing,
         batch_walks=args.batch_walks,
+        workers=args.threads if sharing != "position" else 1,
         seed=seed,
     )
     return table.numpy(), time.perf_counter() - start
@@ -177,7 +178,9 @@ def main() -> None:
             20,
             1,
         )
-    torch.set_num_threads(args.threads)
+    # graphemb uses --threads processes of one thread each (intra-op threads of small
+    # products only add synchronisation); gensim --threads worker threads.
+    torch.set_num_threads(1)
     ratios = [float(r) for r in args.ratios.split(",")]
     rows = []
     for graph_name in args.graphs.split(","):

@@ -23,12 +23,23 @@ process or on N ranks (shared memory or partitioned), with no change to the mode
 :meth:`SkipGram.forward` reads a batch of walks directly: the rows of every walk position
 are looked up once -- not once per pair, ``2 * window`` pairs per position -- and one
 batched product per walk scores every center against every context (the pairs are its
-band ``0 < |i - j| <= window``). Its negatives are drawn per center position and shared by
-that center's context pairs, so ``K`` negative rows per position instead of per pair; the
-objective is the same in expectation as with negatives per pair. Fewer rows looked up means
-fewer gradient rows for the optimizer: about ``2 * window`` times fewer than a plain
-pair-by-pair skip-gram on the same samples. :meth:`SkipGram.pair_loss` takes explicit
-pairs.
+band ``0 < |i - j| <= radius``). word2vec's semantics are the default: a dynamic window
+(:func:`dynamic_radii`), ``K`` negatives of their own per (center, context) pair from
+``degree ** 0.75`` (``sharing="pair"``), optional subsampling of frequent nodes
+(:func:`keep_probabilities`, :func:`subsample_walks`), plain SGD whose learning rate decays
+linearly over one pass. Two cheaper negative layouts are options: ``sharing="walk"``
+(``M`` negatives per walk scored against every center of the walk and weighted to the
+same expected loss, PyTorch-BigGraph's batch negatives with a walk as the batch: as good
+as per-pair negatives in ``benchmarks/bench_deepwalk_quality.py`` and several times
+faster) and ``sharing="position"`` (``K`` negatives per center shared by its ``2 * window``
+pairs: a center sees ``K`` distinct noise nodes where word2vec sees up to
+``2 * window * K``; measurably worse embeddings, kept for comparison).
+
+:meth:`SkipGram.sgd_step` applies word2vec's update to a batch without autograd or an
+optimizer (products optionally in bfloat16); :func:`train_node_embeddings` is the whole
+DeepWalk / node2vec pipeline, walks drawn and consumed chunk by chunk, optionally in
+several processes writing into shared-memory tables. :meth:`SkipGram.pair_loss` takes
+explicit pairs.
 
 Example
 -------
@@ -42,7 +53,7 @@ Example
 >>> model = SkipGram(ring.num_nodes, 8, window=2, name="doc-ring")
 >>> opt = SparseAdam(model.embeddings, lr=0.05)
 >>> walks = walker(torch.arange(6), walk_length=5)                  # (6, 6)
->>> loss = model(walks, sampler((6, 6, 3)))                          # 3 negatives per position
+>>> loss = model(walks, sampler((6, 6, 4, 3)))    # 3 negatives per pair, 4 offsets
 >>> loss.backward()
 >>> opt.step()
 >>> model.num_pairs(walks, window=2)                                 # 6 walks x 18 pairs
@@ -431,7 +442,8 @@ class SkipGram(torch.nn.Module):
               by its context pairs and weighted by their number. Same loss in
               expectation but far noisier with a wide window: a center sees ``K``
               distinct noise nodes where word2vec draws ``K`` per pair (kept for
-              comparison; it trains worse embeddings, see benchmarks/README.md).
+              comparison; it trains worse embeddings, see
+              benchmarks/bench_deepwalk_quality.py).
         radii : Tensor of int64, shape (W, T), optional
             Window of each center (word2vec's dynamic window: uniform in
             ``1 .. window``, see :func:`dynamic_radii`); values above :attr:`window` act
