@@ -68,9 +68,15 @@ from graphemb.evaluation import (
     split_f1,
 )
 from graphemb.graph import Graph
-from graphemb.optim import SparseAdagrad, SparseAdam
+from graphemb.optim import SparseAdagrad, SparseAdam, SparseSGD
 from graphemb.sampling.walks import RandomWalker
-from graphemb.skipgram import NegativeSampler, SkipGram
+from graphemb.skipgram import (
+    NegativeSampler,
+    SkipGram,
+    dynamic_radii,
+    keep_probabilities,
+    subsample_walks,
+)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _launch as launch  # noqa: E402  (examples/_launch.py: options and launcher of ranks)
@@ -129,7 +135,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     model.add_argument("--window", type=int, default=5, help="context window")
     model.add_argument(
-        "--negatives", type=int, default=5, help="negative nodes per walk position (degree ** 0.75)"
+        "--negatives", type=int, default=5, help="negative nodes per pair (degree ** 0.75)"
+    )
+    model.add_argument(
+        "--sharing",
+        choices=["walk", "pair", "position"],
+        default=None,
+        help="negatives: 'walk' = drawn once per walk, weighted to word2vec's expected loss "
+        "(fast, the default with sgd); 'pair' = word2vec's K per pair; 'position' = K per "
+        "walk position shared by its pairs (the default with adam/adagrad; worse embeddings)",
+    )
+    model.add_argument(
+        "--sample",
+        type=float,
+        default=None,
+        help="subsampling threshold of frequent nodes (default 1e-3 with sgd, 0 otherwise)",
     )
 
     train = parser.add_argument_group("training")
@@ -144,12 +164,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument(
         "--optimizer",
-        choices=["adam", "adagrad"],
-        default="adam",
-        help="graphemb SparseAdam or SparseAdagrad",
+        choices=["sgd", "adam", "adagrad"],
+        default="sgd",
+        help="sgd: word2vec's schedule (summed loss, dynamic window, learning rate decaying "
+        "linearly to ~0 over all --epochs; a run resumed with a larger --epochs does not "
+        "repeat the uninterrupted one); adam/adagrad: graphemb SparseAdam or SparseAdagrad "
+        "on the mean loss, fixed window",
     )
     train.add_argument(
-        "--lr", type=float, default=None, help="learning rate (default 0.01; 0.05 with --quick)"
+        "--lr",
+        type=float,
+        default=None,
+        help="learning rate (default 0.025 with sgd, 0.01 otherwise; 0.05 with --quick)",
     )
     train.add_argument("--seed", type=int, default=0, help="seeds tables, walks, negatives, splits")
     train.add_argument("--num-threads", type=int, default=1, help="torch threads per process")
@@ -200,7 +226,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "dim": 128,
         "walk_length": 40,
         "batch_walks": 256,
-        "lr": 0.01,
+        "lr": 0.025 if args.optimizer == "sgd" else 0.01,
+        "sharing": "walk" if args.optimizer == "sgd" else "position",
+        "sample": 1e-3 if args.optimizer == "sgd" else 0.0,
         "repeats": 5,
         "ratios": ",".join(str(r) for r in DEEPWALK_RATIOS),
     }
@@ -257,7 +285,7 @@ def train_epoch(
 ) -> tuple[float, int]:
     """One walk from every node, in batches of ``--batch-walks`` over all processes.
 
-    Returns this process's mean loss and its number of positive pairs.
+    Returns this process's mean loss per pair and its number of positive pairs.
     """
     num_nodes = walker.graph.num_nodes
     device = walker.graph.device
@@ -266,17 +294,41 @@ def train_epoch(
         num_nodes, generator=epoch_generator(args.seed, epoch, 0, torch.device("cpu"))
     )
     generator = epoch_generator(args.seed, epoch, rank + 1, device)
-    total, steps, pairs = 0.0, 0, 0
+    keep = keep_probabilities(walker.graph.in_degrees(), args.sample)
+    word2vec = args.optimizer == "sgd"
+    total, pairs, done = 0.0, 0, 0
     for batch in order.split(args.batch_walks):  # every process runs the same number of steps
         start = batch.tensor_split(world_size)[rank].to(device)
         walks = walker(start, args.walk_length, generator=generator)
-        negatives = sampler((*walks.shape, args.negatives), generator=generator)
-        loss = model(walks, negatives)
-        loss.backward()
+        if args.sample > 0:
+            walks = subsample_walks(walks, keep, generator=generator)
+        radii = None
+        if word2vec:  # word2vec's dynamic window
+            radii = dynamic_radii(walks.shape, args.window, device=device, generator=generator)
+        shape = {
+            "pair": (*walks.shape, 2 * args.window, args.negatives),
+            "walk": (walks.shape[0], args.negatives * (args.window + 1)),
+            "position": (*walks.shape, args.negatives),
+        }[args.sharing]
+        negatives = sampler(shape, generator=generator)
+        if word2vec:
+            # Linear decay over every walk of every epoch, to 1e-4 of the start.
+            progress = ((epoch - 1) * num_nodes + done) / (args.epochs * num_nodes)
+            for group in optimizer.param_groups:
+                group["lr"] = args.lr * max(1.0 - progress, 1e-4)
+            # Summed loss: word2vec's per-pair step; x world_size undoes the optimizer's
+            # mean over ranks.
+            loss = model(walks, negatives, radii=radii, reduction="sum")
+            (loss * world_size).backward()
+        else:
+            loss = model(walks, negatives)
+            loss.backward()
         optimizer.step()
-        total, steps = total + loss.item(), steps + 1
-        pairs += SkipGram.num_pairs(walks, args.window)
-    return total / max(steps, 1), pairs
+        done += batch.numel()
+        count = SkipGram.num_pairs(walks, args.window)  # at the full window
+        total += loss.item() if word2vec else loss.item() * count
+        pairs += count
+    return total / max(pairs, 1), pairs
 
 
 def evaluate(args, model: SkipGram, data) -> tuple[list[F1Scores], tuple[float, float]] | None:
@@ -316,10 +368,11 @@ def run(rank: int, world_size: int, local_rank: int, args: argparse.Namespace) -
         device=device,
         seed=args.seed,
         timeout=args.timeout,
-        sharing="position",
+        sharing=args.sharing,
+        num_negatives=args.negatives,
     )
-    optimizer_class = SparseAdam if args.optimizer == "adam" else SparseAdagrad
-    optimizer = optimizer_class(model.embeddings, lr=args.lr)
+    optimizer_class = {"sgd": SparseSGD, "adam": SparseAdam, "adagrad": SparseAdagrad}
+    optimizer = optimizer_class[args.optimizer](model.embeddings, lr=args.lr)
 
     first_epoch, history = 1, []
     if args.resume:

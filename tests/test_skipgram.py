@@ -540,12 +540,53 @@ def test_sgd_step_is_word2vecs_update_against_a_float64_reference(sharing):
     loss = model(walks, negatives, radii=radii, reduction="sum")
     assert loss.item() == pytest.approx(expected.item(), rel=1e-12)
     lr = 0.1
-    model.sgd_step(walks, negatives, lr=lr, radii=radii)
+    summed = model.sgd_step(walks, negatives, lr=lr, radii=radii)
+    assert summed == pytest.approx(expected.item(), rel=1e-12)
     torch.testing.assert_close(
         model.center.all_get_embedding(), center - lr * reference_center.grad, rtol=0, atol=1e-12
     )
     torch.testing.assert_close(
         model.context.all_get_embedding(), context - lr * reference_context.grad, rtol=0, atol=1e-12
+    )
+
+
+def test_mean_of_duplicates_moves_a_repeated_batch_like_one_copy():
+    walks = torch.tensor([[0, 1, 2, 3, 4]])  # no id repeats within a table's lookups
+    radii = torch.tensor([[2, 1, 2, 2, 1]])
+    negatives = torch.arange(5, 12).unsqueeze(0)
+    center, context = initial_tables()
+    reference_center = center.clone().requires_grad_()
+    reference_context = context.clone().requires_grad_()
+    word2vec_reference(
+        reference_center, reference_context, walks, radii, negatives, "walk", K
+    ).backward()
+    model = SkipGram(
+        NUM,
+        DIM,
+        window=WINDOW,
+        name="w2v-mean",
+        dtype=torch.float64,
+        sharing="walk",
+        num_negatives=K,
+    )
+    model.center.all_set_embedding(center)
+    model.context.all_set_embedding(context)
+    # Three copies: every row occurs three times, its mean gradient is one copy's.
+    model.sgd_step(
+        walks.repeat(3, 1),
+        negatives.repeat(3, 1),
+        lr=0.1,
+        radii=radii.repeat(3, 1),
+        duplicates="mean",
+    )
+    torch.testing.assert_close(
+        model.center.all_get_embedding(), center - 0.1 * reference_center.grad, rtol=0, atol=1e-12
+    )
+    torch.testing.assert_close(
+        model.context.all_get_embedding(),
+        context - 0.1 * reference_context.grad,
+        rtol=0,
+        atol=1e-12,
     )
 
 
@@ -569,7 +610,7 @@ def test_trainer_draws_k_negatives_per_pair_from_degree_to_the_three_quarters(mo
     graph = Graph.from_edges(graph.src, graph.dst, num_nodes=graph.num_nodes)
     seen = []
 
-    def record(self, walks, negatives, *, lr, radii=None, matmul_dtype=None):
+    def record(self, walks, negatives, *, lr, radii=None, matmul_dtype=None, duplicates="sum"):
         seen.append((walks.clone(), negatives.clone()))
 
     monkeypatch.setattr(SkipGram, "sgd_step", record)
@@ -610,7 +651,7 @@ def test_learning_rate_decays_linearly_over_all_walks(monkeypatch):
     graph = Graph.from_edges(torch.arange(50), (torch.arange(50) + 1) % 50)
     rates = []
 
-    def record(self, walks, negatives, *, lr, radii=None, matmul_dtype=None):
+    def record(self, walks, negatives, *, lr, radii=None, matmul_dtype=None, duplicates="sum"):
         rates.append((lr, walks.shape[0]))
 
     monkeypatch.setattr(SkipGram, "sgd_step", record)
