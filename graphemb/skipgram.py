@@ -62,12 +62,14 @@ Example
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import math
 import time
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -942,6 +944,20 @@ class _Settings:
     name: str
 
 
+def _progress_bar(total: int, show: bool) -> Any:
+    """A tqdm bar of walks when ``show`` (tqdm is needed only then), else a no-op."""
+    if not show:
+        return contextlib.nullcontext(_NoBar())
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="walk", smoothing=0.1)
+
+
+class _NoBar:
+    def update(self, count: int) -> None:
+        pass
+
+
 def _free_port() -> int:
     import socket
 
@@ -981,8 +997,6 @@ def _train_process(rank: int, world_size: int, graph: Graph, settings: _Settings
     learning rate decays with the process's own progress, equal shares keeping all in
     step. Returns a copy of the center rows.
     """
-    from tqdm import tqdm
-
     from .optim import SparseSGD
     from .sampling.walks import RandomWalker
 
@@ -1013,8 +1027,8 @@ def _train_process(rank: int, world_size: int, graph: Graph, settings: _Settings
     rounds = settings.epochs * settings.num_walks
     total = rounds * graph.num_nodes
     done = 0
-    bar = tqdm(total=total, unit="walk", disable=not settings.progress or rank != 0, smoothing=0.1)
-    with bar:
+    bar = _progress_bar(total, settings.progress and rank == 0)
+    with bar as shown:
         for _ in range(rounds):
             order = torch.randperm(graph.num_nodes, generator=order_generator)
             for chunk in order.split(settings.chunk_walks):
@@ -1034,7 +1048,7 @@ def _train_process(rank: int, world_size: int, graph: Graph, settings: _Settings
                         matmul_dtype,  # type: ignore[arg-type]
                     )
                     done += batch.shape[0] * world_size
-                    bar.update(batch.shape[0] * world_size)
+                    shown.update(batch.shape[0] * world_size)
     return model.center.weight.detach().clone()
 
 
