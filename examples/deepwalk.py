@@ -30,7 +30,7 @@ Training defaults to word2vec's schedule (``--optimizer sgd``): summed loss, dyn
 window, frequent nodes subsampled (``--sample``), negatives drawn once per walk and weighted
 to word2vec's per-pair expectation (``--sharing walk``), learning rate 0.025 decaying
 linearly to ~0 over all epochs, :meth:`graphemb.skipgram.SkipGram.sgd_step` (rows repeated
-in a step move by their mean gradient). ``--optimizer adam`` / ``adagrad`` keep the
+in a step move by at most 8 times their mean gradient). ``--optimizer adam`` / ``adagrad`` keep the
 previous behaviour (mean loss, fixed window, negatives per position).
 
 Measured on Cora's graph (dim 128, 10 walks of 40 nodes per node, window 10, 5 negatives;
@@ -41,10 +41,9 @@ split; benchmarks/bench_deepwalk_quality.py scores gensim the same way):
 Cora, graph only                                Micro-F1 at 50%   Macro-F1 at 50%
 ==============================================  ================  ================
 gensim Word2Vec (sg, negative 5), same walks    0.832             0.824
-graphemb, 16 walks a step                       0.822             0.815
-graphemb, 64 walks a step                       0.818             0.811
-graphemb, summed duplicates (16 walks a step)   0.730             0.707
-previous defaults (SparseAdam lr 0.01)          see the benchmark
+graphemb default (32 walks a step, "cap:8")     0.810             0.800
+graphemb, duplicates "mean", 16 walks a step    0.822             0.815
+graphemb, duplicates "sum", 16 walks a step     0.730             0.707
 ==============================================  ================  ================
 
 For reference: DeepWalk on Cora's public split (140 labels) scores 0.672 in Kipf &
@@ -335,9 +334,9 @@ def train_epoch(
             rate = optimizer.param_groups[0]["lr"]
         if fused:
             # word2vec's step written into the tables (shared memory: every process at
-            # once, without locks, as word2vec's threads); repeated rows move by their mean.
+            # once, without locks, as word2vec's threads); see SkipGram.sgd_step for "cap:8".
             loss = torch.tensor(
-                model.sgd_step(walks, negatives, lr=rate, radii=radii, duplicates="mean")
+                model.sgd_step(walks, negatives, lr=rate, radii=radii, duplicates="cap:8")
             )
         elif word2vec:
             # Summed loss: word2vec's per-pair step; x world_size undoes the optimizer's

@@ -584,13 +584,17 @@ class SkipGram(torch.nn.Module):
         ``sharing="position"`` is not supported here. Returns the summed loss of the
         batch before the step (as ``forward(..., reduction="sum")``).
 
-        ``duplicates="mean"`` moves a row that occurs several times in the batch (as a
-        center, or as a context or negative) by the mean of its occurrences' gradients
-        instead of their sum. word2vec applies them one after the other, each seeing the
-        previous ones; summed at once they overshoot for frequent rows (hubs, a pair
-        repeated along a walk), and the tables diverge (mean row norm ~1000 on Cora's
-        graph against gensim's ~4, Micro-F1 0.73 against 0.83). The mean keeps the norms
-        at word2vec's and the F1 at gensim's (benchmarks/bench_deepwalk_quality.py).
+        ``duplicates`` says how a row that occurs several times in the batch (as a
+        center, or as a context or negative) moves: ``"sum"`` of its occurrences'
+        gradients (the exact gradient step), ``"mean"``, ``"sqrt"`` (sum / sqrt(count))
+        or ``"cap:C"`` (the sum, but at most ``C`` times the mean). word2vec applies the
+        occurrences one after the other, each seeing the previous ones; summed at once
+        they overshoot for rows repeated many times (hubs, a pair repeated along a walk
+        that bounces between two nodes) and the tables can diverge: mean row norm ~1000
+        on Cora's graph with "sum" against gensim's ~4, Micro-F1 0.73 against 0.83.
+        "mean" keeps Cora's norms but starves hubs on graphs with heavy-tailed degrees;
+        "cap:8" (the trainer's default) keeps both near gensim's
+        (benchmarks/bench_deepwalk_quality.py).
 
         ``matmul_dtype`` (e.g. ``torch.bfloat16``) runs the batched products in that
         dtype, the tables and the update staying in theirs: several times faster on CPUs
@@ -603,8 +607,8 @@ class SkipGram(torch.nn.Module):
             )
         if self.sharing == "position":
             raise ValueError("sgd_step supports sharing='pair' and 'walk', not 'position'")
-        if duplicates not in ("sum", "mean"):
-            raise ValueError(f"duplicates must be 'sum' or 'mean', got {duplicates!r}")
+        if duplicates not in ("sum", "mean", "sqrt") and not duplicates.startswith("cap:"):
+            raise ValueError(f"duplicates must be 'sum', 'mean' or 'sqrt', got {duplicates!r}")
         walks = _checked_walks(walks)
         num_walks, length = walks.shape
         if num_walks == 0 or length == 0:
@@ -664,9 +668,9 @@ class SkipGram(torch.nn.Module):
         center_grad = center_grad.view(-1, dim).to(dtype)
         context_ids = torch.cat([flat, noise_ids])
         context_grad = torch.cat([context_grad.view(-1, dim).to(dtype), noise_grad.to(dtype)])
-        if duplicates == "mean":
-            _mean_of_duplicates(flat, center_grad)
-            _mean_of_duplicates(context_ids, context_grad)
+        if duplicates != "sum":
+            _scale_duplicates(flat, center_grad, duplicates)
+            _scale_duplicates(context_ids, context_grad, duplicates)
         center_table.index_add_(0, flat, center_grad)
         context_table.index_add_(0, context_ids, context_grad)
         return float(loss)
@@ -726,11 +730,16 @@ class SkipGram(torch.nn.Module):
         )
 
 
-def _mean_of_duplicates(ids: torch.Tensor, grads: torch.Tensor) -> None:
-    """Divide the rows of ``grads`` by how often their id occurs in ``ids``, in place, so
-    that ``index_add_`` adds their mean."""
+def _scale_duplicates(ids: torch.Tensor, grads: torch.Tensor, how: str) -> None:
+    """Divide the rows of ``grads`` by how often their id occurs in ``ids`` ("mean": then
+    ``index_add_`` adds their mean) or by its square root ("sqrt"), in place."""
     _, inverse, counts = torch.unique(ids, return_inverse=True, return_counts=True)
-    grads.div_(counts.to(grads.dtype).index_select(0, inverse).unsqueeze(1))
+    divisor = counts.to(grads.dtype)
+    if how == "sqrt":
+        divisor = divisor.sqrt_()
+    elif how != "mean":  # "cap:C": at most C times the mean
+        divisor = (divisor / float(how.split(":")[1])).clamp_(min=1.0)
+    grads.div_(divisor.index_select(0, inverse).unsqueeze(1))
 
 
 def _scatter_rows(rows: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -791,6 +800,7 @@ def train_node_embeddings(
     walk_negatives: int | None = None,
     matmul_dtype: torch.dtype | str | None = "auto",
     batch_walks: int = 32,
+    duplicates: str = "cap:8",
     chunk_walks: int = 8192,
     workers: int = 1,
     seed: int = 0,
@@ -844,10 +854,11 @@ def train_node_embeddings(
         Dtype of the batched products of :meth:`SkipGram.sgd_step`; "auto":
         :func:`fast_matmul_dtype` (bfloat16 where the CPU has fast bfloat16 units).
     batch_walks : int
-        Walks per SGD step. A row occurring several times in a step moves by the mean of
-        its gradients (see :meth:`SkipGram.sgd_step`), so small graphs need small
-        batches to take enough steps: 32 (default) to 64 match gensim on Cora's graph,
-        256 does not.
+        Walks per SGD step. Small graphs need small batches to take enough steps: with
+        32 (default) to 64 Cora's graph scores within 2 points of gensim, with 256 not.
+    duplicates : str
+        How rows repeated within a step move, see :meth:`SkipGram.sgd_step`; default
+        "cap:8": the summed gradient, at most 8 times the mean.
     chunk_walks : int
         Walks drawn at once (memory: ``chunk_walks * walk_length`` int64).
     workers : int
@@ -899,6 +910,7 @@ def train_node_embeddings(
         seed=seed,
         progress=progress,
         name=name,
+        duplicates=duplicates,
     )
     if workers == 1:
         return _train_process(0, 1, graph, settings)
@@ -942,6 +954,7 @@ class _Settings:
     seed: int
     progress: bool
     name: str
+    duplicates: str
 
 
 def _progress_bar(total: int, show: bool) -> Any:
@@ -1046,6 +1059,7 @@ def _train_process(rank: int, world_size: int, graph: Graph, settings: _Settings
                         done / total,
                         generator,
                         matmul_dtype,  # type: ignore[arg-type]
+                        settings.duplicates,
                     )
                     done += batch.shape[0] * world_size
                     shown.update(batch.shape[0] * world_size)
@@ -1062,6 +1076,7 @@ def _sgd_step(
     progress: float,
     generator: torch.Generator,
     matmul_dtype: torch.dtype | None,
+    duplicates: str,
 ) -> None:
     """One summed-loss SGD step on ``walks`` at the linearly decayed learning rate."""
     radii = dynamic_radii(walks.shape, model.window, device=walks.device, generator=generator)
@@ -1075,7 +1090,7 @@ def _sgd_step(
     drawn = noise(shape, generator=generator)
     if optimizer is None:
         model.sgd_step(
-            walks, drawn, lr=rate, radii=radii, matmul_dtype=matmul_dtype, duplicates="mean"
+            walks, drawn, lr=rate, radii=radii, matmul_dtype=matmul_dtype, duplicates=duplicates
         )
         return
     loss = model(walks, drawn, radii=radii, reduction="sum")
