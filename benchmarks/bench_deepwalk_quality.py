@@ -9,7 +9,7 @@ overlapping communities, power-law degrees and rare labels, see
   (``--num-walks`` per node, ``--walk-length`` nodes); time = walks + string conversion +
   training.
 * **graphemb** :func:`graphemb.skipgram.train_node_embeddings` with the same walk
-  counts, window, negatives, sample and learning rate, ``--threads`` worker processes,
+  counts, window, negatives, sample and learning rate, ``--workers`` processes,
   per ``--trainers`` entry: ``walk`` (the default negatives), ``pair`` (word2vec's
   per-pair negatives; slow), ``position`` (negatives per position shared by its pairs);
   and ``previous``: the previous example's defaults (SparseAdam lr 0.01 on the mean
@@ -177,7 +177,7 @@ def run_graphemb(graph: Graph, args, sharing: str, seed: int) -> tuple[np.ndarra
         sample=args.sample,
         sharing=sharing,
         batch_walks=args.batch_walks,
-        workers=args.threads if sharing != "position" else 1,
+        workers=args.workers if sharing != "position" else 1,
         matmul_dtype="auto",
         seed=seed,
     )
@@ -200,7 +200,14 @@ def main() -> None:
     parser.add_argument("--negatives", type=int, default=5)
     parser.add_argument("--sample", type=float, default=1e-3)
     parser.add_argument("--batch-walks", type=int, default=32)
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=2, help="gensim's worker threads")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="graphemb's processes (process start-up costs seconds: 1 was faster on "
+        "10k-node graphs here)",
+    )
     parser.add_argument("--ratios", default="0.1,0.5,0.9")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seeds", default="0")
