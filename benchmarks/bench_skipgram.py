@@ -204,6 +204,7 @@ def make_contenders(workload: Workload, args, names, tag: str = "") -> dict:
                 window=args.window,
                 name=f"bench-{name}{tag}".replace(" ", ""),
                 timeout=600,
+                sharing="position",  # the layout this benchmark measures
             )
             model.center.all_set_embedding(center)
             model.context.all_set_embedding(context)

@@ -26,15 +26,25 @@ Prints a line per epoch, the F1 table, the scores on the dataset's own split, an
 ``RESULT {json}``. Training is seeded per epoch, so a run resumed from the checkpoint of
 epoch k reproduces the uninterrupted run.
 
-Measured with the defaults (dim 128, 10 walks of 40 steps per node, window 5, 5 negatives,
-SparseAdam lr 0.01; about 25 s on one CPU core), mean of seeds 0/1/2:
+Training defaults to word2vec's schedule (``--optimizer sgd``): summed loss, dynamic
+window, frequent nodes subsampled (``--sample``), negatives drawn once per walk and weighted
+to word2vec's per-pair expectation (``--sharing walk``), learning rate 0.025 decaying
+linearly to ~0 over all epochs, :meth:`graphemb.skipgram.SkipGram.sgd_step` (rows repeated
+in a step move by at most 8 times their mean gradient). ``--optimizer adam`` / ``adagrad`` keep the
+previous behaviour (mean loss, fixed window, negatives per position).
 
-==========================  ================  ================  ======================
-Cora, graph only            Micro-F1 at 50%   Macro-F1 at 50%   public split accuracy
-==========================  ================  ================  ======================
-DeepWalk                    0.815             0.804             0.707
-node2vec (p = 1, q = 0.5)   0.819             0.808             0.702
-==========================  ================  ================  ======================
+Measured on Cora's graph (dim 128, 10 walks of 40 nodes per node, window 10, 5 negatives;
+the same step through :func:`graphemb.skipgram.train_node_embeddings`, one process, one
+split; benchmarks/bench_deepwalk_quality.py scores gensim the same way):
+
+==============================================  ================  ================
+Cora, graph only                                Micro-F1 at 50%   Macro-F1 at 50%
+==============================================  ================  ================
+gensim Word2Vec (sg, negative 5), same walks    0.832             0.824
+graphemb default (32 walks a step, "cap:8")     0.810             0.800
+graphemb, duplicates "mean", 16 walks a step    0.822             0.815
+graphemb, duplicates "sum", 16 walks a step     0.730             0.707
+==============================================  ================  ================
 
 For reference: DeepWalk on Cora's public split (140 labels) scores 0.672 in Kipf &
 Welling, "Semi-Supervised Classification with Graph Convolutional Networks" (ICLR 2017,
@@ -42,7 +52,8 @@ arXiv:1609.02907), Table 2 (from Yang et al., 2016). The README of OpenNE-PyTorc
 (github.com/thunlp/OpenNE) lists "accuracy" 0.827 for DeepWalk and 0.812 for node2vec at
 its default 50% training ratio, in a table that does not name its dataset (it also lists
 TADW, which needs text features such as Cora's). The synthetic graph (``--dataset sbm``:
-5,000 nodes, 5 communities) reaches Micro-F1 0.990 at 50% (chance 0.20).
+5,000 nodes, 5 communities) reached Micro-F1 0.990 at 50% (chance 0.20) with
+``--optimizer adam``.
 """
 
 from __future__ import annotations
@@ -68,9 +79,15 @@ from graphemb.evaluation import (
     split_f1,
 )
 from graphemb.graph import Graph
-from graphemb.optim import SparseAdagrad, SparseAdam
+from graphemb.optim import SparseAdagrad, SparseAdam, SparseSGD
 from graphemb.sampling.walks import RandomWalker
-from graphemb.skipgram import NegativeSampler, SkipGram
+from graphemb.skipgram import (
+    NegativeSampler,
+    SkipGram,
+    dynamic_radii,
+    keep_probabilities,
+    subsample_walks,
+)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _launch as launch  # noqa: E402  (examples/_launch.py: options and launcher of ranks)
@@ -80,8 +97,8 @@ QUICK = {
     "epochs": 3,
     "dim": 32,
     "walk_length": 20,
-    "batch_walks": 128,
-    "lr": 0.05,
+    "batch_walks": 16,
+    "lr": 0.1,
     "ratios": "0.5",
     "repeats": 2,
 }
@@ -129,7 +146,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     model.add_argument("--window", type=int, default=5, help="context window")
     model.add_argument(
-        "--negatives", type=int, default=5, help="negative nodes per walk position (degree ** 0.75)"
+        "--negatives", type=int, default=5, help="negative nodes per pair (degree ** 0.75)"
+    )
+    model.add_argument(
+        "--sharing",
+        choices=["walk", "pair", "position"],
+        default=None,
+        help="negatives: 'walk' = drawn once per walk, weighted to word2vec's expected loss "
+        "(fast, the default with sgd); 'pair' = word2vec's K per pair; 'position' = K per "
+        "walk position shared by its pairs (the default with adam/adagrad; worse embeddings)",
+    )
+    model.add_argument(
+        "--sample",
+        type=float,
+        default=None,
+        help="subsampling threshold of frequent nodes (default 1e-3 with sgd, 0 otherwise)",
     )
 
     train = parser.add_argument_group("training")
@@ -140,16 +171,23 @@ def build_parser() -> argparse.ArgumentParser:
         "--batch-walks",
         type=int,
         default=None,
-        help="walks per step, over all processes (default 256; 128 with --quick)",
+        help="walks per step, over all processes (default 32 with sgd, 256 otherwise; 16 "
+        "with --quick)",
     )
     train.add_argument(
         "--optimizer",
-        choices=["adam", "adagrad"],
-        default="adam",
-        help="graphemb SparseAdam or SparseAdagrad",
+        choices=["sgd", "adam", "adagrad"],
+        default="sgd",
+        help="sgd: word2vec's schedule (summed loss, dynamic window, learning rate decaying "
+        "linearly to ~0 over all --epochs; a run resumed with a larger --epochs does not "
+        "repeat the uninterrupted one); adam/adagrad: graphemb SparseAdam or SparseAdagrad "
+        "on the mean loss, fixed window",
     )
     train.add_argument(
-        "--lr", type=float, default=None, help="learning rate (default 0.01; 0.05 with --quick)"
+        "--lr",
+        type=float,
+        default=None,
+        help="learning rate (default 0.025 with sgd, 0.01 otherwise; 0.1 with --quick)",
     )
     train.add_argument("--seed", type=int, default=0, help="seeds tables, walks, negatives, splits")
     train.add_argument("--num-threads", type=int, default=1, help="torch threads per process")
@@ -199,8 +237,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "epochs": 10,
         "dim": 128,
         "walk_length": 40,
-        "batch_walks": 256,
-        "lr": 0.01,
+        "batch_walks": 32 if args.optimizer == "sgd" else 256,
+        "lr": 0.025 if args.optimizer == "sgd" else 0.01,
+        "sharing": "walk" if args.optimizer == "sgd" else "position",
+        "sample": 1e-3 if args.optimizer == "sgd" else 0.0,
         "repeats": 5,
         "ratios": ",".join(str(r) for r in DEEPWALK_RATIOS),
     }
@@ -257,7 +297,7 @@ def train_epoch(
 ) -> tuple[float, int]:
     """One walk from every node, in batches of ``--batch-walks`` over all processes.
 
-    Returns this process's mean loss and its number of positive pairs.
+    Returns this process's mean loss per pair and its number of positive pairs.
     """
     num_nodes = walker.graph.num_nodes
     device = walker.graph.device
@@ -266,17 +306,53 @@ def train_epoch(
         num_nodes, generator=epoch_generator(args.seed, epoch, 0, torch.device("cpu"))
     )
     generator = epoch_generator(args.seed, epoch, rank + 1, device)
-    total, steps, pairs = 0.0, 0, 0
+    keep = keep_probabilities(walker.graph.in_degrees(), args.sample)
+    word2vec = args.optimizer == "sgd"
+    fused = (
+        word2vec and args.sharing != "position" and model.center.storage_kind in ("local", "shared")
+    )
+    total, pairs, done = 0.0, 0, 0
     for batch in order.split(args.batch_walks):  # every process runs the same number of steps
         start = batch.tensor_split(world_size)[rank].to(device)
         walks = walker(start, args.walk_length, generator=generator)
-        negatives = sampler((*walks.shape, args.negatives), generator=generator)
-        loss = model(walks, negatives)
-        loss.backward()
-        optimizer.step()
-        total, steps = total + loss.item(), steps + 1
-        pairs += SkipGram.num_pairs(walks, args.window)
-    return total / max(steps, 1), pairs
+        if args.sample > 0:
+            walks = subsample_walks(walks, keep, generator=generator)
+        radii = None
+        if word2vec:  # word2vec's dynamic window
+            radii = dynamic_radii(walks.shape, args.window, device=device, generator=generator)
+        shape = {
+            "pair": (*walks.shape, 2 * args.window, args.negatives),
+            "walk": (walks.shape[0], args.negatives * (args.window + 1)),
+            "position": (*walks.shape, args.negatives),
+        }[args.sharing]
+        negatives = sampler(shape, generator=generator)
+        if word2vec:
+            # Linear decay over every walk of every epoch, to 1e-4 of the start.
+            progress = ((epoch - 1) * num_nodes + done) / (args.epochs * num_nodes)
+            for group in optimizer.param_groups:
+                group["lr"] = args.lr * max(1.0 - progress, 1e-4)
+            rate = optimizer.param_groups[0]["lr"]
+        if fused:
+            # word2vec's step written into the tables (shared memory: every process at
+            # once, without locks, as word2vec's threads); see SkipGram.sgd_step for "cap:8".
+            loss = torch.tensor(
+                model.sgd_step(walks, negatives, lr=rate, radii=radii, duplicates="cap:8")
+            )
+        elif word2vec:
+            # Summed loss: word2vec's per-pair step; x world_size undoes the optimizer's
+            # mean over ranks.
+            loss = model(walks, negatives, radii=radii, reduction="sum")
+            (loss * world_size).backward()
+            optimizer.step()
+        else:
+            loss = model(walks, negatives)
+            loss.backward()
+            optimizer.step()
+        done += batch.numel()
+        count = SkipGram.num_pairs(walks, args.window)  # at the full window
+        total += loss.item() if word2vec else loss.item() * count
+        pairs += count
+    return total / max(pairs, 1), pairs
 
 
 def evaluate(args, model: SkipGram, data) -> tuple[list[F1Scores], tuple[float, float]] | None:
@@ -316,9 +392,11 @@ def run(rank: int, world_size: int, local_rank: int, args: argparse.Namespace) -
         device=device,
         seed=args.seed,
         timeout=args.timeout,
+        sharing=args.sharing,
+        num_negatives=args.negatives,
     )
-    optimizer_class = SparseAdam if args.optimizer == "adam" else SparseAdagrad
-    optimizer = optimizer_class(model.embeddings, lr=args.lr)
+    optimizer_class = {"sgd": SparseSGD, "adam": SparseAdam, "adagrad": SparseAdagrad}
+    optimizer = optimizer_class[args.optimizer](model.embeddings, lr=args.lr)
 
     first_epoch, history = 1, []
     if args.resume:

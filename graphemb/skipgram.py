@@ -23,12 +23,23 @@ process or on N ranks (shared memory or partitioned), with no change to the mode
 :meth:`SkipGram.forward` reads a batch of walks directly: the rows of every walk position
 are looked up once -- not once per pair, ``2 * window`` pairs per position -- and one
 batched product per walk scores every center against every context (the pairs are its
-band ``0 < |i - j| <= window``). Its negatives are drawn per center position and shared by
-that center's context pairs, so ``K`` negative rows per position instead of per pair; the
-objective is the same in expectation as with negatives per pair. Fewer rows looked up means
-fewer gradient rows for the optimizer: about ``2 * window`` times fewer than a plain
-pair-by-pair skip-gram on the same samples. :meth:`SkipGram.pair_loss` takes explicit
-pairs.
+band ``0 < |i - j| <= radius``). word2vec's semantics are the default: a dynamic window
+(:func:`dynamic_radii`), ``K`` negatives of their own per (center, context) pair from
+``degree ** 0.75`` (``sharing="pair"``), optional subsampling of frequent nodes
+(:func:`keep_probabilities`, :func:`subsample_walks`), plain SGD whose learning rate decays
+linearly over one pass. Two cheaper negative layouts are options: ``sharing="walk"``
+(``M`` negatives per walk scored against every center of the walk and weighted to the
+same expected loss, PyTorch-BigGraph's batch negatives with a walk as the batch: as good
+as per-pair negatives in ``benchmarks/bench_deepwalk_quality.py`` and several times
+faster) and ``sharing="position"`` (``K`` negatives per center shared by its ``2 * window``
+pairs: a center sees ``K`` distinct noise nodes where word2vec sees up to
+``2 * window * K``; measurably worse embeddings, kept for comparison).
+
+:meth:`SkipGram.sgd_step` applies word2vec's update to a batch without autograd or an
+optimizer (products optionally in bfloat16); :func:`train_node_embeddings` is the whole
+DeepWalk / node2vec pipeline, walks drawn and consumed chunk by chunk, optionally in
+several processes writing into shared-memory tables. :meth:`SkipGram.pair_loss` takes
+explicit pairs.
 
 Example
 -------
@@ -42,7 +53,7 @@ Example
 >>> model = SkipGram(ring.num_nodes, 8, window=2, name="doc-ring")
 >>> opt = SparseAdam(model.embeddings, lr=0.05)
 >>> walks = walker(torch.arange(6), walk_length=5)                  # (6, 6)
->>> loss = model(walks, sampler((6, 6, 3)))                          # 3 negatives per position
+>>> loss = model(walks, sampler((6, 6, 4, 3)))    # 3 negatives per pair, 4 offsets
 >>> loss.backward()
 >>> opt.step()
 >>> model.num_pairs(walks, window=2)                                 # 6 walks x 18 pairs
@@ -51,9 +62,14 @@ Example
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import functools
 import math
+import time
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -65,7 +81,111 @@ from .graph import Graph
 from .sampling.walks import PAD
 from .storage import Partition
 
-__all__ = ["NegativeSampler", "SkipGram", "context_pairs"]
+__all__ = [
+    "SHARING",
+    "NegativeSampler",
+    "SkipGram",
+    "context_pairs",
+    "dynamic_radii",
+    "fast_matmul_dtype",
+    "keep_probabilities",
+    "pair_offsets",
+    "subsample_walks",
+]
+
+#: How :meth:`SkipGram.forward` shares negatives: "pair" (word2vec), "walk", "position".
+SHARING = ("pair", "walk", "position")
+
+
+def pair_offsets(window: int) -> torch.Tensor:
+    """Offsets of a center's context slots: ``-window .. -1, 1 .. window`` (int64, 2 * window).
+
+    >>> pair_offsets(2)
+    tensor([-2, -1,  1,  2])
+    """
+    window = as_size("window", window, minimum=1)
+    offsets = torch.arange(-window, window + 1)
+    return offsets[offsets != 0]
+
+
+def dynamic_radii(
+    shape: tuple[int, ...] | torch.Size,
+    window: int,
+    *,
+    device: torch.device | str | None = None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """word2vec's dynamic window: an int64 radius per center, uniform in ``1 .. window``.
+
+    A context at distance ``d`` is then used with probability ``(window - d + 1) / window``:
+    near nodes weigh more than far ones.
+    """
+    window = as_size("window", window, minimum=1)
+    return torch.randint(1, window + 1, tuple(shape), device=device, generator=generator)
+
+
+def keep_probabilities(counts: torch.Tensor, sample: float) -> torch.Tensor:
+    """word2vec's frequent-token subsampling: probability of keeping each token.
+
+    With ``f = counts / counts.sum()`` and threshold ``sample`` (word2vec's ``-sample``,
+    gensim's ``sample``), a token of frequency ``f`` is kept with probability
+    ``min(1, (sqrt(f / sample) + 1) * sample / f)``, as in word2vec's C code and gensim;
+    ``sample = 0`` keeps everything.
+
+    Parameters
+    ----------
+    counts : Tensor, shape (N,)
+        Occurrences (or expected occurrences, e.g. degrees for walks on an undirected
+        graph) of every node, >= 0.
+    sample : float
+        Threshold, >= 0 (1e-3 in gensim, 1e-5 .. 1e-3 usual).
+
+    Returns
+    -------
+    Tensor of float64, shape (N,)
+    """
+    if not (isinstance(sample, (int, float)) and math.isfinite(sample) and sample >= 0):
+        raise ValueError(f"sample must be a finite number >= 0, got {sample!r}")
+    counts = counts.to(torch.float64)
+    if sample == 0 or counts.numel() == 0:
+        return torch.ones_like(counts)
+    threshold = sample * float(counts.sum())
+    safe = counts.clamp(min=1e-300)
+    keep = ((safe / threshold).sqrt() + 1) * threshold / safe
+    return keep.clamp_(max=1.0)
+
+
+def subsample_walks(
+    walks: torch.Tensor, keep: torch.Tensor, *, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """Drop each walk token with probability ``1 - keep[node]``, closing the gaps.
+
+    As in word2vec, dropped tokens are removed before the context windows are formed, so
+    the remaining neighbours move closer. :data:`PAD` fills the end of each row.
+
+    Parameters
+    ----------
+    walks : Tensor of int64, shape (W, T)
+    keep : Tensor of float, shape (N,)
+        From :func:`keep_probabilities`.
+
+    Returns
+    -------
+    Tensor of int64, shape (W, T)
+    """
+    walks = _checked_walks(walks)
+    real = walks != PAD
+    draw = torch.rand(walks.shape, dtype=torch.float64, device=walks.device, generator=generator)
+    kept = real & (
+        draw < keep.to(walks.device).index_select(0, walks.clamp(min=0).view(-1)).view(walks.shape)
+    )
+    # Stable order: kept tokens first, in walk order (argsort of a 0/1 key is not stable
+    # in every torch version, so sort on key * T + position).
+    length = walks.shape[1]
+    key = (~kept).long() * length + torch.arange(length, device=walks.device)
+    order = key.argsort(dim=1)
+    compact = walks.gather(1, order)
+    return compact.masked_fill_(~kept.gather(1, order), PAD)
 
 
 def context_pairs(walks: torch.Tensor, window: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -253,9 +373,15 @@ class SkipGram(torch.nn.Module):
         dtype: torch.dtype = torch.float32,
         timeout: timedelta | float = DEFAULT_TIMEOUT,
         seed: int = 0,
+        sharing: str = "pair",
+        num_negatives: int = 5,
     ) -> None:
         super().__init__()
         self.window = as_size("window", window, minimum=1)
+        if sharing not in SHARING:
+            raise ValueError(f"sharing must be one of {SHARING}, got {sharing!r}")
+        self.sharing = sharing
+        self.num_negatives = as_size("num_negatives", num_negatives, minimum=1)
         num_nodes = as_size("num_nodes", num_nodes, minimum=1)
         embedding_dim = as_size("embedding_dim", embedding_dim, minimum=1)
         bound = 0.5 / embedding_dim
@@ -285,70 +411,269 @@ class SkipGram(torch.nn.Module):
         return [self.center, self.context]
 
     # ------------------------------------------------------------------ losses
-    def forward(self, walks: torch.Tensor, negatives: torch.Tensor) -> torch.Tensor:
-        """Mean SGNS loss over the context pairs of ``walks`` (see :func:`context_pairs`).
+    def forward(
+        self,
+        walks: torch.Tensor,
+        negatives: torch.Tensor,
+        *,
+        radii: torch.Tensor | None = None,
+        reduction: str = "mean",
+    ) -> torch.Tensor:
+        """SGNS loss over the context pairs of ``walks``.
+
+        Center position ``t`` of a walk pairs with every position ``j`` with
+        ``0 < |t - j| <= radii[w, t]`` (both real nodes); without ``radii`` the radius is
+        :attr:`window` everywhere (the pairs of :func:`context_pairs`).
 
         Parameters
         ----------
         walks : Tensor of int64, shape (W, T)
             Walks, :data:`PAD` after their end.
-        negatives : Tensor of int64, shape (W, T, K)
-            ``K`` negative nodes per walk position, shared by the position's context pairs
-            (the loss term of each pair adds ``sum_k log sigmoid(-u_c . v_{n_k})``).
+        negatives : Tensor of int64
+            Negative nodes; the shape depends on :attr:`sharing`:
+
+            * ``"pair"`` -- shape ``(W, T, 2 * window, K)``: ``K`` negatives of their own
+              for the pair of center ``t`` and the context at offset
+              ``PAIR_OFFSETS(window)[s]`` (``-window .. -1, 1 .. window``); slots of
+              offsets outside the radius are ignored. word2vec's semantics.
+            * ``"walk"`` -- shape ``(W, M)``: ``M`` negatives shared by every center of
+              the walk, each weighted ``num_negatives * pairs(t) / M`` so that the
+              expected loss equals the per-pair one (PyTorch-BigGraph-style batch
+              negatives, one chunk per walk).
+            * ``"position"`` -- shape ``(W, T, K)``: ``K`` negatives per center, shared
+              by its context pairs and weighted by their number. Same loss in
+              expectation but far noisier with a wide window: a center sees ``K``
+              distinct noise nodes where word2vec draws ``K`` per pair (kept for
+              comparison; it trains worse embeddings, see
+              benchmarks/bench_deepwalk_quality.py).
+        radii : Tensor of int64, shape (W, T), optional
+            Window of each center (word2vec's dynamic window: uniform in
+            ``1 .. window``, see :func:`dynamic_radii`); values above :attr:`window` act
+            as :attr:`window`.
+        reduction : {"mean", "sum"}
+            ``"mean"`` divides the loss by the number of positive pairs ``P`` (0 when
+            ``P == 0``); ``"sum"`` gives word2vec's per-pair SGD with a sparse SGD
+            optimizer.
 
         Returns
         -------
         Tensor, scalar
-            The loss divided by the number of positive pairs ``P`` (0 when ``P == 0``).
-            With ``negatives[w, t]`` repeated for each pair of center ``walks[w, t]``,
-            equal to :meth:`pair_loss` on :func:`context_pairs`.
+            With ``sharing="pair"``, equal to :meth:`pair_loss` on the same pairs and
+            negatives.
 
         Notes
         -----
         The scores of a walk form a ``(T, T)`` matrix: memory and work grow with ``T**2``
-        per walk, cheap up to walks of a few hundred steps; split longer walks into pieces
-        (pairs across a cut are then lost).
+        per walk, cheap up to walks of a few hundred steps.
         """
         walks = _checked_walks(walks)
+        if reduction not in ("mean", "sum"):
+            raise ValueError(f"reduction must be 'mean' or 'sum', got {reduction!r}")
         if not isinstance(negatives, torch.Tensor):
             raise TypeError(f"negatives must be a tensor, got {type(negatives).__name__}")
-        if negatives.dim() != 3 or tuple(negatives.shape[:2]) != tuple(walks.shape):
+        num_walks, length = walks.shape
+        expected = {
+            "pair": (f"(W, T, 2 * window, K) = ({num_walks}, {length}, {2 * self.window}, K)"),
+            "walk": f"(W, M) = ({num_walks}, M)",
+            "position": f"(W, T, K) = ({num_walks}, {length}, K)",
+        }[self.sharing]
+        leading = {
+            "pair": (num_walks, length, 2 * self.window),
+            "walk": (num_walks,),
+            "position": (num_walks, length),
+        }[self.sharing]
+        if negatives.dim() != len(leading) + 1 or tuple(negatives.shape[:-1]) != leading:
             raise ValueError(
-                f"negatives must have shape (W, T, K) = ({walks.shape[0]}, {walks.shape[1]}, K)"
-                f", got {tuple(negatives.shape)}"
+                f"negatives must have shape {expected} (sharing={self.sharing!r}), got "
+                f"{tuple(negatives.shape)}"
             )
-        length = walks.shape[1]
         real = walks != PAD
-        # mask[w, i, j]: positions i and j of walk w form a pair (0 < |i - j| <= window).
-        distance = torch.arange(length, device=walks.device)
-        distance = (distance[:, None] - distance[None, :]).abs_()
+        # mask[w, i, j]: positions i (center) and j (context) form a pair.
+        position = torch.arange(length, device=walks.device)
+        distance = (position[:, None] - position[None, :]).abs_()
         band = (distance > 0) & (distance <= self.window)
         everywhere = bool(real.all())
-        mask = band.expand(walks.shape[0], length, length)
+        mask = band.expand(num_walks, length, length)
+        if radii is not None:
+            if radii.shape != walks.shape:
+                raise ValueError(
+                    f"radii must have the shape of walks {tuple(walks.shape)}, got "
+                    f"{tuple(radii.shape)}"
+                )
+            mask = mask & (distance <= radii.unsqueeze(-1))
         if not everywhere:
             mask = mask & real[:, :, None] & real[:, None, :]
-        pairs_of = mask.sum(-1)  # (W, T): context pairs of each position
-        used = pairs_of > 0
-        everywhere = everywhere and (bool(used.all()) or walks.numel() == 0)
+        pairs_of = mask.sum(-1)  # (W, T): context pairs of each center
         # Look up only positions that are in some pair: a row looked up without a gradient
         # would still count as updated (Adam's moments decay, its step count grows).
-        if everywhere:
+        is_center = pairs_of > 0
+        in_pair = is_center | mask.any(1)
+        if self.sharing == "pair":
+            slot_valid = self._slot_mask(mask)  # (W, T, 2 * window)
+            noise_ids = negatives[slot_valid]  # (P, K)
+        elif self.sharing == "walk":
+            walk_used = is_center.any(1)
+            noise_ids = negatives[walk_used]  # (W', M)
+        else:
+            noise_ids = negatives[is_center]  # (C, K)
+        if bool(in_pair.all()):
             centers = self.center(walks)
             contexts = self.context(walks)
-            noise = self.context(negatives)
         else:
-            centers = _scatter_rows(self.center(walks[used]), used)
-            contexts = _scatter_rows(self.context(walks[used]), used)
-            noise = _scatter_rows(self.context(negatives[used]), used)
+            centers = _scatter_rows(self.center(walks[in_pair]), in_pair)
+            contexts = _scatter_rows(self.context(walks[in_pair]), in_pair)
+        noise = self.context(noise_ids)
         # Every center against every context of its walk in one batched product (fast
-        # GEMMs, cheap backward), then the band of pairs; shifted views of the rows per
+        # GEMMs, cheap backward), then the pairs of the mask; shifted views of the rows per
         # offset would cost a full-size gradient buffer per view in backward.
         scores = torch.bmm(centers, contexts.transpose(1, 2))  # (W, T, T)
         positive = (F.logsigmoid(scores) * mask).sum()
-        negative_scores = (noise * centers.unsqueeze(2)).sum(-1)  # (W, T, K)
-        negative = (F.logsigmoid(-negative_scores).sum(-1) * pairs_of).sum()
-        num_pairs = int(pairs_of.sum())
-        return -(positive + negative) / max(num_pairs, 1)
+        if self.sharing == "pair":
+            slot_center = slot_valid.nonzero()[:, :2]
+            rows = centers[slot_center[:, 0], slot_center[:, 1]]  # (P, D)
+            noise_scores = torch.bmm(noise, rows.unsqueeze(2)).squeeze(2)  # (P, K)
+            negative = F.logsigmoid(-noise_scores).sum()
+        elif self.sharing == "walk":
+            used_centers = centers[walk_used]  # (W', T, D)
+            noise_scores = torch.bmm(used_centers, noise.transpose(1, 2))  # (W', T, M)
+            weight = pairs_of[walk_used].to(noise_scores.dtype)
+            weight = weight * (self.num_negatives / max(negatives.shape[1], 1))
+            negative = (F.logsigmoid(-noise_scores).sum(-1) * weight).sum()
+        else:
+            rows = centers[is_center]  # (C, D)
+            noise_scores = torch.bmm(noise, rows.unsqueeze(2)).squeeze(2)  # (C, K)
+            negative = (F.logsigmoid(-noise_scores).sum(-1) * pairs_of[is_center]).sum()
+        loss = -(positive + negative)
+        if reduction == "sum":
+            return loss
+        return loss / max(int(pairs_of.sum()), 1)
+
+    def _slot_mask(self, mask: torch.Tensor) -> torch.Tensor:
+        """``mask`` (W, T, T) of pairs as ``(W, T, 2 * window)`` over the offsets of
+        :func:`pair_offsets`."""
+        length = mask.shape[1]
+        offsets = pair_offsets(self.window).to(mask.device)
+        position = torch.arange(length, device=mask.device)
+        target = position[:, None] + offsets[None, :]  # (T, S)
+        inside = (target >= 0) & (target < length)
+        gathered = mask.gather(2, target.clamp(0, length - 1).expand(mask.shape[0], -1, -1))
+        return gathered & inside
+
+    @torch.no_grad()
+    def sgd_step(
+        self,
+        walks: torch.Tensor,
+        negatives: torch.Tensor,
+        *,
+        lr: float,
+        radii: torch.Tensor | None = None,
+        matmul_dtype: torch.dtype | None = None,
+        duplicates: str = "sum",
+    ) -> float:
+        """One SGD step on the summed loss of :meth:`forward`, written straight into the
+        tables: word2vec's update, batched, without autograd or an optimizer.
+
+        ``w -= lr * grad`` of ``forward(walks, negatives, radii=radii, reduction="sum")``
+        for every row, duplicates summed, gradients taken at the rows as they were before
+        the step (as a :class:`~graphemb.optim.SparseSGD` step would do). Tables in shared
+        memory are updated in place without locks, as word2vec's threads do ("Hogwild"):
+        several processes may call this on one shared table at the same time.
+
+        Needs every row in this process (``storage_kind`` "local" or "shared"); for
+        partitioned tables use :meth:`forward` and a :mod:`graphemb.optim` optimizer.
+        ``sharing="position"`` is not supported here. Returns the summed loss of the
+        batch before the step (as ``forward(..., reduction="sum")``).
+
+        ``duplicates`` says how a row that occurs several times in the batch (as a
+        center, or as a context or negative) moves: ``"sum"`` of its occurrences'
+        gradients (the exact gradient step), ``"mean"``, ``"sqrt"`` (sum / sqrt(count))
+        or ``"cap:C"`` (the sum, but at most ``C`` times the mean). word2vec applies the
+        occurrences one after the other, each seeing the previous ones; summed at once
+        they overshoot for rows repeated many times (hubs, a pair repeated along a walk
+        that bounces between two nodes) and the tables can diverge: mean row norm ~1000
+        on Cora's graph with "sum" against gensim's ~4, Micro-F1 0.73 against 0.83.
+        "mean" keeps Cora's norms but starves hubs on graphs with heavy-tailed degrees;
+        "cap:8" (the trainer's default) keeps both near gensim's
+        (benchmarks/bench_deepwalk_quality.py).
+
+        ``matmul_dtype`` (e.g. ``torch.bfloat16``) runs the batched products in that
+        dtype, the tables and the update staying in theirs: several times faster on CPUs
+        with bfloat16 units (see :func:`fast_matmul_dtype`), scores exact to about 1 %,
+        which SGD's own noise dwarfs.
+        """
+        if self.center.storage_kind not in ("local", "shared"):
+            raise ValueError(
+                f"sgd_step needs local or shared tables, got {self.center.storage_kind!r}"
+            )
+        if self.sharing == "position":
+            raise ValueError("sgd_step supports sharing='pair' and 'walk', not 'position'")
+        if duplicates not in ("sum", "mean", "sqrt") and not duplicates.startswith("cap:"):
+            raise ValueError(f"duplicates must be 'sum', 'mean' or 'sqrt', got {duplicates!r}")
+        walks = _checked_walks(walks)
+        num_walks, length = walks.shape
+        if num_walks == 0 or length == 0:
+            return 0.0
+        center_table, context_table = self.center.weight, self.context.weight
+        real = walks != PAD
+        position = torch.arange(length, device=walks.device)
+        distance = (position[:, None] - position[None, :]).abs_()
+        band = (distance > 0) & (distance <= self.window)
+        mask = band.expand(num_walks, length, length)
+        if radii is not None:
+            mask = mask & (distance <= radii.unsqueeze(-1))
+        mask = mask & real[:, :, None] & real[:, None, :]
+        ids = walks.clamp(min=0)  # PAD rows are read, but get zero gradients
+        flat = ids.view(-1)
+        dim = center_table.shape[1]
+        dtype = center_table.dtype
+        low = dtype if matmul_dtype is None else matmul_dtype
+        centers = center_table.index_select(0, flat).view(num_walks, length, dim).to(low)
+        contexts = context_table.index_select(0, flat).view(num_walks, length, dim).to(low)
+        # d/ds log sigmoid(s) = 1 - sigmoid(s) = sigmoid(-s); d/ds log sigmoid(-s) = -sigmoid(s).
+        scores = torch.bmm(centers, contexts.transpose(1, 2)).to(dtype)
+        scores.neg_()
+        pair_mask = mask.to(dtype)
+        loss = F.softplus(scores).mul_(pair_mask).sum()  # -log sigmoid(s) = softplus(-s)
+        positive = torch.sigmoid(scores).mul_(pair_mask).mul_(lr).to(low)
+        center_grad = torch.bmm(positive, contexts)  # ascent directions, scaled by lr
+        context_grad = torch.bmm(positive.transpose(1, 2), centers)
+        if self.sharing == "walk":
+            noise_ids = negatives.reshape(-1)
+            noise = context_table.index_select(0, noise_ids).view(num_walks, -1, dim).to(low)
+            weight = mask.sum(-1).to(dtype).mul_(-lr * self.num_negatives / noise.shape[1])
+            noise_scores = torch.bmm(centers, noise.transpose(1, 2)).to(dtype)  # (W, T, M)
+            loss -= (F.softplus(noise_scores).sum(-1) * weight).sum() / lr
+            negative = torch.sigmoid(noise_scores).mul_(weight.unsqueeze(-1)).to(low)
+            center_grad.baddbmm_(negative, noise)
+            noise_grad = torch.bmm(negative.transpose(1, 2), centers).view(-1, dim)
+        else:
+            slot_valid = self._slot_mask(mask)
+            noise_ids = negatives[slot_valid]  # (P, K)
+            per_center = slot_valid.view(num_walks * length, -1).sum(1)
+            rows_of = torch.repeat_interleave(
+                torch.arange(num_walks * length, device=walks.device), per_center
+            )
+            u = centers.view(-1, dim).index_select(0, rows_of)  # (P, D)
+            noise = context_table.index_select(0, noise_ids.reshape(-1))
+            noise = noise.view(*noise_ids.shape, dim).to(low)
+            noise_scores = torch.bmm(noise, u.unsqueeze(2)).squeeze(2).to(dtype)  # (P, K)
+            loss += F.softplus(noise_scores).sum()
+            negative = torch.sigmoid(noise_scores).mul_(-lr).to(low)
+            center_grad = center_grad.to(dtype)
+            center_grad.view(-1, dim).index_add_(
+                0, rows_of, torch.bmm(negative.unsqueeze(1), noise).squeeze(1).to(dtype)
+            )
+            noise_grad = (negative.unsqueeze(2) * u.unsqueeze(1)).view(-1, dim)
+            noise_ids = noise_ids.reshape(-1)
+        center_grad = center_grad.view(-1, dim).to(dtype)
+        context_ids = torch.cat([flat, noise_ids])
+        context_grad = torch.cat([context_grad.view(-1, dim).to(dtype), noise_grad.to(dtype)])
+        if duplicates != "sum":
+            _scale_duplicates(flat, center_grad, duplicates)
+            _scale_duplicates(context_ids, context_grad, duplicates)
+        center_table.index_add_(0, flat, center_grad)
+        context_table.index_add_(0, context_ids, context_grad)
+        return float(loss)
 
     def pair_loss(
         self, centers: torch.Tensor, contexts: torch.Tensor, negatives: torch.Tensor
@@ -405,6 +730,18 @@ class SkipGram(torch.nn.Module):
         )
 
 
+def _scale_duplicates(ids: torch.Tensor, grads: torch.Tensor, how: str) -> None:
+    """Divide the rows of ``grads`` by how often their id occurs in ``ids`` ("mean": then
+    ``index_add_`` adds their mean) or by its square root ("sqrt"), in place."""
+    _, inverse, counts = torch.unique(ids, return_inverse=True, return_counts=True)
+    divisor = counts.to(grads.dtype)
+    if how == "sqrt":
+        divisor = divisor.sqrt_()
+    elif how != "mean":  # "cap:C": at most C times the mean
+        divisor = (divisor / float(how.split(":")[1])).clamp_(min=1.0)
+    grads.div_(divisor.index_select(0, inverse).unsqueeze(1))
+
+
 def _scatter_rows(rows: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """``rows`` (M, ...) placed at the True entries of ``mask`` (shape S), zeros elsewhere:
     shape ``S + rows.shape[1:]``, differentiable."""
@@ -420,3 +757,344 @@ def _checked_walks(walks: torch.Tensor) -> torch.Tensor:
     if walks.dim() != 2:
         raise ValueError(f"walks must have shape (W, T), got {tuple(walks.shape)}")
     return walks
+
+
+# ---------------------------------------------------------------------------- training
+@functools.cache
+def fast_matmul_dtype(device: str = "cpu") -> torch.dtype | None:
+    """``torch.bfloat16`` where batched products in it are clearly faster than in float32
+    on ``device`` (CPUs with bfloat16 units: AVX512-BF16, AMX), else None.
+
+    Decided once per process by timing both on a batch shaped like :meth:`SkipGram.sgd_step`'s
+    (a few milliseconds).
+    """
+    if torch.device(device).type != "cpu":
+        return None
+    timings = {}
+    for dtype in (torch.float32, torch.bfloat16):
+        left = torch.ones(32, 41, 128, dtype=dtype)
+        right = torch.ones(32, 128, 48, dtype=dtype)
+        best = math.inf
+        for _ in range(3):
+            start = time.perf_counter()
+            torch.bmm(left, right)
+            best = min(best, time.perf_counter() - start)
+        timings[dtype] = best
+    return torch.bfloat16 if timings[torch.bfloat16] < 0.5 * timings[torch.float32] else None
+
+
+def train_node_embeddings(
+    graph: Graph,
+    *,
+    dimensions: int = 128,
+    walk_length: int = 80,
+    num_walks: int = 10,
+    window: int = 10,
+    p: float = 1.0,
+    q: float = 1.0,
+    negatives: int = 5,
+    epochs: int = 1,
+    sample: float = 1e-3,
+    lr: float = 0.025,
+    sharing: str = "walk",
+    walk_negatives: int | None = None,
+    matmul_dtype: torch.dtype | str | None = "auto",
+    batch_walks: int = 32,
+    duplicates: str = "cap:8",
+    chunk_walks: int = 8192,
+    workers: int = 1,
+    seed: int = 0,
+    progress: bool = False,
+    name: str = "deepwalk",
+) -> torch.Tensor:
+    """DeepWalk / node2vec embeddings of every node, trained the word2vec way.
+
+    ``num_walks`` walks of ``walk_length`` steps from every node (node2vec's biased walks
+    when ``p`` or ``q`` differ from 1), frequent nodes subsampled, a dynamic window of at
+    most ``window``, ``negatives`` noise nodes per pair from ``degree ** 0.75``, and one
+    pass of plain SGD whose learning rate decays linearly from ``lr`` to ``lr * 1e-4``
+    over all walks (``epochs`` passes over ``num_walks`` walks per node). Walks are drawn
+    ``chunk_walks`` at a time and consumed at once, so memory does not grow with
+    ``num_walks`` or the number of nodes beyond the two tables.
+
+    Parameters
+    ----------
+    graph : Graph
+        Walks follow its out-edges (store both directions of an undirected graph).
+    dimensions : int
+        Embedding size ``D``.
+    walk_length : int
+        Nodes per walk (the reference implementations' ``--walk-length``: a walk of
+        ``walk_length`` nodes takes ``walk_length - 1`` steps).
+    num_walks : int
+        Walks started from every node per epoch.
+    window : int
+        Largest context distance (word2vec's ``window``).
+    p, q : float
+        node2vec's return and in-out parameters.
+    negatives : int
+        Negatives per (center, context) pair ``K``.
+    epochs : int
+        Passes; each draws fresh walks.
+    sample : float
+        Subsampling threshold of frequent nodes (gensim's ``sample``; 0 disables). Node
+        frequencies are their expected share of walk tokens, the in-degree share.
+    lr : float
+        Initial learning rate of SGD (word2vec's ``alpha``).
+    sharing : {"walk", "pair", "position"}
+        Negatives of :meth:`SkipGram.forward`. ``"pair"`` is word2vec's sampling exactly;
+        ``"walk"`` (default) scores each center against ``walk_negatives`` noise nodes
+        drawn once per walk, weighted to the same expected loss: the same F1 as
+        ``"pair"`` and gensim in benchmarks/bench_deepwalk_quality.py, several times
+        faster. ``"position"`` is noisier and trains worse embeddings.
+    walk_negatives : int, optional
+        Noise nodes per walk with ``sharing="walk"``; default ``negatives * (window + 1)``,
+        what a center draws in word2vec on average.
+    matmul_dtype : torch.dtype, None or "auto"
+        Dtype of the batched products of :meth:`SkipGram.sgd_step`; "auto":
+        :func:`fast_matmul_dtype` (bfloat16 where the CPU has fast bfloat16 units).
+    batch_walks : int
+        Walks per SGD step. Small graphs need small batches to take enough steps: with
+        32 (default) to 64 Cora's graph scores within 2 points of gensim, with 256 not.
+    duplicates : str
+        How rows repeated within a step move, see :meth:`SkipGram.sgd_step`; default
+        "cap:8": the summed gradient, at most 8 times the mean.
+    chunk_walks : int
+        Walks drawn at once (memory: ``chunk_walks * walk_length`` int64).
+    workers : int
+        Processes (CPU): each trains its share of every chunk of walks, writing into
+        tables in shared memory without locks, as word2vec's threads do. Each uses one
+        core.
+    seed : int
+        Seeds initialisation, walks and negatives.
+    progress : bool
+        Show a tqdm progress bar (walks done).
+    name : str
+        Names of the embedding tables.
+
+    Returns
+    -------
+    Tensor of float32, shape (N, D)
+        The center rows (word2vec's input vectors), in node-id order.
+    """
+    if not isinstance(graph, Graph):
+        raise TypeError(f"graph must be a graphemb.graph.Graph, got {type(graph).__name__}")
+    walk_length = as_size("walk_length", walk_length, minimum=1)
+    num_walks = as_size("num_walks", num_walks, minimum=1)
+    epochs = as_size("epochs", epochs, minimum=1)
+    negatives = as_size("negatives", negatives, minimum=1)
+    batch_walks = as_size("batch_walks", batch_walks, minimum=1)
+    chunk_walks = max(as_size("chunk_walks", chunk_walks, minimum=1), batch_walks)
+    if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
+        raise ValueError(f"lr must be a positive number, got {lr!r}")
+    if sharing not in SHARING:
+        raise ValueError(f"sharing must be one of {SHARING}, got {sharing!r}")
+    workers = as_size("workers", workers, minimum=1)
+    per_walk = negatives * (window + 1) if walk_negatives is None else walk_negatives
+    settings = _Settings(
+        dimensions=as_size("dimensions", dimensions, minimum=1),
+        walk_length=walk_length,
+        num_walks=num_walks,
+        window=as_size("window", window, minimum=1),
+        p=p,
+        q=q,
+        negatives=negatives,
+        epochs=epochs,
+        sample=sample,
+        lr=float(lr),
+        sharing=sharing,
+        walk_negatives=as_size("walk_negatives", per_walk, minimum=1),
+        matmul_dtype=matmul_dtype,
+        batch_walks=batch_walks,
+        chunk_walks=chunk_walks,
+        seed=seed,
+        progress=progress,
+        name=name,
+        duplicates=duplicates,
+    )
+    if workers == 1:
+        return _train_process(0, 1, graph, settings)
+    if graph.device.type != "cpu":
+        raise ValueError(f"workers > 1 trains on CPU graphs, got a graph on {graph.device}")
+    if sharing == "position":
+        raise ValueError("workers > 1 supports sharing='walk' or 'pair'")
+    import torch.multiprocessing as mp
+
+    out = torch.empty(graph.num_nodes, settings.dimensions).share_memory_()
+    port = _free_port()
+    mp.start_processes(
+        _worker,
+        args=(workers, port, graph, settings, out),
+        nprocs=workers,
+        join=True,
+        start_method="spawn",
+    )
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class _Settings:
+    """The checked arguments of :func:`train_node_embeddings`."""
+
+    dimensions: int
+    walk_length: int
+    num_walks: int
+    window: int
+    p: float
+    q: float
+    negatives: int
+    epochs: int
+    sample: float
+    lr: float
+    sharing: str
+    walk_negatives: int
+    matmul_dtype: torch.dtype | str | None
+    batch_walks: int
+    chunk_walks: int
+    seed: int
+    progress: bool
+    name: str
+    duplicates: str
+
+
+def _progress_bar(total: int, show: bool) -> Any:
+    """A tqdm bar of walks when ``show`` (tqdm is needed only then), else a no-op."""
+    if not show:
+        return contextlib.nullcontext(_NoBar())
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="walk", smoothing=0.1)
+
+
+class _NoBar:
+    def update(self, count: int) -> None:
+        pass
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _worker(
+    rank: int, world_size: int, port: int, graph: Graph, settings: _Settings, out: torch.Tensor
+) -> None:
+    """One of ``world_size`` training processes on tables in shared memory."""
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)  # one core per process: they share the machine
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world_size,
+        timeout=timedelta(seconds=DEFAULT_TIMEOUT.total_seconds()),
+    )
+    try:
+        table = _train_process(rank, world_size, graph, settings)
+        if rank == 0:
+            out.copy_(table)
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+def _train_process(rank: int, world_size: int, graph: Graph, settings: _Settings) -> torch.Tensor:
+    """The training loop of one process: its share of every chunk of walks.
+
+    With several processes the tables live once in shared memory and every process
+    writes its SGD steps into them without locks (word2vec's threads do the same); the
+    learning rate decays with the process's own progress, equal shares keeping all in
+    step. Returns a copy of the center rows.
+    """
+    from .optim import SparseSGD
+    from .sampling.walks import RandomWalker
+
+    device = graph.device
+    walker = RandomWalker(graph, settings.p, settings.q)
+    degrees = graph.in_degrees()
+    noise = NegativeSampler(degrees if bool((degrees > 0).any()) else torch.ones_like(degrees))
+    keep = keep_probabilities(degrees, settings.sample)
+    model = SkipGram(
+        graph.num_nodes,
+        settings.dimensions,
+        settings.window,
+        settings.name,
+        device=device,
+        seed=settings.seed,
+        sharing=settings.sharing,
+        num_negatives=settings.negatives,
+    )
+    # The fused step (no autograd, no optimizer) where it applies; SparseSGD otherwise.
+    optimizer = (
+        SparseSGD(model.embeddings, lr=settings.lr) if settings.sharing == "position" else None
+    )
+    matmul_dtype = settings.matmul_dtype
+    if matmul_dtype == "auto":
+        matmul_dtype = fast_matmul_dtype(str(device.type))
+    generator = torch.Generator(device=device).manual_seed(settings.seed * 1_000_003 + rank)
+    order_generator = torch.Generator().manual_seed(settings.seed)  # same order everywhere
+    rounds = settings.epochs * settings.num_walks
+    total = rounds * graph.num_nodes
+    done = 0
+    bar = _progress_bar(total, settings.progress and rank == 0)
+    with bar as shown:
+        for _ in range(rounds):
+            order = torch.randperm(graph.num_nodes, generator=order_generator)
+            for chunk in order.split(settings.chunk_walks):
+                mine = chunk.tensor_split(world_size)[rank].to(device)
+                walks = walker(mine, settings.walk_length - 1, generator=generator)
+                walks = subsample_walks(walks, keep, generator=generator)
+                for batch in walks.split(settings.batch_walks):
+                    _sgd_step(
+                        model,
+                        optimizer,
+                        batch,
+                        noise,
+                        settings.walk_negatives,
+                        settings.lr,
+                        done / total,
+                        generator,
+                        matmul_dtype,  # type: ignore[arg-type]
+                        settings.duplicates,
+                    )
+                    done += batch.shape[0] * world_size
+                    shown.update(batch.shape[0] * world_size)
+    return model.center.weight.detach().clone()
+
+
+def _sgd_step(
+    model: SkipGram,
+    optimizer: torch.optim.Optimizer | None,
+    walks: torch.Tensor,
+    noise: NegativeSampler,
+    walk_negatives: int,
+    lr: float,
+    progress: float,
+    generator: torch.Generator,
+    matmul_dtype: torch.dtype | None,
+    duplicates: str,
+) -> None:
+    """One summed-loss SGD step on ``walks`` at the linearly decayed learning rate."""
+    radii = dynamic_radii(walks.shape, model.window, device=walks.device, generator=generator)
+    if model.sharing == "pair":
+        shape: tuple[int, ...] = (*walks.shape, 2 * model.window, model.num_negatives)
+    elif model.sharing == "walk":
+        shape = (walks.shape[0], walk_negatives)
+    else:
+        shape = (*walks.shape, model.num_negatives)
+    rate = lr * max(1.0 - progress, 1e-4)
+    drawn = noise(shape, generator=generator)
+    if optimizer is None:
+        model.sgd_step(
+            walks, drawn, lr=rate, radii=radii, matmul_dtype=matmul_dtype, duplicates=duplicates
+        )
+        return
+    loss = model(walks, drawn, radii=radii, reduction="sum")
+    loss.backward()
+    for group in optimizer.param_groups:
+        group["lr"] = rate
+    optimizer.step()

@@ -25,7 +25,15 @@ from graphemb.evaluation import format_f1_table, node_classification_f1, split_f
 from graphemb.graph import Graph
 from graphemb.optim import SparseAdagrad, SparseAdam, SparseSGD
 from graphemb.sampling.walks import PAD, RandomWalker
-from graphemb.skipgram import NegativeSampler, SkipGram, context_pairs
+from graphemb.skipgram import (
+    NegativeSampler,
+    SkipGram,
+    context_pairs,
+    dynamic_radii,
+    keep_probabilities,
+    subsample_walks,
+    train_node_embeddings,
+)
 
 NUM, DIM, WINDOW, K = 12, 5, 2, 3
 
@@ -87,7 +95,9 @@ def sgd_gradients(model: SkipGram, loss_fn) -> tuple[torch.Tensor, torch.Tensor,
 
 
 def float64_model(name: str, device="cpu") -> SkipGram:
-    model = SkipGram(NUM, DIM, window=WINDOW, name=name, dtype=torch.float64, device=device)
+    model = SkipGram(
+        NUM, DIM, window=WINDOW, name=name, dtype=torch.float64, device=device, sharing="position"
+    )
     center, context = initial_tables()
     model.center.all_set_embedding(center)
     model.context.all_set_embedding(context)
@@ -196,7 +206,7 @@ def test_rows_in_no_pair_are_not_touched_by_adam():
 
 
 def test_empty_and_pairless_batches_give_zero_loss():
-    model = SkipGram(NUM, DIM, window=WINDOW, name="empty")
+    model = SkipGram(NUM, DIM, window=WINDOW, name="empty", sharing="position")
     for walks in (
         torch.empty(0, 6, dtype=torch.long),
         torch.tensor([[3, PAD, PAD]]),
@@ -252,7 +262,7 @@ def test_empty_and_pairless_batches_give_zero_loss():
     ],
 )
 def test_bad_input_is_refused(call, error, message):
-    model = SkipGram(NUM, DIM, window=WINDOW, name="bad-input")
+    model = SkipGram(NUM, DIM, window=WINDOW, name="bad-input", sharing="position")
     before = model.center.all_get_embedding()
     with pytest.raises(error, match=message):
         call(model)
@@ -312,7 +322,13 @@ def train_skipgram(
 def skipgram_worker(rank, world_size, storage, optimizer_name):
     partition = Partition.remainder(NUM, world_size) if storage == "partitioned" else None
     model = SkipGram(
-        NUM, DIM, window=WINDOW, name=f"ranks-{storage}", partition=partition, timeout=60
+        NUM,
+        DIM,
+        window=WINDOW,
+        name=f"ranks-{storage}",
+        partition=partition,
+        timeout=60,
+        sharing="position",
     )
     assert model.center.storage_kind == storage
     return train_skipgram(model, optimizer_name, rank, world_size, world_size)
@@ -325,7 +341,11 @@ def skipgram_worker(rank, world_size, storage, optimizer_name):
 def test_ranks_train_like_one_process_on_the_union(storage, world_size, optimizer_name):
     results = run_ranks(skipgram_worker, world_size, storage, optimizer_name)
     oracle = train_skipgram(
-        SkipGram(NUM, DIM, window=WINDOW, name=f"union-{storage}"), optimizer_name, 0, 1, world_size
+        SkipGram(NUM, DIM, window=WINDOW, name=f"union-{storage}", sharing="position"),
+        optimizer_name,
+        0,
+        1,
+        world_size,
     )
     assert not torch.equal(oracle["center"], initial_tables(3)[0].float()), "nothing trained"
     for result in results:
@@ -341,7 +361,7 @@ def test_ranks_train_like_one_process_on_the_union(storage, world_size, optimize
 # ---------------------------------------------------------------------------- quality
 def train_deepwalk(graph: Graph, dim=32, epochs=4, seed=0, name="sbm") -> SkipGram:
     walker, sampler = RandomWalker(graph), NegativeSampler.from_graph(graph)
-    model = SkipGram(graph.num_nodes, dim, window=4, name=name, seed=seed)
+    model = SkipGram(graph.num_nodes, dim, window=4, name=name, seed=seed, sharing="position")
     opt = SparseAdam(model.embeddings, lr=0.05)
     gen = torch.Generator().manual_seed(seed)
     for _ in range(epochs):
@@ -450,3 +470,304 @@ def test_split_f1_scores_a_given_split():
         split_f1(readable, labels, train, torch.tensor([5, 200]))
     with pytest.raises(ValueError, match="integer node ids"):
         split_f1(readable, labels, train.float(), test)
+
+
+# ---------------------------------------------------------------------------- word2vec mode
+def word2vec_reference(center, context, walks, radii, negatives, sharing, num_negatives):
+    """Summed SGNS loss, float64, pair by pair as word2vec visits them.
+
+    ``sharing="pair"``: ``negatives[w, t, s]`` are the K draws of the pair of center ``t``
+    and offset ``offsets[s]``; ``"walk"``: ``negatives[w]`` serve every center of walk
+    ``w``, each weighted ``num_negatives * pairs(t) / M``.
+    """
+    offsets = list(range(-WINDOW, 0)) + list(range(1, WINDOW + 1))
+    terms = []
+    rows, length = walks.shape
+    for w in range(rows):
+        for t in range(length):
+            c = int(walks[w, t])
+            if c == PAD:
+                continue
+            pairs = 0
+            for s, offset in enumerate(offsets):
+                j = t + offset
+                if not (0 <= j < length) or abs(offset) > int(radii[w, t]):
+                    continue
+                o = int(walks[w, j])
+                if o == PAD:
+                    continue
+                pairs += 1
+                terms.append(F.logsigmoid(center[c] @ context[o]))
+                if sharing == "pair":
+                    for n in negatives[w, t, s].tolist():
+                        terms.append(F.logsigmoid(-(center[c] @ context[n])))
+            if sharing == "walk" and pairs:
+                weight = num_negatives * pairs / negatives.shape[1]
+                for n in negatives[w].tolist():
+                    terms.append(weight * F.logsigmoid(-(center[c] @ context[n])))
+    return -torch.stack(terms).sum()
+
+
+def word2vec_batch(sharing: str, seed: int = 3):
+    walks, _ = tiny_walks()
+    gen = torch.Generator().manual_seed(seed)
+    radii = torch.randint(1, WINDOW + 1, walks.shape, generator=gen)
+    shape = (*walks.shape, 2 * WINDOW, K) if sharing == "pair" else (walks.shape[0], 7)
+    return walks, radii, torch.randint(0, NUM, shape, generator=gen)
+
+
+@pytest.mark.parametrize("sharing", ["pair", "walk"])
+def test_sgd_step_is_word2vecs_update_against_a_float64_reference(sharing):
+    walks, radii, negatives = word2vec_batch(sharing)
+    center, context = initial_tables()
+    model = SkipGram(
+        NUM,
+        DIM,
+        window=WINDOW,
+        name=f"w2v-{sharing}",
+        dtype=torch.float64,
+        sharing=sharing,
+        num_negatives=K,
+    )
+    model.center.all_set_embedding(center)
+    model.context.all_set_embedding(context)
+    reference_center = center.clone().requires_grad_()
+    reference_context = context.clone().requires_grad_()
+    expected = word2vec_reference(
+        reference_center, reference_context, walks, radii, negatives, sharing, K
+    )
+    expected.backward()
+    loss = model(walks, negatives, radii=radii, reduction="sum")
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-12)
+    lr = 0.1
+    summed = model.sgd_step(walks, negatives, lr=lr, radii=radii)
+    assert summed == pytest.approx(expected.item(), rel=1e-12)
+    torch.testing.assert_close(
+        model.center.all_get_embedding(), center - lr * reference_center.grad, rtol=0, atol=1e-12
+    )
+    torch.testing.assert_close(
+        model.context.all_get_embedding(), context - lr * reference_context.grad, rtol=0, atol=1e-12
+    )
+
+
+def test_mean_of_duplicates_moves_a_repeated_batch_like_one_copy():
+    walks = torch.tensor([[0, 1, 2, 3, 4]])  # no id repeats within a table's lookups
+    radii = torch.tensor([[2, 1, 2, 2, 1]])
+    negatives = torch.arange(5, 12).unsqueeze(0)
+    center, context = initial_tables()
+    reference_center = center.clone().requires_grad_()
+    reference_context = context.clone().requires_grad_()
+    word2vec_reference(
+        reference_center, reference_context, walks, radii, negatives, "walk", K
+    ).backward()
+    model = SkipGram(
+        NUM,
+        DIM,
+        window=WINDOW,
+        name="w2v-mean",
+        dtype=torch.float64,
+        sharing="walk",
+        num_negatives=K,
+    )
+    model.center.all_set_embedding(center)
+    model.context.all_set_embedding(context)
+    # Three copies: every row occurs three times, its mean gradient is one copy's.
+    model.sgd_step(
+        walks.repeat(3, 1),
+        negatives.repeat(3, 1),
+        lr=0.1,
+        radii=radii.repeat(3, 1),
+        duplicates="mean",
+    )
+    torch.testing.assert_close(
+        model.center.all_get_embedding(), center - 0.1 * reference_center.grad, rtol=0, atol=1e-12
+    )
+    torch.testing.assert_close(
+        model.context.all_get_embedding(),
+        context - 0.1 * reference_context.grad,
+        rtol=0,
+        atol=1e-12,
+    )
+
+
+def test_bfloat16_products_give_nearly_the_float32_step():
+    walks, radii, negatives = word2vec_batch("walk")
+    center, context = initial_tables()
+    tables = []
+    for dtype in (None, torch.bfloat16):
+        model = SkipGram(NUM, DIM, window=WINDOW, name=f"bf16-{dtype}", sharing="walk")
+        model.center.all_set_embedding(center.float())
+        model.context.all_set_embedding(context.float())
+        model.sgd_step(walks, negatives, lr=0.1, radii=radii, matmul_dtype=dtype)
+        tables.append(model.center.all_get_embedding() - center.float())
+    change = tables[0].norm()
+    assert change > 0
+    assert (tables[1] - tables[0]).norm() < 0.02 * change
+
+
+def test_trainer_draws_k_negatives_per_pair_from_degree_to_the_three_quarters(monkeypatch):
+    graph = stochastic_block_model(300, 3, avg_degree=8.0, seed=2)
+    graph = Graph.from_edges(graph.src, graph.dst, num_nodes=graph.num_nodes)
+    seen = []
+
+    def record(self, walks, negatives, *, lr, radii=None, matmul_dtype=None, duplicates="sum"):
+        seen.append((walks.clone(), negatives.clone()))
+
+    monkeypatch.setattr(SkipGram, "sgd_step", record)
+    train_node_embeddings(
+        graph,
+        dimensions=4,
+        walk_length=6,
+        num_walks=3,
+        window=2,
+        negatives=4,
+        sharing="pair",
+        sample=0,
+        seed=0,
+    )
+    walks, negatives = seen[0]
+    assert negatives.shape == (*walks.shape, 2 * 2, 4)  # K of their own for every pair
+    drawn = torch.cat([n.reshape(-1) for _, n in seen])
+    counts = torch.bincount(drawn, minlength=graph.num_nodes).double()
+    degree = graph.in_degrees().double()
+    expected = degree.pow(0.75) / degree.pow(0.75).sum() * drawn.numel()
+    assert stats.chisquare(counts.numpy(), expected.numpy()).pvalue > 1e-4
+    # The draws of one pair are independent of those of the next: the same node in the
+    # first two slots of a pair as often as chance says.
+    flat = torch.cat([n.reshape(-1, 4) for _, n in seen])
+    repeat = (flat[:, 0] == flat[:, 1]).double().mean().item()
+    chance = float((degree.pow(0.75) / degree.pow(0.75).sum()).pow(2).sum())
+    assert abs(repeat - chance) < 5 * (chance / flat.shape[0]) ** 0.5 + 1e-3
+
+
+def test_dynamic_window_is_uniform_in_one_to_window():
+    radii = dynamic_radii((200, 50), 5, generator=torch.Generator().manual_seed(0))
+    counts = torch.bincount(radii.view(-1), minlength=6)
+    assert counts[0] == 0 and int(radii.max()) == 5
+    assert stats.chisquare(counts[1:].numpy()).pvalue > 1e-4
+
+
+def test_learning_rate_decays_linearly_over_all_walks(monkeypatch):
+    graph = Graph.from_edges(torch.arange(50), (torch.arange(50) + 1) % 50)
+    rates = []
+
+    def record(self, walks, negatives, *, lr, radii=None, matmul_dtype=None, duplicates="sum"):
+        rates.append((lr, walks.shape[0]))
+
+    monkeypatch.setattr(SkipGram, "sgd_step", record)
+    train_node_embeddings(
+        graph,
+        dimensions=4,
+        walk_length=5,
+        num_walks=4,
+        window=2,
+        batch_walks=10,
+        lr=0.025,
+        sample=0,
+    )
+    total = 4 * 50
+    done = np.cumsum([0] + [count for _, count in rates[:-1]])
+    expected = 0.025 * np.maximum(1 - done / total, 1e-4)
+    np.testing.assert_allclose([lr for lr, _ in rates], expected, rtol=1e-12)
+    assert sum(count for _, count in rates) == total
+
+
+def test_subsampling_keeps_tokens_with_word2vecs_probability():
+    counts = torch.tensor([1000.0, 100.0, 10.0, 1.0, 0.0])
+    sample = 1e-2
+    total = float(counts.sum())
+    for count, keep in zip(
+        counts.tolist(), keep_probabilities(counts, sample).tolist(), strict=True
+    ):
+        if count == 0:
+            continue
+        # word2vec.c: ran = (sqrt(cn / (sample * train_words)) + 1) * (sample * train_words) / cn
+        ran = (np.sqrt(count / (sample * total)) + 1) * (sample * total) / count
+        assert keep == pytest.approx(min(ran, 1.0), rel=1e-12)
+    assert keep_probabilities(counts, 0.0).eq(1).all()
+    # Empirical: node 0 kept at its rate, the order of kept tokens unchanged.
+    keep = torch.tensor([0.3, 1.0, 1.0])
+    walks = torch.tensor([[0, 1, 0, 2, 0, 1, PAD]]).repeat(4000, 1)
+    kept = subsample_walks(walks, keep, generator=torch.Generator().manual_seed(0))
+    zeros = int((kept == 0).sum())
+    assert abs(zeros - 0.3 * 12000) < 5 * (12000 * 0.3 * 0.7) ** 0.5
+    without_zero = [[v for v in row if v not in (0, PAD)] for row in kept[:50].tolist()]
+    assert all(row == [1, 2, 1] for row in without_zero)
+    real = kept != PAD
+    assert bool((real[:, :-1] >= real[:, 1:]).all())  # PAD only at the end
+
+
+def test_walks_are_drawn_in_chunks_whose_size_does_not_grow_with_num_walks(monkeypatch):
+    from graphemb.sampling import walks as walks_module
+
+    graph = Graph.from_edges(torch.arange(100), (torch.arange(100) + 7) % 100)
+    original = walks_module.RandomWalker.__call__
+    for num_walks in (1, 6):
+        largest, starts = [0], []
+
+        def spy(self, start, walk_length, *, generator=None, largest=largest, starts=starts):
+            out = original(self, start, walk_length, generator=generator)
+            largest[0] = max(largest[0], out.numel() * out.element_size())
+            starts.append(start.clone())
+            return out
+
+        monkeypatch.setattr(walks_module.RandomWalker, "__call__", spy)
+        train_node_embeddings(
+            graph,
+            dimensions=4,
+            walk_length=9,
+            num_walks=num_walks,
+            window=2,
+            chunk_walks=32,
+            batch_walks=16,
+            sample=0,
+        )
+        assert largest[0] == 32 * 9 * 8  # one chunk of int64 walks, whatever num_walks
+        per_node = torch.bincount(torch.cat(starts), minlength=100)
+        assert bool((per_node == num_walks).all())  # every node starts num_walks walks
+
+
+def test_trained_embeddings_separate_planted_communities():
+    data = stochastic_block_model(600, 4, avg_degree=10.0, intra_fraction=0.9, seed=5)
+    graph = Graph.from_edges(data.src, data.dst, num_nodes=data.num_nodes)
+    table = train_node_embeddings(
+        graph, dimensions=16, walk_length=20, num_walks=20, window=5, seed=0
+    )
+    scores = node_classification_f1(table, data.labels, [0.5], repeats=2, seed=0)
+    assert scores[0].micro_f1 > 0.9  # chance: 0.25
+
+
+def test_deepwalk_command_writes_a_word2vec_file(tmp_path):
+    import argparse
+
+    from graphemb.cli import embed
+
+    (tmp_path / "g.txt").write_text("# ring\nann bob\nbob cy\ncy dan\ndan ann\n")
+    parser = argparse.ArgumentParser()
+    embed.add_parsers(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(
+        [
+            "deepwalk",
+            "--input",
+            str(tmp_path / "g.txt"),
+            "--output",
+            str(tmp_path / "g.emb"),
+            "--dimensions",
+            "6",
+            "--num-walks",
+            "2",
+            "--walk-length",
+            "5",
+            "--quiet",
+        ]
+    )
+    assert args.run(args) == 0
+    lines = (tmp_path / "g.emb").read_text().splitlines()
+    assert lines[0] == "4 6"
+    names = sorted(line.split()[0] for line in lines[1:])
+    assert names == ["ann", "bob", "cy", "dan"]
+    assert all(len(line.split()) == 7 for line in lines[1:])
+    rows = np.array([[float(v) for v in line.split()[1:]] for line in lines[1:]])
+    assert np.isfinite(rows).all() and np.abs(rows).sum() > 0
+    with pytest.raises(SystemExit):
+        parser.parse_args(["node2vec", "--input", "x", "--output", "y", "--p", "0"])

@@ -17,14 +17,14 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import score
+from . import embed, score
 
 __all__ = ["PROG", "build_parser", "main"]
 
 PROG = "python -m graphemb"
 
 #: The subcommand modules, each with ``add_parsers(subparsers)``.
-COMMAND_MODULES = (score,)
+COMMAND_MODULES = (embed, score)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,304 @@
+"""DeepWalk quality against gensim: Micro/Macro-F1 against wall time, on the same walks setup.
+
+For each graph (Cora's graph, labels = its 7 classes; a generated multi-label graph with
+overlapping communities, power-law degrees and rare labels, see
+:func:`graphemb.datasets.synthetic.overlapping_communities`):
+
+* **gensim** ``Word2Vec(sg=1, negative=K, hs=0, window, sample, min_count=0, epochs=1)``
+  with ``--threads`` workers, fed walks drawn by ``graphemb.sampling.walks.RandomWalker``
+  (``--num-walks`` per node, ``--walk-length`` nodes); time = walks + string conversion +
+  training.
+* **graphemb** :func:`graphemb.skipgram.train_node_embeddings` with the same walk
+  counts, window, negatives, sample and learning rate, ``--workers`` processes,
+  per ``--trainers`` entry: ``walk`` (the default negatives), ``pair`` (word2vec's
+  per-pair negatives; slow), ``position`` (negatives per position shared by its pairs);
+  and ``previous``: the previous example's defaults (SparseAdam lr 0.01 on the mean
+  loss, 256 walks a step, position-shared negatives, fixed window, one process); time =
+  walks + training.
+
+Scores: one-vs-rest logistic regression on ``ratio`` of the nodes, top-k prediction
+from ``predict_proba`` with k the true label count (the DeepWalk protocol), Micro- and
+Macro-F1 on the rest, mean over ``--repeats`` splits. The scorer is written here, apart
+from the library's, so that both trainers are judged by the same independent code.
+
+Prints a table per graph, ratios "graphemb / gensim" of seconds, and writes a plot of F1
+against seconds to ``benchmarks/results/deepwalk_quality.png``. Skips gensim, with the
+reason, when it is not installed (``pip install graphemb[bench]``).
+
+    python benchmarks/bench_deepwalk_quality.py                      # both graphs
+    python benchmarks/bench_deepwalk_quality.py --graphs overlapping --num-walks 80
+    python benchmarks/bench_deepwalk_quality.py --quick              # seconds
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from graphemb.datasets.synthetic import overlapping_communities
+from graphemb.graph import Graph
+from graphemb.sampling.walks import PAD, RandomWalker
+from graphemb.skipgram import train_node_embeddings
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def load(name: str, seed: int) -> tuple[Graph, np.ndarray]:
+    """The graph and its labels as a dense 0/1 matrix (N, C)."""
+    if name == "cora":
+        from graphemb.datasets import load_planetoid
+
+        data = load_planetoid("cora")
+        labels = np.eye(data.num_classes, dtype=bool)[data.labels.numpy()]
+    elif name.startswith("overlapping"):
+        # overlapping[:N[:C[:seed]]]
+        parts = name.split(":")[1:]
+        nodes = int(parts[0]) if parts else 10_000
+        classes = int(parts[1]) if len(parts) > 1 else 40
+        graph_seed = int(parts[2]) if len(parts) > 2 else seed
+        data = overlapping_communities(nodes, classes, seed=graph_seed)
+        labels = data.labels.numpy()
+    else:
+        raise SystemExit(f"unknown graph {name!r}")
+    graph = Graph.from_edges(data.src, data.dst, num_nodes=data.num_nodes)
+    return graph, labels
+
+
+def f1_scores(
+    embeddings: np.ndarray, labels: np.ndarray, ratio: float, repeats: int, seed: int
+) -> tuple[float, float]:
+    """Mean (Micro-F1, Macro-F1): one-vs-rest logistic regression, top-k of predict_proba."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import f1_score
+    from sklearn.multiclass import OneVsRestClassifier
+
+    rng = np.random.default_rng(seed)
+    micro, macro = [], []
+    num_nodes = labels.shape[0]
+    for _ in range(repeats):
+        order = rng.permutation(num_nodes)
+        cut = int(round(ratio * num_nodes))
+        train, test = order[:cut], order[cut:]
+        classifier = OneVsRestClassifier(LogisticRegression(max_iter=1000), n_jobs=1)
+        present = labels[train].any(0)
+        classifier.fit(embeddings[train], labels[train][:, present].astype(int))
+        proba = np.zeros((test.size, labels.shape[1]))
+        # Labels absent from the training split are never predicted (probability 0).
+        proba[:, present] = classifier.predict_proba(embeddings[test])
+        k = labels[test].sum(1)
+        ranked = np.argsort(-proba, axis=1, kind="stable")
+        predicted = np.zeros_like(labels[test])
+        for count in np.unique(k):
+            rows = np.nonzero(k == count)[0]
+            predicted[rows[:, None], ranked[rows, :count]] = True
+        micro.append(f1_score(labels[test], predicted, average="micro", zero_division=0))
+        macro.append(f1_score(labels[test], predicted, average="macro", zero_division=0))
+    return float(np.mean(micro)), float(np.mean(macro))
+
+
+def run_gensim(graph: Graph, args, seed: int) -> tuple[np.ndarray, float] | None:
+    try:
+        from gensim.models import Word2Vec
+    except ImportError as error:
+        print(f"gensim skipped: not installed ({error}); pip install 'graphemb[bench]'")
+        return None
+    start = time.perf_counter()
+    walker = RandomWalker(graph)
+    generator = torch.Generator().manual_seed(seed)
+    sentences: list[list[str]] = []
+    for _ in range(args.num_walks):
+        order = torch.randperm(graph.num_nodes, generator=generator)
+        walks = walker(order, args.walk_length - 1, generator=generator).tolist()
+        sentences += [[str(v) for v in walk if v != PAD] for walk in walks]
+    model = Word2Vec(
+        sentences,
+        vector_size=args.dimensions,
+        window=args.window,
+        sg=1,
+        hs=0,
+        negative=args.negatives,
+        sample=args.sample,
+        min_count=0,
+        workers=args.threads,
+        epochs=1,
+        seed=seed,
+    )
+    seconds = time.perf_counter() - start
+    table = np.zeros((graph.num_nodes, args.dimensions), dtype=np.float32)
+    for node in range(graph.num_nodes):
+        if str(node) in model.wv.key_to_index:
+            table[node] = model.wv[str(node)]
+    return table, seconds
+
+
+def run_previous(graph: Graph, args, seed: int) -> tuple[np.ndarray, float]:
+    """The previous example's defaults: SparseAdam lr 0.01 on the mean loss, 256 walks a
+    step, fixed window, negatives per position shared by its pairs, no subsampling."""
+    from graphemb.optim import SparseAdam
+    from graphemb.skipgram import NegativeSampler, SkipGram
+
+    start = time.perf_counter()
+    walker, sampler = RandomWalker(graph), NegativeSampler.from_graph(graph)
+    model = SkipGram(
+        graph.num_nodes,
+        args.dimensions,
+        window=args.window,
+        name=f"previous-{seed}-{graph.num_nodes}",
+        seed=seed,
+        sharing="position",
+    )
+    optimizer = SparseAdam(model.embeddings, lr=0.01)
+    generator = torch.Generator().manual_seed(seed)
+    for _ in range(args.num_walks):
+        order = torch.randperm(graph.num_nodes, generator=generator)
+        for batch in order.split(256):
+            walks = walker(batch, args.walk_length - 1, generator=generator)
+            model(walks, sampler((*walks.shape, args.negatives), generator=generator)).backward()
+            optimizer.step()
+    return model.center.weight.detach().clone().numpy(), time.perf_counter() - start
+
+
+def run_graphemb(graph: Graph, args, sharing: str, seed: int) -> tuple[np.ndarray, float]:
+    if sharing == "previous":
+        return run_previous(graph, args, seed)
+    start = time.perf_counter()
+    table = train_node_embeddings(
+        graph,
+        dimensions=args.dimensions,
+        walk_length=args.walk_length,
+        num_walks=args.num_walks,
+        window=args.window,
+        negatives=args.negatives,
+        sample=args.sample,
+        sharing=sharing,
+        batch_walks=args.batch_walks,
+        workers=args.workers if sharing != "position" else 1,
+        matmul_dtype="auto",
+        seed=seed,
+    )
+    return table.numpy(), time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--graphs", default="cora,overlapping", help="comma-separated")
+    parser.add_argument(
+        "--trainers",
+        default="gensim,walk,previous",
+        help="gensim; graphemb with sharing walk, pair or position; previous (the old "
+        "example defaults)",
+    )
+    parser.add_argument("--num-walks", type=int, default=10)
+    parser.add_argument("--walk-length", type=int, default=40)
+    parser.add_argument("--window", type=int, default=10)
+    parser.add_argument("--dimensions", type=int, default=128)
+    parser.add_argument("--negatives", type=int, default=5)
+    parser.add_argument("--sample", type=float, default=1e-3)
+    parser.add_argument("--batch-walks", type=int, default=32)
+    parser.add_argument("--threads", type=int, default=2, help="gensim's worker threads")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="graphemb's processes (process start-up costs seconds: 1 was faster on "
+        "10k-node graphs here)",
+    )
+    parser.add_argument("--ratios", default="0.1,0.5,0.9")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--seeds", default="0")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--plot", default=str(RESULTS / "deepwalk_quality.png"))
+    args = parser.parse_args()
+    if args.quick:
+        args.graphs, args.num_walks, args.walk_length, args.repeats = (
+            "overlapping:2000:10",
+            2,
+            20,
+            1,
+        )
+    # graphemb uses --threads processes of one thread each (intra-op threads of small
+    # products only add synchronisation); gensim --threads worker threads.
+    torch.set_num_threads(1)
+    ratios = [float(r) for r in args.ratios.split(",")]
+    rows = []
+    for graph_name in args.graphs.split(","):
+        for seed in (int(s) for s in args.seeds.split(",")):
+            graph, labels = load(graph_name, seed)
+            for trainer in args.trainers.split(","):
+                if trainer == "gensim":
+                    result = run_gensim(graph, args, seed)
+                    if result is None:
+                        continue
+                else:
+                    result = run_graphemb(graph, args, trainer, seed)
+                table, seconds = result
+                scores = [f1_scores(table, labels, r, args.repeats, seed) for r in ratios]
+                row = {
+                    "graph": graph_name,
+                    "seed": seed,
+                    "trainer": trainer,
+                    "seconds": seconds,
+                    **{f"micro@{r}": s[0] for r, s in zip(ratios, scores, strict=True)},
+                    **{f"macro@{r}": s[1] for r, s in zip(ratios, scores, strict=True)},
+                }
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    print_table(rows, ratios)
+    if args.plot and not args.quick:
+        plot(rows, ratios, Path(args.plot))
+
+
+def print_table(rows: list[dict], ratios: list[float]) -> None:
+    header = ["graph", "seed", "trainer"] + [f"Mi@{r:g}" for r in ratios]
+    header += [f"Ma@{r:g}" for r in ratios] + ["seconds", "x gensim"]
+    print(" | ".join(header))
+    for row in rows:
+        peer = next(
+            (
+                r
+                for r in rows
+                if r["trainer"] == "gensim"
+                and (r["graph"], r["seed"]) == (row["graph"], row["seed"])
+            ),
+            None,
+        )
+        ratio = f"{row['seconds'] / peer['seconds']:.2f}" if peer else "-"
+        cells = [row["graph"], str(row["seed"]), row["trainer"]]
+        cells += [f"{row[f'micro@{r}']:.3f}" for r in ratios]
+        cells += [f"{row[f'macro@{r}']:.3f}" for r in ratios]
+        cells += [f"{row['seconds']:.1f}", ratio]
+        print(" | ".join(cells))
+
+
+def plot(rows: list[dict], ratios: list[float], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    graphs = sorted({r["graph"] for r in rows})
+    figure, axes = plt.subplots(1, len(graphs), figsize=(5 * len(graphs), 4), squeeze=False)
+    middle = ratios[len(ratios) // 2]
+    for axis, graph in zip(axes[0], graphs, strict=True):
+        for trainer in sorted({r["trainer"] for r in rows}):
+            mine = [r for r in rows if r["graph"] == graph and r["trainer"] == trainer]
+            axis.scatter(
+                [r["seconds"] for r in mine], [r[f"micro@{middle}"] for r in mine], label=trainer
+            )
+        axis.set_title(f"{graph}: Micro-F1 at {middle:.0%} labels")
+        axis.set_xlabel("seconds (walks + training)")
+        axis.set_ylabel("Micro-F1")
+        axis.legend()
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=80)
+    print(f"plot: {path}")
+
+
+if __name__ == "__main__":
+    main()

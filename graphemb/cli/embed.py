@@ -1,0 +1,169 @@
+"""``python -m graphemb deepwalk`` and ``node2vec``: embeddings of a graph file.
+
+Reads a graph (:func:`graphemb.io.read_graph`: edge list, adjacency list, ``.mat``,
+``.npz``), trains :func:`graphemb.skipgram.train_node_embeddings` and writes the rows
+(:func:`graphemb.io.write_embeddings`): ``.emb`` in word2vec's text format with the
+original node names, ``.npy`` in node-id order. The flag names are the reference node2vec
+implementation's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+__all__ = ["add_parsers", "run_embed"]
+
+
+def add_parsers(subparsers: Any) -> None:
+    """Register the ``deepwalk`` and ``node2vec`` subcommands."""
+    for command, summary in (
+        ("deepwalk", "DeepWalk: skip-gram on uniform random walks"),
+        ("node2vec", "node2vec: skip-gram on biased second-order random walks (--p, --q)"),
+    ):
+        parser = subparsers.add_parser(
+            command,
+            help=summary,
+            description=(
+                f"{summary}. Trains word2vec's skip-gram with negative sampling (dynamic "
+                "window, degree**0.75 noise, frequent-node subsampling, one pass of SGD with "
+                "a linearly decaying learning rate) and writes one embedding per node."
+            ),
+            formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        )
+        _add_arguments(parser, node2vec=command == "node2vec")
+        parser.set_defaults(run=run_embed, walk=command)
+
+
+def _add_arguments(parser: argparse.ArgumentParser, *, node2vec: bool) -> None:
+    files = parser.add_argument_group("files")
+    files.add_argument(
+        "--input",
+        required=True,
+        metavar="FILE",
+        help="graph file: edge list (.txt .edgelist .edges .csv .tsv), adjacency list "
+        "(.adjlist), MATLAB .mat (matrix 'network'), scipy .npz",
+    )
+    files.add_argument(
+        "--output",
+        required=True,
+        metavar="FILE",
+        help="embeddings: .emb/.txt = word2vec text format ('N D', then 'name v1 ... vD' "
+        "with the input's node names), .npy = rows in node-id order",
+    )
+    files.add_argument(
+        "--format",
+        choices=("edgelist", "adjlist", "mat", "npz"),
+        default=None,
+        help="format of --input (default: from its suffix)",
+    )
+    files.add_argument(
+        "--output-format",
+        choices=("word2vec", "npy"),
+        default=None,
+        help="format of --output (default: from its suffix)",
+    )
+    files.add_argument(
+        "--directed", action="store_true", help="edges are directed (walks follow them)"
+    )
+    walks = parser.add_argument_group("walks")
+    walks.add_argument("--num-walks", type=_positive, default=10, help="walks per node")
+    walks.add_argument("--walk-length", type=_positive, default=80, help="nodes per walk")
+    if node2vec:
+        walks.add_argument("--p", type=_positive_float, default=1.0, help="return parameter")
+        walks.add_argument("--q", type=_positive_float, default=1.0, help="in-out parameter")
+    model = parser.add_argument_group("skip-gram")
+    model.add_argument("--dimensions", type=_positive, default=128, help="embedding size")
+    model.add_argument("--window-size", type=_positive, default=10, help="largest context distance")
+    model.add_argument(
+        "--negatives", type=_positive, default=5, help="negative samples per (node, context)"
+    )
+    model.add_argument("--epochs", type=_positive, default=1, help="passes, each over fresh walks")
+    model.add_argument(
+        "--sample",
+        type=float,
+        default=1e-3,
+        help="subsampling threshold of frequent nodes (0: off), as word2vec's -sample",
+    )
+    model.add_argument("--lr", type=_positive_float, default=0.025, help="initial learning rate")
+    model.add_argument(
+        "--sharing",
+        choices=("walk", "pair", "position"),
+        default="walk",
+        help="negatives: 'walk' = drawn once per walk and weighted to word2vec's expected "
+        "loss (fast), 'pair' = word2vec's own K per pair (slow), 'position' = K per node "
+        "shared by its pairs (worse embeddings)",
+    )
+    run = parser.add_argument_group("run")
+    run.add_argument(
+        "--workers",
+        type=_positive,
+        default=1,
+        help="processes training in parallel on tables in shared memory",
+    )
+    run.add_argument("--seed", type=int, default=0, help="seed of walks and initialisation")
+    run.add_argument("--quiet", action="store_true", help="no progress bar or summary on stderr")
+
+
+def run_embed(args: argparse.Namespace) -> int:
+    """Read ``--input``, train, write ``--output``; returns the exit code."""
+    from ..io import read_graph, write_embeddings
+    from ..io.embeddings import embedding_format
+    from ..skipgram import train_node_embeddings
+
+    embedding_format(args.output, args.output_format)  # a bad suffix fails before training
+    start = time.perf_counter()
+    loaded = read_graph(args.input, args.format, directed=args.directed)
+    if not args.quiet:
+        print(
+            f"{args.input}: {loaded.num_nodes} nodes, {loaded.num_edges} directed edges "
+            f"({time.perf_counter() - start:.1f} s)",
+            file=sys.stderr,
+        )
+    rows = train_node_embeddings(
+        loaded.graph,
+        dimensions=args.dimensions,
+        walk_length=args.walk_length,
+        num_walks=args.num_walks,
+        window=args.window_size,
+        p=getattr(args, "p", 1.0),
+        q=getattr(args, "q", 1.0),
+        negatives=args.negatives,
+        epochs=args.epochs,
+        sample=args.sample,
+        lr=args.lr,
+        sharing=args.sharing,
+        workers=args.workers,
+        seed=args.seed,
+        progress=not args.quiet,
+    )
+    write_embeddings(args.output, rows, loaded.node_names, args.output_format)
+    if not args.quiet:
+        print(
+            f"wrote {args.output}: {rows.shape[0]} x {rows.shape[1]} "
+            f"({time.perf_counter() - start:.1f} s in all)",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
