@@ -18,7 +18,7 @@ UV_INSTALL = $(VENV)/$(1)/bin/uv pip install --quiet --python $(VENV)/$(1)/bin/p
 	$(LOCAL_WHEELS) -c requirements/$(1)-stack.txt -e
 # Extras each stack's test environment installs beyond "dev".
 EXTRAS_dgl    := ,dgl
-EXTRAS_modern :=
+EXTRAS_modern := ,bench
 # The environments depend on pyproject.toml's [project] table only (its dependencies and
 # extras), not on tool settings: this file is rewritten only when that table changes.
 PROJECT_DEPS := $(VENV)/project-deps.json

@@ -457,7 +457,7 @@ def main(argv=None) -> dict:
         "ms_per_step": {n: round(statistics.median(v), 2) for n, v in step_ms.items()},
         "ratios": summary_ratios,
         "first_step_losses_agree": agree,
-        # the shape tests/test_benchmarks.py reads from the other benchmarks
+        # the shape tests/end_to_end/test_benchmarks.py reads from the other benchmarks
         "results": {n: {"median_ms": round(statistics.median(v), 3)} for n, v in step_ms.items()},
     }
     print("RESULT " + json.dumps(result), flush=True)

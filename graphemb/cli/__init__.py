@@ -18,6 +18,7 @@ import sys
 from collections.abc import Sequence
 
 from . import embed, score
+from .help import HelpFormatter
 
 __all__ = ["PROG", "build_parser", "main"]
 
@@ -31,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The parser of every subcommand."""
     parser = argparse.ArgumentParser(
         prog=PROG,
+        formatter_class=HelpFormatter,
         description="Node embeddings for graphs: train them, write them, score them.",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -14,6 +14,8 @@ import sys
 import time
 from typing import Any
 
+from .help import HelpFormatter
+
 __all__ = ["add_parsers", "run_embed"]
 
 
@@ -31,7 +33,7 @@ def add_parsers(subparsers: Any) -> None:
                 "window, degree**0.75 noise, frequent-node subsampling, one pass of SGD with "
                 "a linearly decaying learning rate) and writes one embedding per node."
             ),
-            formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+            formatter_class=HelpFormatter,
         )
         _add_arguments(parser, node2vec=command == "node2vec")
         parser.set_defaults(run=run_embed, walk=command)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from .help import HelpFormatter
+
 __all__ = ["add_parsers", "run_score"]
 
 
@@ -26,6 +28,7 @@ def add_parsers(subparsers: Any) -> None:
             "(the DeepWalk evaluation). Multi-label nodes get their k most probable labels, "
             "k being their number of labels."
         ),
+        formatter_class=HelpFormatter,
     )
     parser.add_argument(
         "--embeddings",

@@ -16,7 +16,7 @@ import pytest
 import torch
 from scipy import stats
 
-sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: scenarios
 
 from _multiprocess import run_ranks  # noqa: E402
 

@@ -14,7 +14,7 @@ from sklearn.metrics import f1_score
 from graphemb.cli import main
 from graphemb.io import write_embeddings
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def labelled_files(tmp_path, multi_label):

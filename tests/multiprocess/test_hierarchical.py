@@ -21,7 +21,7 @@ from datetime import timedelta
 import pytest
 import torch
 
-sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: scenarios
 
 import scenarios  # noqa: E402
 from _multiprocess import RankFailed, run_ranks, worker_pids  # noqa: E402

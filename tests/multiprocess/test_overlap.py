@@ -13,7 +13,7 @@ import sys
 import pytest
 import torch
 
-sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: scenarios
 
 import scenarios  # noqa: E402
 from _multiprocess import run_ranks  # noqa: E402

@@ -23,7 +23,7 @@ import pytest
 import torch
 from torch.profiler import record_function
 
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))  # the harness package, as the scripts import it
 
 from harness import memory, peers, phases  # noqa: E402

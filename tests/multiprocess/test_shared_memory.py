@@ -24,7 +24,7 @@ from graphemb.distributed.shm import SHM_DIR, segment_prefix
 from graphemb.optim import SparseAdagrad, SparseAdam, SparseSGD
 
 pytestmark = pytest.mark.multiprocess
-TESTS = Path(__file__).parent
+TESTS = Path(__file__).resolve().parents[1]  # the support modules
 
 
 def our_segments() -> set[str]:

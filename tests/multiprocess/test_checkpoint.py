@@ -29,7 +29,7 @@ from graphemb.optim import SparseAdagrad, SparseAdam
 
 BEFORE, AFTER = 8, 6  # steps before the save, steps after it
 DATA_WORLD = 2  # batches of 2 data ranks, whatever the number of processes
-TESTS = Path(__file__).parent
+TESTS = Path(__file__).resolve().parents[1]  # the support modules (checkpoint_writer_job)
 
 LAYOUTS = {  # name -> (processes, make_embedding factory)
     "local": (1, lambda world, name: NodeEmbedding(scenarios.NUM, scenarios.DIM, name)),
