@@ -82,3 +82,14 @@ def outputs_of(cell) -> tuple[str, list[str]]:
 def tagged(notebook, tag: str) -> list[int]:
     """Indices of the cells of ``notebook`` tagged ``tag``."""
     return [i for i, c in enumerate(notebook.cells) if tag in c.metadata.get("tags", [])]
+
+
+def assert_committed_without_outputs(path: Path) -> None:
+    """The notebook at ``path`` is valid and committed without outputs or execution counts
+    (outputs belong to a run, not to the repository)."""
+    nbformat = pytest.importorskip("nbformat", reason="needs nbformat (the dev extra)")
+    notebook = nbformat.read(path, as_version=4)
+    nbformat.validate(notebook)
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None, cell.source[:80]

@@ -15,7 +15,15 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import REPO, kernel_of_this_interpreter, outputs_of, planetoid_dir, result_of, tagged
+from helpers import (
+    REPO,
+    assert_committed_without_outputs,
+    kernel_of_this_interpreter,
+    outputs_of,
+    planetoid_dir,
+    result_of,
+    tagged,
+)
 
 SCRIPT = REPO / "examples" / "deepwalk.py"
 NOTEBOOK = REPO / "notebooks" / "deepwalk.ipynb"
@@ -136,12 +144,7 @@ def test_two_processes_share_the_tables_and_learn(deepwalk, capfd):
 
 # ---------------------------------------------------------------------------- notebook
 def test_committed_notebook_has_no_outputs():
-    nbformat = pytest.importorskip("nbformat", reason="needs nbformat (requirements/dev.txt)")
-    notebook = nbformat.read(NOTEBOOK, as_version=4)
-    nbformat.validate(notebook)
-    for cell in notebook.cells:
-        if cell.cell_type == "code":
-            assert cell.outputs == [] and cell.execution_count is None
+    assert_committed_without_outputs(NOTEBOOK)
 
 
 @pytest.mark.one_stack(

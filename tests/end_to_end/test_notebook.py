@@ -30,11 +30,7 @@ def kernel_of_this_interpreter(tmp_path, monkeypatch):
 
 
 def test_committed_notebook_has_no_outputs():
-    notebook = nbformat.read(NOTEBOOK, as_version=4)
-    nbformat.validate(notebook)
-    for cell in notebook.cells:
-        if cell.cell_type == "code":
-            assert cell.outputs == [] and cell.execution_count is None
+    helpers.assert_committed_without_outputs(NOTEBOOK)
 
 
 @pytest.mark.one_stack(

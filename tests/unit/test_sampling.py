@@ -23,19 +23,12 @@ from collections import Counter
 import numpy as np
 import pytest
 import torch
+from helpers import DEVICES
 from scipy import stats
 
 from graphemb.graph import Graph
 from graphemb.sampling import Block, NeighborSampler, SeedLoader, neighbor, sample_neighbors
 
-CUDA = pytest.param(
-    "cuda",
-    marks=[
-        pytest.mark.cuda,
-        pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
-    ],
-)
-DEVICES = ["cpu", CUDA]
 P_VALUE = 1e-3
 
 
