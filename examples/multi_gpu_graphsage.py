@@ -39,6 +39,7 @@ import argparse
 import os
 import sys
 import time
+from functools import partial
 
 import torch
 import torch.distributed as dist
@@ -90,7 +91,7 @@ def train(rank: int, world_size: int, local_rank: int, args: argparse.Namespace)
     dense_opt = torch.optim.Adam(ddp_model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     sparse_opt = SparseAdam([embedding], lr=args.emb_lr)
 
-    first_epoch, best = single.resume_from_checkpoint(
+    progress = single.resume_from_checkpoint(
         args, embedding, sparse_opt, model, dense_opt, show=is_main
     )
 
@@ -106,7 +107,7 @@ def train(rank: int, world_size: int, local_rank: int, args: argparse.Namespace)
             flush=True,
         )
 
-    last, epoch_seconds = single.train_epochs(
+    single.train_epochs(
         args,
         model,
         loader,
@@ -114,27 +115,14 @@ def train(rank: int, world_size: int, local_rank: int, args: argparse.Namespace)
         dense_opt,
         sparse_opt,
         embedding,
-        first_epoch,
-        best,
-        lambda: evaluate(model, data, device),
+        progress,
+        partial(evaluate, model, data, device),
         trained=ddp_model,
         rank=rank,
         log_note="  (rank 0 loss)",
     )
     if is_main:
-        print(
-            single.result_line(
-                args,
-                data,
-                best,
-                last,
-                started,
-                epoch_seconds,
-                start_epoch=first_epoch,
-                world_size=world_size,
-            ),
-            flush=True,
-        )
+        print(single.result_line(args, data, progress, started, world_size=world_size), flush=True)
 
 
 def evaluate(

@@ -39,7 +39,8 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -531,6 +532,17 @@ class Best:
         return {"epoch": self.epoch, "val": self.val, "test": self.test}
 
 
+@dataclass
+class Progress:
+    """Where a run stands: its first epoch (later than 1 when resumed), the best epoch so
+    far, the last epoch's accuracies and the seconds of each epoch trained in this run."""
+
+    first_epoch: int = 1
+    best: Best = field(default_factory=Best)
+    last: dict[str, float] = field(default_factory=dict)
+    epoch_seconds: list[float] = field(default_factory=list)
+
+
 # ---------------------------------------------------------------------------- checkpoints
 def save_checkpoint(
     path: Path,
@@ -590,30 +602,28 @@ def resume_from_checkpoint(
     model: torch.nn.Module,
     dense_opt: torch.optim.Optimizer,
     show: bool = True,
-) -> tuple[int, Best]:
-    """The first epoch to train and the best accuracy so far: restored from
-    ``args.checkpoint`` with ``--resume`` (and the :func:`resumed_line` printed when
-    ``show``), else epoch 1 and no best yet."""
+) -> Progress:
+    """The run's start: restored from ``args.checkpoint`` with ``--resume`` (and the
+    :func:`resumed_line` printed when ``show``), else epoch 1 and no best yet."""
     if not args.resume:
-        return 1, Best()
+        return Progress()
     assert embedding is not None and sparse_opt is not None  # finish_arguments checked
     done, best = load_checkpoint(args.checkpoint, embedding, sparse_opt, model, dense_opt)
     if show:
         print(resumed_line(args.checkpoint, done, best), flush=True)
-    return done + 1, best
+    return Progress(done + 1, best)
 
 
 def result_line(
     args: argparse.Namespace,
     data: NodeData,
-    best: Best,
-    last: dict[str, float],
+    progress: Progress,
     started: float,
-    epoch_seconds: list[float],
     **more: Any,
 ) -> str:
     """The parseable last line: ``RESULT {json}`` (``started``: the run's start,
     ``time.perf_counter()``)."""
+    best, last, epoch_seconds = progress.best, progress.last, progress.epoch_seconds
     mean_epoch = sum(epoch_seconds) / len(epoch_seconds) if epoch_seconds else float("nan")
     return "RESULT " + json.dumps(
         {
@@ -630,6 +640,7 @@ def result_line(
             "chance": round(1.0 / data.num_classes, 4),
             "seconds": round(time.perf_counter() - started, 1),
             "epoch_seconds": round(mean_epoch, 3),
+            "start_epoch": progress.first_epoch,
             "device": args.device,
             **more,
         }
@@ -655,26 +666,26 @@ def train_epochs(
     dense_opt: torch.optim.Optimizer,
     sparse_opt: SparseAdam | None,
     embedding: NodeEmbedding | None,
-    first_epoch: int,
-    best: Best,
+    progress: Progress,
     evaluate_model: Callable[[], dict[str, float]],
     *,
     trained: torch.nn.Module | None = None,
     rank: int = 0,
     log_note: str = "",
-) -> tuple[dict[str, float], list[float]]:
-    """Epochs ``first_epoch`` to ``args.epochs``: train ``trained`` (``model``, or ``model``
-    wrapped in ``DistributedDataParallel``), ``evaluate_model()``, update ``best``, log and
-    save the checkpoint (``--checkpoint``) after each.
+) -> None:
+    """Epochs ``progress.first_epoch`` to ``args.epochs``: train ``trained`` (``model``, or
+    ``model`` wrapped in ``DistributedDataParallel``), ``evaluate_model()``, log and save the
+    checkpoint (``--checkpoint``) after each, recording them in ``progress``.
 
     With several processes every rank calls this (steps, evaluation and checkpoints are
     collective); rank 0 alone shows the progress bar and logs, its lines ending in
-    ``log_note``. Returns the last epoch's accuracies (the model evaluated once more when no
-    epoch was left to train) and the seconds of each epoch's training.
+    ``log_note``. When no epoch was left to train the model is evaluated once, for the
+    last accuracies.
     """
     is_main = rank == 0
+    trained = model if trained is None else trained
+    first_epoch, best, epoch_seconds = progress.first_epoch, progress.best, progress.epoch_seconds
     last: dict[str, float] = {}
-    epoch_seconds: list[float] = []
     epochs = tqdm(
         range(first_epoch, args.epochs + 1),
         desc="epochs",
@@ -687,7 +698,7 @@ def train_epochs(
         seed_epoch(args.seed, epoch, rank)
         loader.set_epoch(epoch)
         epoch_started = time.perf_counter()
-        loss = train_epoch(trained or model, loader, data, dense_opt, sparse_opt)
+        loss = train_epoch(trained, loader, data, dense_opt, sparse_opt)
         epoch_seconds.append(time.perf_counter() - epoch_started)
         last = evaluate_model()
         best.update(epoch, last)
@@ -703,7 +714,7 @@ def train_epochs(
     epochs.close()
     if not last:  # nothing left to train (resumed at the end): still report the model
         last = evaluate_model()
-    return last, epoch_seconds
+    progress.last = last
 
 
 # ---------------------------------------------------------------------------- main
@@ -738,29 +749,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     dense_opt = torch.optim.Adam(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     sparse_opt = SparseAdam([embedding], lr=args.emb_lr) if embedding is not None else None
 
-    first_epoch, best = resume_from_checkpoint(args, embedding, sparse_opt, model, dense_opt)
+    progress = resume_from_checkpoint(args, embedding, sparse_opt, model, dense_opt)
     print(describe(args, data, embedding) + f"; device {device}", flush=True)
 
-    last, epoch_seconds = train_epochs(
-        args,
-        model,
-        train_loader(data, args),
-        data,
-        dense_opt,
-        sparse_opt,
-        embedding,
-        first_epoch,
-        best,
-        lambda: evaluate(model, data),
+    loader = train_loader(data, args)
+    evaluate_model = partial(evaluate, model, data)
+    train_epochs(
+        args, model, loader, data, dense_opt, sparse_opt, embedding, progress, evaluate_model
     )
     line = result_line(
         args,
         data,
-        best,
-        last,
+        progress,
         started,
-        epoch_seconds,
-        start_epoch=first_epoch,
         **({} if args.graph is None else {"multi_label": data.multi_label, **test_f1(model, data)}),
     )
     print(line, flush=True)
