@@ -162,6 +162,25 @@ def nullcontext_phase(name: str):
     return nullcontext()
 
 
+def _training_step(phase, sample, forward, labels, sparse_opt, dense_opt) -> None:
+    """One training iteration of every contender, each phase inside ``phase(name)``:
+    ``sample()`` gives ``(input_nodes, output_nodes, blocks)``, ``forward(input_nodes,
+    blocks)`` the logits of the output nodes."""
+    import torch.nn.functional as F
+
+    with phase("sample"):
+        input_nodes, output_nodes, blocks = sample()
+    with phase("forward"):
+        loss = F.cross_entropy(forward(input_nodes, blocks), labels[output_nodes])
+    with phase("backward"):
+        loss.backward()
+    with phase("sparse_step"):
+        sparse_opt.step()
+    with phase("dense_step"):
+        dense_opt.step()
+        dense_opt.zero_grad()
+
+
 def graphemb_contender(
     args, work, name: str, *, rank: int = 0, world_size: int = 1, pyg_aggregation: bool = False
 ):
@@ -172,7 +191,6 @@ def graphemb_contender(
     before its own aggregation, for a before/after of the layers in the same run.
     """
     import torch
-    import torch.nn.functional as F
 
     from graphemb import NodeEmbedding
     from graphemb.graph import Graph
@@ -210,19 +228,15 @@ def graphemb_contender(
     share = args.batch_size // world_size
 
     def run_batch(i: int, phase) -> None:
-        phase = phase or phase_span
         seeds = work.batches[i % len(work.batches)][rank * share : (rank + 1) * share]
-        with phase("sample"):
-            _, output_nodes, blocks = sampler.sample_blocks(graph, seeds.to(device), generator)
-        with phase("forward"):
-            loss = F.cross_entropy(trained(blocks), labels[output_nodes])
-        with phase("backward"):
-            loss.backward()
-        with phase("sparse_step"):
-            sparse_opt.step()
-        with phase("dense_step"):
-            dense_opt.step()
-            dense_opt.zero_grad()
+        _training_step(
+            phase or phase_span,
+            lambda: sampler.sample_blocks(graph, seeds.to(device), generator),
+            lambda _, blocks: trained(blocks),
+            labels,
+            sparse_opt,
+            dense_opt,
+        )
 
     return _contender(name, "graphemb", share, run_batch, [emb, model, sparse_opt, dense_opt])
 
@@ -262,19 +276,15 @@ def dgl_contender(args, work, name: str):
         return h
 
     def run_batch(i: int, phase) -> None:
-        phase = phase or phase_span
         seeds = work.batches[i % len(work.batches)].to(device)
-        with phase("sample"):
-            input_nodes, output_nodes, blocks = sampler.sample_blocks(graph, seeds)
-        with phase("forward"):
-            loss = F.cross_entropy(forward(input_nodes, blocks), labels[output_nodes])
-        with phase("backward"):
-            loss.backward()
-        with phase("sparse_step"):
-            sparse_opt.step()
-        with phase("dense_step"):
-            dense_opt.step()
-            dense_opt.zero_grad()
+        _training_step(
+            phase or phase_span,
+            lambda: sampler.sample_blocks(graph, seeds),
+            forward,
+            labels,
+            sparse_opt,
+            dense_opt,
+        )
 
     return _contender(name, "dgl", args.batch_size, run_batch, [emb, layers, sparse_opt])
 

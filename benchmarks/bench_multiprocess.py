@@ -40,23 +40,12 @@ TARGET_VS_DGL = 10.0
 
 def parse_args(argv=None):
     parser = cli.base_parser(__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1])
-    parser.add_argument(
-        "--world-size",
-        type=int,
-        default=2,
-        help="processes of the multi-process contenders (default 2)",
-    )
+    cli.add_rank_options(parser, "the multi-process contenders")
     parser.add_argument(
         "--threads",
         type=int,
         default=2,
         help="threads of the single-process contenders (default 2)",
-    )
-    parser.add_argument(
-        "--threads-per-rank",
-        type=int,
-        default=1,
-        help="threads of each rank of the multi-process contenders (default 1)",
     )
     parser.add_argument(
         "--reference-threads",
@@ -65,18 +54,9 @@ def parse_args(argv=None):
         help="threads of a reference single-process graphemb contender "
         "(default 1; 0 leaves it out)",
     )
-    parser.add_argument(
-        "--optimizer",
-        choices=("adam", "adagrad"),
-        default="adam",
-        help="SparseAdam (default) or SparseAdagrad, for every contender",
-    )
     parser.add_argument("--no-dgl", action="store_true", help="leave the DGL contenders out")
     parser.add_argument("--no-profile", action="store_true", help="skip the per-phase timings")
-    args = cli.finish_args(parser.parse_args(argv))
-    if args.world_size < 2:
-        parser.error("--world-size must be >= 2")
-    return args
+    return cli.finish_rank_args(parser, argv)
 
 
 def build_ranks(rank: int, world_size: int, spec: dict) -> dict:
@@ -97,11 +77,6 @@ def build_ranks(rank: int, world_size: int, spec: dict) -> dict:
             name, spec["optimizer"], n, d, batches, loss, table_name=spec["dgl_table"]
         )
     return contenders
-
-
-def print_rank_phases(name: str, per_rank: list[dict], total_ms: float) -> None:
-    for rank, rank_phases in enumerate(per_rank):
-        phases.print_phases(f"Phases of {name}, rank {rank}", rank_phases, total_ms)
 
 
 def main(argv=None):
@@ -133,18 +108,7 @@ def main(argv=None):
         print(f"dgl multi-process SKIPPED: {dgl_multi_note}")
 
     batches = workload.make_batches(n, b, 8, args.seed)
-    unique = workload.mean_unique(batches)
-    print(
-        f"unique rows per (total) batch: expected {workload.expected_unique(n, b):,.0f}, "
-        f"measured {unique:,.0f}; each of {ws} ranks looks up {b // ws:,} ids"
-    )
-    bandwidth = bw.copy_bandwidth(args.bw_mib)
-    bound = bw.bound_ms(opt, d, unique, bandwidth)
-    print(f"copy bandwidth: {bw.fmt_bw(bandwidth)}")
-    print(
-        f"bound: {bw.UPDATE_BYTES_PER_COLUMN[opt]}*D bytes x {unique:,.0f} unique rows "
-        f"-> {bound:.2f} ms per step"
-    )
+    unique, bandwidth, bound = bw.print_rank_bound(args, batches)
 
     single = f"graphemb 1 proc x {args.threads} thr"
     reference = None
@@ -153,18 +117,14 @@ def main(argv=None):
     multi = f"graphemb shared {ws} proc x {args.threads_per_rank} thr"
     dgl_single = f"dgl 1 proc x {args.threads} thr"
     dgl_multi = f"dgl {ws} proc x {args.threads_per_rank} thr"
-    spec = {
-        "num_embeddings": n,
-        "dim": d,
-        "batch": b,
-        "seed": args.seed,
-        "loss": args.loss,
-        "optimizer": opt,
-        "graphemb": multi,
-        "graphemb_table": workload.unique_name("mp"),
-        "dgl": dgl_multi if dgl_multi_ok else None,
-        "dgl_table": workload.unique_name("dglmp"),
-    }
+    spec = workload.rank_spec(
+        args,
+        optimizer=opt,
+        graphemb=multi,
+        graphemb_table=workload.unique_name("mp"),
+        dgl=dgl_multi if dgl_multi_ok else None,
+        dgl_table=workload.unique_name("dglmp"),
+    )
 
     loss = workload.make_loss(args.loss, d)
     local = {
@@ -238,26 +198,14 @@ def main(argv=None):
     else:
         print(f"(c) DGL multi-process skipped: {dgl_multi_note}")
 
-    for name, per_rank in profiles.items():
-        print_rank_phases(name, per_rank, results[name]["median_ms"])
+    phases.print_rank_phases(profiles, results)
 
     report.emit_summary(
         {
             "bench": "multiprocess",
-            "config": {
-                "num_embeddings": n,
-                "dim": d,
-                "batch_total": b,
-                "world_size": ws,
-                "threads_single": args.threads,
-                "threads_per_rank": args.threads_per_rank,
-                "optimizer": opt,
-                "warmup": args.warmup,
-                "steps": args.steps,
-                "rounds": args.rounds,
-                "loss": args.loss,
-                "quick": args.quick,
-            },
+            "config": cli.rank_config(
+                args, threads_single=args.threads, warmup=args.warmup, rounds=args.rounds
+            ),
             "dgl": dgl_note,
             "dgl_multiprocess": "ok" if dgl_multi_ok else dgl_multi_note,
             "unique_rows": unique,

@@ -41,23 +41,9 @@ from harness.ranks import RankPool
 
 def parse_args(argv=None):
     parser = cli.base_parser(__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1])
-    parser.add_argument(
-        "--world-size",
-        type=int,
-        default=2,
-        help="ranks of the partitioned and shared contenders (default 2)",
-    )
+    cli.add_rank_options(parser, "the partitioned and shared contenders")
     parser.add_argument(
         "--threads", type=int, default=2, help="threads of the single-process contender (default 2)"
-    )
-    parser.add_argument(
-        "--threads-per-rank", type=int, default=1, help="threads of each rank (default 1)"
-    )
-    parser.add_argument(
-        "--optimizer",
-        choices=("adam", "adagrad"),
-        default="adam",
-        help="SparseAdam (default) or SparseAdagrad, for every contender",
     )
     parser.add_argument("--no-profile", action="store_true", help="skip the per-phase timings")
     parser.add_argument("--no-gpu", action="store_true", help="skip the GPU part")
@@ -68,10 +54,7 @@ def parse_args(argv=None):
         help="run the GPU part's code on the CPU (gloo, one-part Partition): "
         "a check of that code path where no GPU exists",
     )
-    args = cli.finish_args(parser.parse_args(argv))
-    if args.world_size < 2:
-        parser.error("--world-size must be >= 2")
-    return args
+    return cli.finish_rank_args(parser, argv)
 
 
 def build_ranks(rank: int, world_size: int, spec: dict) -> dict:
@@ -108,34 +91,19 @@ def cpu_part(args) -> dict:
     n, d, b, ws, opt = args.num_embeddings, args.dim, args.batch, args.world_size, args.optimizer
     cli.set_threads(args.threads)
     batches = workload.make_batches(n, b, 8, args.seed)
-    unique = workload.mean_unique(batches)
-    bandwidth = bw.copy_bandwidth(args.bw_mib)
-    bound = bw.bound_ms(opt, d, unique, bandwidth)
-    print(
-        f"unique rows per (total) batch: expected {workload.expected_unique(n, b):,.0f}, "
-        f"measured {unique:,.0f}; each of {ws} ranks looks up {b // ws:,} ids"
-    )
-    print(f"copy bandwidth: {bw.fmt_bw(bandwidth)}")
-    print(
-        f"bound: {bw.UPDATE_BYTES_PER_COLUMN[opt]}*D bytes x {unique:,.0f} unique rows "
-        f"-> {bound:.2f} ms per step"
-    )
+    unique, bandwidth, bound = bw.print_rank_bound(args, batches)
 
     part = f"graphemb partitioned {ws} ranks x {args.threads_per_rank} thr"
     shared = f"graphemb shared {ws} ranks x {args.threads_per_rank} thr"
     single = f"graphemb 1 proc x {args.threads} thr"
-    spec = {
-        "num_embeddings": n,
-        "dim": d,
-        "batch": b,
-        "seed": args.seed,
-        "loss": args.loss,
-        "optimizer": opt,
-        "partitioned": part,
-        "shared": shared,
-        "partitioned_table": workload.unique_name("part"),
-        "shared_table": workload.unique_name("shared"),
-    }
+    spec = workload.rank_spec(
+        args,
+        optimizer=opt,
+        partitioned=part,
+        shared=shared,
+        partitioned_table=workload.unique_name("part"),
+        shared_table=workload.unique_name("shared"),
+    )
     local = peers.graphemb_contender(
         single,
         opt,
@@ -173,11 +141,7 @@ def cpu_part(args) -> dict:
     part_vs_single = timing.round_ratios(times[single], times[part])
     print(f"\npartitioned / shared throughput: {timing.fmt_ratio(part_vs_shared)}")
     print(f"partitioned / single-process throughput: {timing.fmt_ratio(part_vs_single)}")
-    for name, per_rank in profiles.items():
-        for rank, rank_phases in enumerate(per_rank):
-            phases.print_phases(
-                f"Phases of {name}, rank {rank}", rank_phases, results[name]["median_ms"]
-            )
+    phases.print_rank_phases(profiles, results)
     return {
         "unique_rows": unique,
         "bandwidth": bandwidth,
@@ -342,20 +306,9 @@ def main(argv=None):
     )
     summary = {
         "bench": "partitioned",
-        "config": {
-            "num_embeddings": args.num_embeddings,
-            "dim": args.dim,
-            "batch_total": args.batch,
-            "world_size": args.world_size,
-            "threads_single": args.threads,
-            "threads_per_rank": args.threads_per_rank,
-            "optimizer": args.optimizer,
-            "warmup": args.warmup,
-            "steps": args.steps,
-            "rounds": args.rounds,
-            "loss": args.loss,
-            "quick": args.quick,
-        },
+        "config": cli.rank_config(
+            args, threads_single=args.threads, warmup=args.warmup, rounds=args.rounds
+        ),
     }
     if not args.skip_cpu:
         summary["cpu"] = cpu_part(args)

@@ -250,17 +250,13 @@ def main(argv=None) -> dict:
         extra=f" | ids {args.ids} | dense work {args.dense_matmuls} matmuls 512^3 per step",
     )
     out = tempfile.mkdtemp(prefix="bench-scaleout-")
-    spec = {
-        "num_embeddings": args.num_embeddings,
-        "dim": args.dim,
-        "batch": args.batch,
-        "seed": args.seed,
-        "loss": args.loss,
-        "ids": args.ids,
-        "dense_matmuls": args.dense_matmuls,
-        "out": out,
-        "token": workload.unique_name("scaleout"),
-    }
+    spec = workload.rank_spec(
+        args,
+        ids=args.ids,
+        dense_matmuls=args.dense_matmuls,
+        out=out,
+        token=workload.unique_name("scaleout"),
+    )
     with RankPool(build, WORLD, spec) as pool:
         measured = [json.loads(Path(out, f"rank{r}.json").read_text()) for r in range(WORLD)]
         runners = {name: pool.runner(name) for name in CONTENDERS}

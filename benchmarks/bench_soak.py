@@ -63,9 +63,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser = cli.base_parser(
         __doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1], sizes=SIZES, timed=False
     )
-    parser.add_argument("--world-size", type=int, default=2, help="ranks (default 2)")
-    parser.add_argument("--threads-per-rank", type=int, default=1, help="default 1")
-    parser.add_argument("--optimizer", choices=("adam", "adagrad"), default="adam")
+    cli.add_rank_options(parser, "the shared-memory job")
     parser.add_argument(
         "--sample-every",
         type=int,
@@ -90,9 +88,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         default="runs/bench_soak.png",
         help="PNG of the series (default runs/bench_soak.png; '' for none)",
     )
-    args = cli.finish_args(parser.parse_args(argv), SIZES)
-    if args.world_size < 2:
-        parser.error(f"--world-size must be >= 2, got {args.world_size}")
+    args = cli.finish_rank_args(parser, argv, SIZES)
     if args.sample_every is None:  # 40 samples (10 with --quick)
         args.sample_every = max(1, args.steps // (10 if args.quick else 40))
     if args.sample_every <= 0:
@@ -279,7 +275,7 @@ def plot(path: str, samples: list[dict], world_size: int, settle_step: int, titl
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    n, d, b, ws = args.num_embeddings, args.dim, args.batch, args.world_size
+    ws = args.world_size
     title = (
         f"bench_soak: {args.steps:,} steps of shared-memory training, {ws} processes x "
         f"{args.threads_per_rank} thread(s), CPU"
@@ -292,16 +288,7 @@ def main(argv=None) -> None:
     )
     table = workload.unique_name("soak")
     name = f"graphemb shared {ws} proc"
-    spec = {
-        "num_embeddings": n,
-        "dim": d,
-        "batch": b,
-        "seed": args.seed,
-        "loss": args.loss,
-        "optimizer": args.optimizer,
-        "contender": name,
-        "table": table,
-    }
+    spec = workload.rank_spec(args, optimizer=args.optimizer, contender=name, table=table)
     settle_step = int(args.settle * args.steps)
     samples = []
     t0 = time.monotonic()
@@ -345,19 +332,7 @@ def main(argv=None) -> None:
     report.emit_summary(
         {
             "bench": "soak",
-            "config": {
-                "num_embeddings": n,
-                "dim": d,
-                "batch_total": b,
-                "world_size": ws,
-                "threads_per_rank": args.threads_per_rank,
-                "optimizer": args.optimizer,
-                "steps": args.steps,
-                "sample_every": args.sample_every,
-                "settle": args.settle,
-                "loss": args.loss,
-                "quick": args.quick,
-            },
+            "config": cli.rank_config(args, sample_every=args.sample_every, settle=args.settle),
             "result": result,
             "samples": samples,
         },

@@ -39,6 +39,7 @@ import argparse
 import os
 import sys
 import time
+from functools import partial
 
 import torch
 import torch.distributed as dist
@@ -47,7 +48,6 @@ from torch.nn.parallel import DistributedDataParallel
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _launch as launch  # noqa: E402  (examples/_launch.py: options and launcher of ranks)
 import node_classification as single  # noqa: E402  (exits with a message without PyG/tqdm)
-from tqdm import tqdm  # noqa: E402
 
 from graphemb.optim import SparseAdam  # noqa: E402
 
@@ -91,14 +91,9 @@ def train(rank: int, world_size: int, local_rank: int, args: argparse.Namespace)
     dense_opt = torch.optim.Adam(ddp_model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     sparse_opt = SparseAdam([embedding], lr=args.emb_lr)
 
-    first_epoch, best = 1, single.Best()
-    if args.resume:
-        done, best = single.load_checkpoint(
-            args.checkpoint, embedding, sparse_opt, model, dense_opt
-        )
-        first_epoch = done + 1
-        if is_main:
-            print(single.resumed_line(args.checkpoint, done, best), flush=True)
+    progress = single.resume_from_checkpoint(
+        args, embedding, sparse_opt, model, dense_opt, show=is_main
+    )
 
     per_rank_batch = max(1, args.batch_size // world_size)
     loader = single.train_loader(
@@ -112,54 +107,22 @@ def train(rank: int, world_size: int, local_rank: int, args: argparse.Namespace)
             flush=True,
         )
 
-    last: dict[str, float] = {}
-    epoch_seconds: list[float] = []
-    epochs = tqdm(
-        range(first_epoch, args.epochs + 1),
-        desc="epochs",
-        file=sys.stderr,
-        disable=args.no_progress or not is_main,
-        initial=first_epoch - 1,
-        total=args.epochs,
+    single.train_epochs(
+        args,
+        model,
+        loader,
+        data,
+        dense_opt,
+        sparse_opt,
+        embedding,
+        progress,
+        partial(evaluate, model, data, device),
+        trained=ddp_model,
+        rank=rank,
+        log_note="  (rank 0 loss)",
     )
-    for epoch in epochs:
-        single.seed_epoch(args.seed, epoch, rank)
-        loader.set_epoch(epoch)
-        epoch_started = time.perf_counter()
-        loss = single.train_epoch(ddp_model, loader, data, dense_opt, sparse_opt)
-        epoch_seconds.append(time.perf_counter() - epoch_started)
-        last = evaluate(model, data, device)
-        best.update(epoch, last)
-        if is_main:
-            epochs.set_postfix(loss=f"{loss:.3f}", val=f"{last['val']:.3f}")
-            if epoch % args.log_every == 0 or epoch in (first_epoch, args.epochs):
-                tqdm.write(
-                    single.epoch_line(epoch, loss, last) + "  (rank 0 loss)", file=sys.stdout
-                )
-        if args.checkpoint is not None:
-            # Collective; the unwrapped model's state_dict has no "module." prefix.
-            single.save_checkpoint(
-                args.checkpoint, embedding, sparse_opt, model, dense_opt, epoch, best
-            )
-    epochs.close()
-
-    if not last:
-        last = evaluate(model, data, device)
     if is_main:
-        print(
-            single.result_line(
-                args,
-                data.num_classes,
-                best,
-                last,
-                time.perf_counter() - started,
-                epoch_seconds,
-                start_epoch=first_epoch,
-                world_size=world_size,
-                device=args.device,
-            ),
-            flush=True,
-        )
+        print(single.result_line(args, data, progress, started, world_size=world_size), flush=True)
 
 
 def evaluate(

@@ -38,7 +38,9 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -530,6 +532,17 @@ class Best:
         return {"epoch": self.epoch, "val": self.val, "test": self.test}
 
 
+@dataclass
+class Progress:
+    """Where a run stands: its first epoch (later than 1 when resumed), the best epoch so
+    far, the last epoch's accuracies and the seconds of each epoch trained in this run."""
+
+    first_epoch: int = 1
+    best: Best = field(default_factory=Best)
+    last: dict[str, float] = field(default_factory=dict)
+    epoch_seconds: list[float] = field(default_factory=list)
+
+
 # ---------------------------------------------------------------------------- checkpoints
 def save_checkpoint(
     path: Path,
@@ -582,16 +595,35 @@ def resumed_line(path: Path, done: int, best: Best) -> str:
     return f"RESUMED from {path} after epoch {done} (best val {best.val:.4f} at epoch {best.epoch})"
 
 
+def resume_from_checkpoint(
+    args: argparse.Namespace,
+    embedding: NodeEmbedding | None,
+    sparse_opt: SparseAdam | None,
+    model: torch.nn.Module,
+    dense_opt: torch.optim.Optimizer,
+    show: bool = True,
+) -> Progress:
+    """The run's start: restored from ``args.checkpoint`` with ``--resume`` (and the
+    :func:`resumed_line` printed when ``show``), else epoch 1 and no best yet."""
+    if not args.resume:
+        return Progress()
+    assert embedding is not None and sparse_opt is not None  # finish_arguments checked
+    done, best = load_checkpoint(args.checkpoint, embedding, sparse_opt, model, dense_opt)
+    if show:
+        print(resumed_line(args.checkpoint, done, best), flush=True)
+    return Progress(done + 1, best)
+
+
 def result_line(
     args: argparse.Namespace,
-    num_classes: int,
-    best: Best,
-    last: dict[str, float],
-    seconds: float,
-    epoch_seconds: list[float],
+    data: NodeData,
+    progress: Progress,
+    started: float,
     **more: Any,
 ) -> str:
-    """The parseable last line: ``RESULT {json}``."""
+    """The parseable last line: ``RESULT {json}`` (``started``: the run's start,
+    ``time.perf_counter()``)."""
+    best, last, epoch_seconds = progress.best, progress.last, progress.epoch_seconds
     mean_epoch = sum(epoch_seconds) / len(epoch_seconds) if epoch_seconds else float("nan")
     return "RESULT " + json.dumps(
         {
@@ -605,9 +637,11 @@ def result_line(
             "test_acc": round(best.test, 4),
             "final_val_acc": round(last.get("val", float("nan")), 4),
             "final_test_acc": round(last.get("test", float("nan")), 4),
-            "chance": round(1.0 / num_classes, 4),
-            "seconds": round(seconds, 1),
+            "chance": round(1.0 / data.num_classes, 4),
+            "seconds": round(time.perf_counter() - started, 1),
             "epoch_seconds": round(mean_epoch, 3),
+            "start_epoch": progress.first_epoch,
+            "device": args.device,
             **more,
         }
     )
@@ -621,6 +655,66 @@ def describe(args: argparse.Namespace, data: NodeData, embedding: NodeEmbedding 
         f"{data.num_classes} classes, {len(data.splits['train'])} training nodes; input: "
         + " + ".join(inputs)
     )
+
+
+# ---------------------------------------------------------------------------- training
+def train_epochs(
+    args: argparse.Namespace,
+    model: torch.nn.Module,
+    loader: SeedLoader,
+    data: NodeData,
+    dense_opt: torch.optim.Optimizer,
+    sparse_opt: SparseAdam | None,
+    embedding: NodeEmbedding | None,
+    progress: Progress,
+    evaluate_model: Callable[[], dict[str, float]],
+    *,
+    trained: torch.nn.Module | None = None,
+    rank: int = 0,
+    log_note: str = "",
+) -> None:
+    """Epochs ``progress.first_epoch`` to ``args.epochs``: train ``trained`` (``model``, or
+    ``model`` wrapped in ``DistributedDataParallel``), ``evaluate_model()``, log and save the
+    checkpoint (``--checkpoint``) after each, recording them in ``progress``.
+
+    With several processes every rank calls this (steps, evaluation and checkpoints are
+    collective); rank 0 alone shows the progress bar and logs, its lines ending in
+    ``log_note``. When no epoch was left to train the model is evaluated once, for the
+    last accuracies.
+    """
+    is_main = rank == 0
+    trained = model if trained is None else trained
+    first_epoch, best, epoch_seconds = progress.first_epoch, progress.best, progress.epoch_seconds
+    last: dict[str, float] = {}
+    epochs = tqdm(
+        range(first_epoch, args.epochs + 1),
+        desc="epochs",
+        disable=args.no_progress or not is_main,
+        initial=first_epoch - 1,
+        total=args.epochs,
+        file=sys.stderr,
+    )
+    for epoch in epochs:
+        seed_epoch(args.seed, epoch, rank)
+        loader.set_epoch(epoch)
+        epoch_started = time.perf_counter()
+        loss = train_epoch(trained, loader, data, dense_opt, sparse_opt)
+        epoch_seconds.append(time.perf_counter() - epoch_started)
+        last = evaluate_model()
+        best.update(epoch, last)
+        if is_main:
+            epochs.set_postfix(loss=f"{loss:.3f}", val=f"{last['val']:.3f}")
+            if epoch % args.log_every == 0 or epoch in (first_epoch, args.epochs):
+                tqdm.write(epoch_line(epoch, loss, last) + log_note, file=sys.stdout)
+        if args.checkpoint is not None:
+            assert embedding is not None and sparse_opt is not None
+            # Collective with several processes; the unwrapped model's state_dict has no
+            # "module." prefix, so either example resumes the other's checkpoints.
+            save_checkpoint(args.checkpoint, embedding, sparse_opt, model, dense_opt, epoch, best)
+    epochs.close()
+    if not last:  # nothing left to train (resumed at the end): still report the model
+        last = evaluate_model()
+    progress.last = last
 
 
 # ---------------------------------------------------------------------------- main
@@ -655,52 +749,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     dense_opt = torch.optim.Adam(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     sparse_opt = SparseAdam([embedding], lr=args.emb_lr) if embedding is not None else None
 
-    first_epoch, best = 1, Best()
-    if args.resume:
-        assert embedding is not None and sparse_opt is not None  # finish_arguments checked
-        done, best = load_checkpoint(args.checkpoint, embedding, sparse_opt, model, dense_opt)
-        first_epoch = done + 1
-        print(resumed_line(args.checkpoint, done, best), flush=True)
+    progress = resume_from_checkpoint(args, embedding, sparse_opt, model, dense_opt)
     print(describe(args, data, embedding) + f"; device {device}", flush=True)
 
     loader = train_loader(data, args)
-    last: dict[str, float] = {}
-    epoch_seconds: list[float] = []
-    epochs = tqdm(
-        range(first_epoch, args.epochs + 1),
-        desc="epochs",
-        disable=args.no_progress,
-        initial=first_epoch - 1,
-        total=args.epochs,
-        file=sys.stderr,
+    evaluate_model = partial(evaluate, model, data)
+    train_epochs(
+        args, model, loader, data, dense_opt, sparse_opt, embedding, progress, evaluate_model
     )
-    for epoch in epochs:
-        seed_epoch(args.seed, epoch)
-        loader.set_epoch(epoch)
-        epoch_started = time.perf_counter()
-        loss = train_epoch(model, loader, data, dense_opt, sparse_opt)
-        epoch_seconds.append(time.perf_counter() - epoch_started)
-        last = evaluate(model, data)
-        best.update(epoch, last)
-        epochs.set_postfix(loss=f"{loss:.3f}", val=f"{last['val']:.3f}")
-        if epoch % args.log_every == 0 or epoch in (first_epoch, args.epochs):
-            tqdm.write(epoch_line(epoch, loss, last), file=sys.stdout)
-        if args.checkpoint is not None:
-            assert embedding is not None and sparse_opt is not None
-            save_checkpoint(args.checkpoint, embedding, sparse_opt, model, dense_opt, epoch, best)
-    epochs.close()
-
-    if not last:  # nothing left to train (resumed at the end): still report the model
-        last = evaluate(model, data)
     line = result_line(
         args,
-        data.num_classes,
-        best,
-        last,
-        time.perf_counter() - started,
-        epoch_seconds,
-        start_epoch=first_epoch,
-        device=args.device,
+        data,
+        progress,
+        started,
         **({} if args.graph is None else {"multi_label": data.multi_label, **test_f1(model, data)}),
     )
     print(line, flush=True)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
+from . import workload
 from .timing import median, time_steps
 
 # Bytes an update must move per unique row and per column, float32 everywhere:
@@ -60,3 +63,22 @@ def fmt_bw(bandwidth: dict) -> str:
         f"2 x {bandwidth['tensor_mib']} MiB, {bandwidth['device']}, "
         f"{bandwidth['threads']} threads"
     )
+
+
+def print_rank_bound(args, batches: Sequence[torch.Tensor]) -> tuple[float, dict, float]:
+    """Unique rows of the global ``batches``, the copy bandwidth and the update's bound of a
+    run on ``args.world_size`` ranks, printed; returns ``(unique_rows, bandwidth, bound_ms)``."""
+    n, b, ws = args.num_embeddings, args.batch, args.world_size
+    unique = workload.mean_unique(batches)
+    print(
+        f"unique rows per (total) batch: expected {workload.expected_unique(n, b):,.0f}, "
+        f"measured {unique:,.0f}; each of {ws} ranks looks up {b // ws:,} ids"
+    )
+    bandwidth = copy_bandwidth(args.bw_mib)
+    bound = bound_ms(args.optimizer, args.dim, unique, bandwidth)
+    print(f"copy bandwidth: {fmt_bw(bandwidth)}")
+    print(
+        f"bound: {UPDATE_BYTES_PER_COLUMN[args.optimizer]}*D bytes x {unique:,.0f} unique rows "
+        f"-> {bound:.2f} ms per step"
+    )
+    return unique, bandwidth, bound

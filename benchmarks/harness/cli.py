@@ -147,3 +147,48 @@ def set_threads(threads: int | None) -> int:
             raise SystemExit(f"--threads must be positive, got {threads}")
         torch.set_num_threads(threads)
     return torch.get_num_threads()
+
+
+def add_rank_options(parser: argparse.ArgumentParser, ranks_of: str) -> None:
+    """``--world-size``, ``--threads-per-rank`` and ``--optimizer``: the options of a
+    benchmark whose contenders run on gloo ranks (``ranks_of`` names them in the help);
+    :func:`finish_rank_args` checks them."""
+    parser.add_argument(
+        "--world-size", type=int, default=2, help=f"ranks of {ranks_of} (default 2)"
+    )
+    parser.add_argument(
+        "--threads-per-rank", type=int, default=1, help="threads of each rank (default 1)"
+    )
+    parser.add_argument(
+        "--optimizer",
+        choices=("adam", "adagrad"),
+        default="adam",
+        help="SparseAdam (default) or SparseAdagrad, for every contender",
+    )
+
+
+def finish_rank_args(
+    parser: argparse.ArgumentParser, argv: list[str] | None, sizes: dict | None = None
+) -> argparse.Namespace:
+    """Parse ``argv`` with :func:`finish_args`; a parser error unless ``--world-size >= 2``."""
+    args = finish_args(parser.parse_args(argv), sizes)
+    if args.world_size < 2:
+        parser.error(f"--world-size must be >= 2, got {args.world_size}")
+    return args
+
+
+def rank_config(args: argparse.Namespace, **entries) -> dict:
+    """The summary's ``config`` of a benchmark with :func:`add_rank_options`: its sizes,
+    ranks, threads, optimizer and timing, and the benchmark's own ``entries``."""
+    return {
+        "num_embeddings": args.num_embeddings,
+        "dim": args.dim,
+        "batch_total": args.batch,
+        "world_size": args.world_size,
+        "threads_per_rank": args.threads_per_rank,
+        "optimizer": args.optimizer,
+        "steps": args.steps,
+        "loss": args.loss,
+        "quick": args.quick,
+        **entries,
+    }

@@ -87,6 +87,22 @@ def _phased(
     return step, profile
 
 
+def _contender(
+    name: str,
+    family: str,
+    optimizer: str,
+    lookup: Callable[[torch.Tensor], torch.Tensor],
+    loss: Loss,
+    update: Callable[[], object],
+    batches: Sequence[torch.Tensor],
+    objects: list,
+    sync: Sync = None,
+) -> Contender:
+    """A :class:`Contender` from its phases (see :func:`_phased`) and what keeps it alive."""
+    step, profile = _phased(lookup, loss, update, batches, sync)
+    return Contender(name, family, optimizer, batches[0].numel(), step, profile, objects)
+
+
 def _uniform_init(table: torch.Tensor) -> torch.Tensor:
     table.uniform_(-0.1, 0.1)
     return table
@@ -123,8 +139,7 @@ def graphemb_contender(
         partition=partition,
     )
     opt = SparseAdam([emb], lr=lr) if optimizer == "adam" else SparseAdagrad([emb], lr=lr)
-    step, profile = _phased(emb, loss, opt.step, batches, sync)
-    return Contender(name, "graphemb", optimizer, batches[0].numel(), step, profile, [emb, opt])
+    return _contender(name, "graphemb", optimizer, emb, loss, opt.step, batches, [emb, opt], sync)
 
 
 def torch_contender(
@@ -157,8 +172,7 @@ def torch_contender(
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    step, profile = _phased(emb, loss, update, batches, sync)
-    return Contender(name, "torch", optimizer, batches[0].numel(), step, profile, [emb, opt])
+    return _contender(name, "torch", optimizer, emb, loss, update, batches, [emb, opt], sync)
 
 
 def dgl_contender(
@@ -192,8 +206,7 @@ def dgl_contender(
         opt.zero_grad()  # DGL: marks the trace to be dropped once this step has used it
         opt.step()
 
-    step, profile = _phased(emb, loss, update, batches)
-    return Contender(name, "dgl", optimizer, batches[0].numel(), step, profile, [emb, opt])
+    return _contender(name, "dgl", optimizer, emb, loss, update, batches, [emb, opt])
 
 
 def dgl_available() -> tuple[bool, str]:

@@ -265,3 +265,11 @@ def operator_table(step: Any, name: str, start: int, count: int, rows: int = 18)
         }
         for e in top
     ]
+
+
+def print_rank_phases(profiles: dict[str, list[dict]], results: dict[str, dict]) -> None:
+    """:func:`print_phases` of every rank of every contender in ``profiles`` (name -> one
+    profile per rank), against the contender's median step in ``results``."""
+    for name, per_rank in profiles.items():
+        for rank, rank_phases in enumerate(per_rank):
+            print_phases(f"Phases of {name}, rank {rank}", rank_phases, results[name]["median_ms"])

@@ -101,6 +101,19 @@ def make_loss(
     raise ValueError(f"unknown loss {kind!r}; choose one of {sorted(LOSSES)}")
 
 
+def rank_spec(args, **entries) -> dict:
+    """The ``spec`` that :func:`rank_workload` reads back on every rank: the workload's
+    options from ``args`` (sizes, seed, loss), and a benchmark's own ``entries``."""
+    return {
+        "num_embeddings": args.num_embeddings,
+        "dim": args.dim,
+        "batch": args.batch,
+        "seed": args.seed,
+        "loss": args.loss,
+        **entries,
+    }
+
+
 def rank_workload(
     spec: dict, rank: int, world_size: int
 ) -> tuple[list[torch.Tensor], Callable[[torch.Tensor], torch.Tensor]]:
