@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 
 from . import embed, score
-from .help import HelpFormatter
+from .arguments import HelpFormatter
 
 __all__ = ["PROG", "build_parser", "main"]
 

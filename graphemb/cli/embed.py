@@ -14,7 +14,7 @@ import sys
 import time
 from typing import Any
 
-from .help import HelpFormatter
+from .arguments import HelpFormatter, positive_float, positive_int
 
 __all__ = ["add_parsers", "run_embed"]
 
@@ -71,25 +71,29 @@ def _add_arguments(parser: argparse.ArgumentParser, *, node2vec: bool) -> None:
         "--directed", action="store_true", help="edges are directed (walks follow them)"
     )
     walks = parser.add_argument_group("walks")
-    walks.add_argument("--num-walks", type=_positive, default=10, help="walks per node")
-    walks.add_argument("--walk-length", type=_positive, default=80, help="nodes per walk")
+    walks.add_argument("--num-walks", type=positive_int, default=10, help="walks per node")
+    walks.add_argument("--walk-length", type=positive_int, default=80, help="nodes per walk")
     if node2vec:
-        walks.add_argument("--p", type=_positive_float, default=1.0, help="return parameter")
-        walks.add_argument("--q", type=_positive_float, default=1.0, help="in-out parameter")
+        walks.add_argument("--p", type=positive_float, default=1.0, help="return parameter")
+        walks.add_argument("--q", type=positive_float, default=1.0, help="in-out parameter")
     model = parser.add_argument_group("skip-gram")
-    model.add_argument("--dimensions", type=_positive, default=128, help="embedding size")
-    model.add_argument("--window-size", type=_positive, default=10, help="largest context distance")
+    model.add_argument("--dimensions", type=positive_int, default=128, help="embedding size")
     model.add_argument(
-        "--negatives", type=_positive, default=5, help="negative samples per (node, context)"
+        "--window-size", type=positive_int, default=10, help="largest context distance"
     )
-    model.add_argument("--epochs", type=_positive, default=1, help="passes, each over fresh walks")
+    model.add_argument(
+        "--negatives", type=positive_int, default=5, help="negative samples per (node, context)"
+    )
+    model.add_argument(
+        "--epochs", type=positive_int, default=1, help="passes, each over fresh walks"
+    )
     model.add_argument(
         "--sample",
         type=float,
         default=1e-3,
         help="subsampling threshold of frequent nodes (0: off), as word2vec's -sample",
     )
-    model.add_argument("--lr", type=_positive_float, default=0.025, help="initial learning rate")
+    model.add_argument("--lr", type=positive_float, default=0.025, help="initial learning rate")
     model.add_argument(
         "--sharing",
         choices=("walk", "pair", "position"),
@@ -101,7 +105,7 @@ def _add_arguments(parser: argparse.ArgumentParser, *, node2vec: bool) -> None:
     run = parser.add_argument_group("run")
     run.add_argument(
         "--workers",
-        type=_positive,
+        type=positive_int,
         default=1,
         help="processes training in parallel on tables in shared memory",
     )
@@ -149,23 +153,3 @@ def run_embed(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return value

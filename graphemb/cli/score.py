@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .help import HelpFormatter
+from .arguments import HelpFormatter, fractions, positive_int
 
 __all__ = ["add_parsers", "run_score"]
 
@@ -53,14 +53,14 @@ def add_parsers(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--ratios",
-        type=_ratios,
+        type=fractions,
         default=DEEPWALK_RATIOS,
         metavar="R[,R...]",
         help="fractions of labelled nodes to train on, each in (0, 1) (default: 0.1,0.2,...,0.9)",
     )
     parser.add_argument(
         "--repeats",
-        type=_positive_int,
+        type=positive_int,
         default=10,
         help="random splits per fraction (default: %(default)s)",
     )
@@ -120,26 +120,3 @@ def run_score(args: argparse.Namespace) -> int:
         )
     print(format_f1_table(scores))
     return 0
-
-
-def _ratios(text: str) -> tuple[float, ...]:
-    try:
-        values = tuple(float(v) for v in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated numbers, got {text!r}"
-        ) from None
-    bad = [v for v in values if not 0 < v < 1]
-    if bad:
-        raise argparse.ArgumentTypeError(f"fractions must lie in (0, 1), got {bad[0]}")
-    return values
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value

@@ -129,7 +129,7 @@ def test_bad_flags_and_no_command(capsys):
     assert "fractions must lie in (0, 1), got 1.5" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["score", "--embeddings", "a.emb", "--labels", "l.txt", "--repeats", "0"])
-    assert "--repeats: must be at least 1, got 0" in capsys.readouterr().err
+    assert "--repeats: expected a positive integer, got '0'" in capsys.readouterr().err
     assert main([]) == 2
     assert "score" in capsys.readouterr().err
 
