@@ -31,29 +31,22 @@ _MAX_NODES = 2**31
 
 
 @dataclass(frozen=True, eq=False, repr=False)
-class SyntheticGraph(NodeSplits):
-    """A generated graph whose node labels are its planted communities.
-
-    Field names match :class:`~graphemb.datasets.PlanetoidDataset`, so code written for
-    one runs on the other.
+class _PlantedGraph:
+    """The fields of a generated graph whose labels are its planted communities.
 
     Attributes
     ----------
     name : str
-        ``"sbm"``.
+        The generator's name.
     num_nodes : int
         Number of nodes ``N``.
     num_classes : int
-        Number of communities ``C``; ``labels`` take values in ``[0, C)``.
+        Number of communities ``C``.
     labels : torch.Tensor
-        ``int64 [N]`` community of every node.
+        The communities of every node (shape and dtype: see the subclass).
     src, dst : torch.Tensor
         ``int64 [E]`` directed edge list: every undirected edge in both directions,
         no self loops, no duplicates, sorted by ``(src, dst)``.
-    train_idx, val_idx, test_idx : torch.Tensor
-        ``int64`` sorted, disjoint node ids; together they cover every node.
-    features : None
-        Synthetic graphs carry no node features (learn embeddings instead).
     """
 
     name: str
@@ -62,16 +55,49 @@ class SyntheticGraph(NodeSplits):
     labels: torch.Tensor
     src: torch.Tensor
     dst: torch.Tensor
+
+    @property
+    def num_edges(self) -> int:
+        """Number of directed edges ``E`` (twice the number of undirected edges)."""
+        return int(self.src.numel())
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(name={self.name!r}, num_nodes={self.num_nodes}, "
+            f"num_edges={self.num_edges}, num_classes={self.num_classes}{self._repr_extra()})"
+        )
+
+    def _repr_extra(self) -> str:
+        return ""
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class SyntheticGraph(_PlantedGraph, NodeSplits):
+    """A generated graph whose node labels are its planted communities, with a node split.
+
+    Field names match :class:`~graphemb.datasets.PlanetoidDataset`, so code written for
+    one runs on the other. ``name``, ``num_nodes``, ``num_classes``, ``src``, ``dst`` as in
+    every generated graph; ``name`` is ``"sbm"``.
+
+    Attributes
+    ----------
+    labels : torch.Tensor
+        ``int64 [N]`` community of every node, in ``[0, C)``.
+    train_idx, val_idx, test_idx : torch.Tensor
+        ``int64`` sorted, disjoint node ids; together they cover every node.
+    features : None
+        Synthetic graphs carry no node features (learn embeddings instead).
+    """
+
     train_idx: torch.Tensor
     val_idx: torch.Tensor
     test_idx: torch.Tensor
     features: None = None
 
-    def __repr__(self) -> str:
+    def _repr_extra(self) -> str:
         return (
-            f"SyntheticGraph(name={self.name!r}, num_nodes={self.num_nodes}, "
-            f"num_edges={self.num_edges}, num_classes={self.num_classes}, train/val/test="
-            f"{self.train_idx.numel()}/{self.val_idx.numel()}/{self.test_idx.numel()})"
+            f", train/val/test={self.train_idx.numel()}/{self.val_idx.numel()}/"
+            f"{self.test_idx.numel()}"
         )
 
 
@@ -188,6 +214,24 @@ def _check_arguments(
     val_fraction: float,
 ) -> tuple[int, int]:
     """The sizes as Python ints; ValueError naming the first bad argument."""
+    num_nodes, num_communities = _checked_graph_arguments(
+        num_nodes, num_communities, avg_degree, intra_fraction
+    )
+    if not 0.0 <= train_fraction <= 1.0:
+        raise ValueError(f"train_fraction must be in [0, 1], got {train_fraction!r}")
+    if not 0.0 <= val_fraction <= 1.0 - train_fraction + 1e-9:  # slack for float sums
+        raise ValueError(
+            f"val_fraction must be in [0, 1 - train_fraction = {1.0 - train_fraction}], "
+            f"got {val_fraction!r}"
+        )
+    return num_nodes, num_communities
+
+
+def _checked_graph_arguments(
+    num_nodes: int, num_communities: int, avg_degree: float, intra_fraction: float
+) -> tuple[int, int]:
+    """What both generators take: the sizes as Python ints; ValueError naming the first bad
+    argument."""
     num_nodes = as_size("num_nodes", num_nodes, minimum=1)
     if num_nodes > _MAX_NODES:
         # Edges are deduplicated through the int64 key (src << 32) | dst.
@@ -202,13 +246,6 @@ def _check_arguments(
         raise ValueError(f"avg_degree must be >= 0, got {avg_degree!r}")
     if not 0.0 <= intra_fraction <= 1.0:
         raise ValueError(f"intra_fraction must be in [0, 1], got {intra_fraction!r}")
-    if not 0.0 <= train_fraction <= 1.0:
-        raise ValueError(f"train_fraction must be in [0, 1], got {train_fraction!r}")
-    if not 0.0 <= val_fraction <= 1.0 - train_fraction + 1e-9:  # slack for float sums
-        raise ValueError(
-            f"val_fraction must be in [0, 1 - train_fraction = {1.0 - train_fraction}], "
-            f"got {val_fraction!r}"
-        )
     return num_nodes, num_communities
 
 
@@ -223,42 +260,18 @@ def _random_split(
 
 
 @dataclass(frozen=True, eq=False, repr=False)
-class MultiLabelGraph:
+class MultiLabelGraph(_PlantedGraph):
     """A generated graph whose nodes carry several labels (their communities).
+
+    ``name`` (``"overlapping"``), ``num_nodes``, ``num_classes``, ``src``, ``dst`` as in
+    every generated graph.
 
     Attributes
     ----------
-    name : str
-        ``"overlapping"``.
-    num_nodes : int
-        Number of nodes ``N``.
-    num_classes : int
-        Number of labels ``C``.
     labels : torch.Tensor
         ``bool [N, C]``: ``labels[i, c]`` when node ``i`` is a member of community ``c``.
         Every node has at least one label.
-    src, dst : torch.Tensor
-        ``int64 [E]`` directed edge list: every undirected edge in both directions,
-        no self loops, no duplicates, sorted by ``(src, dst)``.
     """
-
-    name: str
-    num_nodes: int
-    num_classes: int
-    labels: torch.Tensor
-    src: torch.Tensor
-    dst: torch.Tensor
-
-    @property
-    def num_edges(self) -> int:
-        """Number of directed edges ``E`` (twice the number of undirected edges)."""
-        return int(self.src.numel())
-
-    def __repr__(self) -> str:
-        return (
-            f"MultiLabelGraph(name={self.name!r}, num_nodes={self.num_nodes}, "
-            f"num_edges={self.num_edges}, num_classes={self.num_classes})"
-        )
 
 
 def overlapping_communities(
@@ -325,19 +338,9 @@ def overlapping_communities(
     >>> bool(counts[0] > 5 * counts[-1])                    # common and rare labels
     True
     """
-    num_nodes = as_size("num_nodes", num_nodes, minimum=1)
-    if num_nodes > _MAX_NODES:
-        raise ValueError(f"num_nodes must be at most 2**31, got {num_nodes!r}")
-    num_communities = as_size("num_communities", num_communities, minimum=1)
-    if num_communities > num_nodes:
-        raise ValueError(
-            f"num_communities must be an integer in [1, num_nodes={num_nodes}], "
-            f"got {num_communities!r}"
-        )
-    if not avg_degree >= 0:
-        raise ValueError(f"avg_degree must be >= 0, got {avg_degree!r}")
-    if not 0.0 <= intra_fraction <= 1.0:
-        raise ValueError(f"intra_fraction must be in [0, 1], got {intra_fraction!r}")
+    num_nodes, num_communities = _checked_graph_arguments(
+        num_nodes, num_communities, avg_degree, intra_fraction
+    )
     if not degree_exponent > 1.0:
         raise ValueError(f"degree_exponent must be > 1, got {degree_exponent!r}")
     if not size_exponent >= 0.0:
