@@ -5,6 +5,13 @@
 # Dependencies live in pyproject.toml's extras; requirements/*-stack.txt only pin versions.
 
 PYTHON ?= python3
+# The Planetoid files (Cora, CiteSeer): a copy beside the checkout when there is one (machines
+# without network); otherwise the loader's cache or the canonical download.
+ifeq ($(GRAPHEMB_PLANETOID_DIR),)
+ifneq ($(wildcard ../shared/datasets/planetoid/ind.cora.graph),)
+export GRAPHEMB_PLANETOID_DIR := $(abspath ../shared/datasets/planetoid)
+endif
+endif
 VENV   := .venv
 PIP    := pip install --quiet --disable-pip-version-check
 PYTEST_ARGS ?=
