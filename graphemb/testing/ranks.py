@@ -116,15 +116,24 @@ class RankJob:
         if self._done:
             raise RuntimeError("the result of this job was already collected")
         deadline = self._deadline
-        for rank in range(self.world_size):
-            while self._outcomes[rank] is None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    self._outcomes[rank] = ("error", f"did not finish within {self.timeout:g}s")
-                    break
-                self._outcomes[rank] = self._pool._poll(rank, min(left, _POLL_S))
-            if self._outcomes[rank][0] == "error":  # type: ignore[index]
+        pending = [r for r in range(self.world_size) if self._outcomes[r] is None]
+        while pending:
+            # Round-robin, so that a rank that died is seen while others still run.
+            wait = _POLL_S / len(pending)
+            for rank in pending:
+                self._outcomes[rank] = self._pool._poll(rank, wait)
+            pending = [r for r in pending if self._outcomes[r] is None]
+            if self._errors():  # the others may wait on the failed rank: little time left
                 deadline = min(deadline, time.monotonic() + _AFTER_FAILURE_S)
+            if pending and time.monotonic() > deadline:
+                late = (
+                    f"still running {_AFTER_FAILURE_S:g}s after another rank failed"
+                    if self._errors()
+                    else f"did not finish within {self.timeout:g}s"
+                )
+                for rank in pending:
+                    self._outcomes[rank] = ("error", late)
+                pending = []
         errors = self._errors()
         if errors:
             self._fail("\n".join(errors))
