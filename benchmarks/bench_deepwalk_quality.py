@@ -9,7 +9,9 @@ overlapping communities, power-law degrees and rare labels, see
   (``--num-walks`` per node, ``--walk-length`` nodes); time = walks + string conversion +
   training.
 * **graphemb** :func:`graphemb.skipgram.train_node_embeddings` with the same walk
-  counts, window, negatives, sample and learning rate, ``--workers`` processes,
+  counts, window, negatives and sample, its own default learning rate and duplicates
+  rule (0.035 and "cap:2", tuned for its batched steps; gensim keeps word2vec's
+  0.025), ``--workers`` processes,
   per ``--trainers`` entry: ``walk`` (the default negatives), ``pair`` (word2vec's
   per-pair negatives; slow), ``position`` (negatives per position shared by its pairs);
   and ``previous``: the previous example's defaults (SparseAdam lr 0.01 on the mean

@@ -93,7 +93,12 @@ def _add_arguments(parser: argparse.ArgumentParser, *, node2vec: bool) -> None:
         default=1e-3,
         help="subsampling threshold of frequent nodes (0: off), as word2vec's -sample",
     )
-    model.add_argument("--lr", type=positive_float, default=0.025, help="initial learning rate")
+    model.add_argument(
+        "--lr",
+        type=positive_float,
+        default=0.035,
+        help="initial learning rate (word2vec's 0.025 is too low for batched steps)",
+    )
     model.add_argument(
         "--sharing",
         choices=("walk", "pair", "position"),

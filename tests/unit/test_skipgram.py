@@ -590,6 +590,48 @@ def test_mean_of_duplicates_moves_a_repeated_batch_like_one_copy():
     )
 
 
+@pytest.mark.parametrize(("copies", "cap"), [(4, 2), (2, 2), (3, 8)])
+def test_capped_duplicates_move_a_repeated_batch_by_at_most_cap_copies(copies, cap):
+    walks = torch.tensor([[0, 1, 2, 3, 4]])  # no id repeats within a table's lookups
+    radii = torch.tensor([[2, 1, 2, 2, 1]])
+    negatives = torch.arange(5, 12).unsqueeze(0)
+    center, context = initial_tables()
+    reference_center = center.clone().requires_grad_()
+    reference_context = context.clone().requires_grad_()
+    word2vec_reference(
+        reference_center, reference_context, walks, radii, negatives, "walk", K
+    ).backward()
+    model = SkipGram(
+        NUM,
+        DIM,
+        window=WINDOW,
+        name=f"w2v-cap-{copies}-{cap}",
+        dtype=torch.float64,
+        sharing="walk",
+        num_negatives=K,
+    )
+    model.center.all_set_embedding(center)
+    model.context.all_set_embedding(context)
+    model.sgd_step(
+        walks.repeat(copies, 1),
+        negatives.repeat(copies, 1),
+        lr=0.1,
+        radii=radii.repeat(copies, 1),
+        duplicates=f"cap:{cap}",
+    )
+    # Every row occurs `copies` times: it moves by the sum of min(copies, cap) copies.
+    moved = 0.1 * min(copies, cap)
+    torch.testing.assert_close(
+        model.center.all_get_embedding(), center - moved * reference_center.grad, rtol=0, atol=1e-12
+    )
+    torch.testing.assert_close(
+        model.context.all_get_embedding(),
+        context - moved * reference_context.grad,
+        rtol=0,
+        atol=1e-12,
+    )
+
+
 def test_bfloat16_products_give_nearly_the_float32_step():
     walks, radii, negatives = word2vec_batch("walk")
     center, context = initial_tables()
