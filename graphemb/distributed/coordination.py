@@ -142,15 +142,17 @@ class Coordinator:
         :meth:`agree` (does not wait): lets long work stop as soon as a peer failed."""
         return self._exists(f"{key}/failed")
 
-    def wait(self, keys: list[str], operation: str) -> None:
-        """Block until every key exists; on timeout name the rank and the missing keys."""
+    def wait(self, keys: list[str], operation: str, timeout: timedelta | None = None) -> None:
+        """Block until every key exists, at most ``timeout`` (default: the job's); on
+        timeout name the rank and the missing keys."""
+        timeout = self.timeout if timeout is None else timeout
         try:
-            self._store.wait(keys, self.timeout)
+            self._store.wait(keys, timeout)
         except Exception as err:  # the store raises RuntimeError / DistStoreError subclasses
             missing = [k for k in keys if not self._exists(k)]
             raise CoordinationError(
                 f"rank {self.rank} of {self.world_size}: gave up after "
-                f"{self.timeout.total_seconds():g}s waiting for {operation} "
+                f"{timeout.total_seconds():g}s waiting for {operation} "
                 f"(store keys still missing: {missing or keys}): {err}"
             ) from err
 

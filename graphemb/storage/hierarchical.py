@@ -26,6 +26,7 @@ enough: another machine reads its rows only through a peer that has passed that 
 
 from __future__ import annotations
 
+import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -341,17 +342,21 @@ class HierarchicalStorage(RowStorage):
         """After a failed collective: which ranks did not report in within the timeout.
 
         Every survivor reports through the store and waits for the others' reports, so each
-        of them names the same dead ranks.
+        of them names the same dead ranks. A survivor blocked in another collective notices
+        the failure up to one timeout later than this rank, so the reports are awaited for
+        two timeouts in all (one deadline for every rank, not one per rank).
         """
         try:
             # Job-wide keys: survivors may have failed in collectives of different tables.
             self._coordinator.publish(f"alive/{self.rank}", {})
+            deadline = time.monotonic() + 2 * self._coordinator.timeout.total_seconds()
             missing = []
             for r in range(self.world_size):
                 if r == self.rank:
                     continue
+                left = timedelta(seconds=max(deadline - time.monotonic(), 0.01))
                 try:
-                    self._coordinator.wait([f"alive/{r}"], f"rank {r} to report in")
+                    self._coordinator.wait([f"alive/{r}"], f"rank {r} to report in", left)
                 except CoordinationError:
                     missing.append(r)
         except Exception:  # the store itself is gone: nothing more to learn
