@@ -77,6 +77,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--trace", default=None, help="write Chrome traces of the profiles here")
     parser.add_argument("--json", default=None, help="also write the summary JSON here")
     args = parser.parse_args(argv)
+    if args.profile_steps is not None and args.profile_steps < 1:
+        parser.error(f"--profile-steps must be at least 1, got {args.profile_steps}")
     quick = args.quick
     defaults = {
         "num_nodes": (20_000, 1_000_000),
