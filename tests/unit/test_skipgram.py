@@ -550,7 +550,13 @@ def test_sgd_step_is_word2vecs_update_against_a_float64_reference(sharing):
     )
 
 
-def test_mean_of_duplicates_moves_a_repeated_batch_like_one_copy():
+# A batch repeated `copies` times: every row occurs `copies` times per lookup. "mean" moves it
+# like one copy; "cap:C" by the sum of min(copies, C) copies (of the float64 reference).
+@pytest.mark.parametrize(
+    ("duplicates", "copies", "copies_moved"),
+    [("mean", 3, 1), ("cap:2", 4, 2), ("cap:2", 2, 2), ("cap:8", 3, 3)],
+)
+def test_repeated_rows_move_by_the_duplicates_rule(duplicates, copies, copies_moved):
     walks = torch.tensor([[0, 1, 2, 3, 4]])  # no id repeats within a table's lookups
     radii = torch.tensor([[2, 1, 2, 2, 1]])
     negatives = torch.arange(5, 12).unsqueeze(0)
@@ -564,48 +570,7 @@ def test_mean_of_duplicates_moves_a_repeated_batch_like_one_copy():
         NUM,
         DIM,
         window=WINDOW,
-        name="w2v-mean",
-        dtype=torch.float64,
-        sharing="walk",
-        num_negatives=K,
-    )
-    model.center.all_set_embedding(center)
-    model.context.all_set_embedding(context)
-    # Three copies: every row occurs three times, its mean gradient is one copy's.
-    model.sgd_step(
-        walks.repeat(3, 1),
-        negatives.repeat(3, 1),
-        lr=0.1,
-        radii=radii.repeat(3, 1),
-        duplicates="mean",
-    )
-    torch.testing.assert_close(
-        model.center.all_get_embedding(), center - 0.1 * reference_center.grad, rtol=0, atol=1e-12
-    )
-    torch.testing.assert_close(
-        model.context.all_get_embedding(),
-        context - 0.1 * reference_context.grad,
-        rtol=0,
-        atol=1e-12,
-    )
-
-
-@pytest.mark.parametrize(("copies", "cap"), [(4, 2), (2, 2), (3, 8)])
-def test_capped_duplicates_move_a_repeated_batch_by_at_most_cap_copies(copies, cap):
-    walks = torch.tensor([[0, 1, 2, 3, 4]])  # no id repeats within a table's lookups
-    radii = torch.tensor([[2, 1, 2, 2, 1]])
-    negatives = torch.arange(5, 12).unsqueeze(0)
-    center, context = initial_tables()
-    reference_center = center.clone().requires_grad_()
-    reference_context = context.clone().requires_grad_()
-    word2vec_reference(
-        reference_center, reference_context, walks, radii, negatives, "walk", K
-    ).backward()
-    model = SkipGram(
-        NUM,
-        DIM,
-        window=WINDOW,
-        name=f"w2v-cap-{copies}-{cap}",
+        name=f"w2v-{duplicates}-{copies}",
         dtype=torch.float64,
         sharing="walk",
         num_negatives=K,
@@ -617,10 +582,9 @@ def test_capped_duplicates_move_a_repeated_batch_by_at_most_cap_copies(copies, c
         negatives.repeat(copies, 1),
         lr=0.1,
         radii=radii.repeat(copies, 1),
-        duplicates=f"cap:{cap}",
+        duplicates=duplicates,
     )
-    # Every row occurs `copies` times: it moves by the sum of min(copies, cap) copies.
-    moved = 0.1 * min(copies, cap)
+    moved = 0.1 * copies_moved
     torch.testing.assert_close(
         model.center.all_get_embedding(), center - moved * reference_center.grad, rtol=0, atol=1e-12
     )
