@@ -59,6 +59,7 @@ TADW, which needs text features such as Cora's). The synthetic graph (``--datase
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import sys
@@ -82,15 +83,23 @@ from graphemb.graph import Graph
 from graphemb.optim import SparseAdagrad, SparseAdam, SparseSGD
 from graphemb.sampling.walks import RandomWalker
 from graphemb.skipgram import (
+    SHARING,
     NegativeSampler,
     SkipGram,
     dynamic_radii,
     keep_probabilities,
     subsample_walks,
+    train_node_embeddings,
 )
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _launch as launch  # noqa: E402  (examples/_launch.py: options and launcher of ranks)
+
+# word2vec's schedule (--optimizer sgd) takes the library trainer's defaults.
+TRAINER = {
+    name: parameter.default
+    for name, parameter in inspect.signature(train_node_embeddings).parameters.items()
+}
 
 # --quick: a short run for CI, seconds on one CPU core; still far above chance.
 QUICK = {
@@ -150,10 +159,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     model.add_argument(
         "--sharing",
-        choices=["walk", "pair", "position"],
+        choices=SHARING,
         default=None,
-        help="negatives: 'walk' = drawn once per walk, weighted to word2vec's expected loss "
-        "(fast, the default with sgd); 'pair' = word2vec's K per pair; 'position' = K per "
+        help="negatives: 'batch' = blocks drawn per step, each center scored against another "
+        "walk's block, weighted to word2vec's expected loss (fast, the default with sgd); "
+        "'pair' = word2vec's K per pair; 'walk' = each walk's own block; 'position' = K per "
         "walk position shared by its pairs (the default with adam/adagrad; worse embeddings)",
     )
     model.add_argument(
@@ -187,7 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--lr",
         type=float,
         default=None,
-        help="learning rate (default 0.025 with sgd, 0.01 otherwise; 0.1 with --quick)",
+        help=f"learning rate (default {TRAINER['lr']} with sgd, 0.01 otherwise; 0.1 with --quick)",
     )
     train.add_argument("--seed", type=int, default=0, help="seeds tables, walks, negatives, splits")
     train.add_argument("--num-threads", type=int, default=1, help="torch threads per process")
@@ -238,8 +248,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "dim": 128,
         "walk_length": 40,
         "batch_walks": 32 if args.optimizer == "sgd" else 256,
-        "lr": 0.025 if args.optimizer == "sgd" else 0.01,
-        "sharing": "walk" if args.optimizer == "sgd" else "position",
+        "lr": TRAINER["lr"] if args.optimizer == "sgd" else 0.01,
+        "sharing": TRAINER["sharing"] if args.optimizer == "sgd" else "position",
         "sample": 1e-3 if args.optimizer == "sgd" else 0.0,
         "repeats": 5,
         "ratios": ",".join(str(r) for r in DEEPWALK_RATIOS),
@@ -320,12 +330,7 @@ def train_epoch(
         radii = None
         if word2vec:  # word2vec's dynamic window
             radii = dynamic_radii(walks.shape, args.window, device=device, generator=generator)
-        shape = {
-            "pair": (*walks.shape, 2 * args.window, args.negatives),
-            "walk": (walks.shape[0], args.negatives * (args.window + 1)),
-            "position": (*walks.shape, args.negatives),
-        }[args.sharing]
-        negatives = sampler(shape, generator=generator)
+        negatives = sampler(model.negatives_shape(walks.shape), generator=generator)
         if word2vec:
             # Linear decay over every walk of every epoch, to 1e-4 of the start.
             progress = ((epoch - 1) * num_nodes + done) / (args.epochs * num_nodes)
@@ -334,9 +339,12 @@ def train_epoch(
             rate = optimizer.param_groups[0]["lr"]
         if fused:
             # word2vec's step written into the tables (shared memory: every process at
-            # once, without locks, as word2vec's threads); see SkipGram.sgd_step for "cap:8".
+            # once, without locks, as word2vec's threads); see SkipGram.sgd_step for the
+            # rule of rows repeated within a step.
             loss = torch.tensor(
-                model.sgd_step(walks, negatives, lr=rate, radii=radii, duplicates="cap:8")
+                model.sgd_step(
+                    walks, negatives, lr=rate, radii=radii, duplicates=TRAINER["duplicates"]
+                )
             )
         elif word2vec:
             # Summed loss: word2vec's per-pair step; x world_size undoes the optimizer's

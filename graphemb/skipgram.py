@@ -27,13 +27,15 @@ band ``0 < |i - j| <= radius``). word2vec's semantics are the default: a dynamic
 (:func:`dynamic_radii`), ``K`` negatives of their own per (center, context) pair from
 ``degree ** 0.75`` (``sharing="pair"``), optional subsampling of frequent nodes
 (:func:`keep_probabilities`, :func:`subsample_walks`), plain SGD whose learning rate decays
-linearly over one pass. Two cheaper negative layouts are options: ``sharing="walk"``
-(``M`` negatives per walk scored against every center of the walk and weighted to the
-same expected loss, PyTorch-BigGraph's batch negatives with a walk as the batch: as good
-as per-pair negatives in ``benchmarks/bench_deepwalk_quality.py`` and several times
-faster) and ``sharing="position"`` (``K`` negatives per center shared by its ``2 * window``
-pairs: a center sees ``K`` distinct noise nodes where word2vec sees up to
-``2 * window * K``; measurably worse embeddings, kept for comparison).
+linearly over one pass. Cheaper negative layouts are options; the trainer's default is
+``sharing="batch"``: ``W`` blocks of ``M`` negatives per step of ``W`` walks, each center
+scored against a block drawn for another walk (:func:`diagonal_blocks`) and weighted to
+the same expected loss (PyTorch-BigGraph's batch negatives): word2vec's F1 in
+``benchmarks/bench_deepwalk_quality.py``, in a fraction of gensim's time. ``"walk"``
+shares a block along one walk (about 1 point lower F1 at 10 % labels), ``"position"``
+shares ``K`` negatives per center among its ``2 * window`` pairs (a center sees ``K``
+distinct noise nodes where word2vec sees up to ``2 * window * K``; measurably worse
+embeddings, kept for comparison).
 
 :meth:`SkipGram.sgd_step` applies word2vec's update to a batch without autograd or an
 optimizer (products optionally in bfloat16); :func:`train_node_embeddings` is the whole
@@ -85,7 +87,9 @@ __all__ = [
     "SHARING",
     "NegativeSampler",
     "SkipGram",
+    "check_duplicates",
     "context_pairs",
+    "diagonal_blocks",
     "dynamic_radii",
     "fast_matmul_dtype",
     "keep_probabilities",
@@ -93,8 +97,9 @@ __all__ = [
     "subsample_walks",
 ]
 
-#: How :meth:`SkipGram.forward` shares negatives: "pair" (word2vec), "walk", "position".
-SHARING = ("pair", "walk", "position")
+#: How :meth:`SkipGram.forward` shares negatives: "pair" (word2vec), "batch", "walk",
+#: "position".
+SHARING = ("pair", "batch", "walk", "position")
 
 
 def pair_offsets(window: int) -> torch.Tensor:
@@ -106,6 +111,33 @@ def pair_offsets(window: int) -> torch.Tensor:
     window = as_size("window", window, minimum=1)
     offsets = torch.arange(-window, window + 1)
     return offsets[offsets != 0]
+
+
+def diagonal_blocks(num_walks: int, length: int, device: torch.device | str | None = None):
+    """Which centers each block of negatives serves with ``sharing="batch"``.
+
+    The center at position ``t`` of walk ``w`` scores the negatives of block
+    ``(w + t) % num_walks``: a block serves one center of each of ``min(T, W)`` walks
+    (consecutive positions of one walk are near-duplicates of each other in the graph, so
+    a block shared along a walk pushes its noise rows with one coherent gradient).
+
+    Returns
+    -------
+    Tensor of int64, shape (W, T)
+        ``order[b, t]``: the flat index ``w * T + t`` of the center that block ``b``
+        serves at position ``t``, i.e. ``w = (b - t) % W``; a permutation of
+        ``0 .. W*T - 1``.
+
+    Examples
+    --------
+    >>> diagonal_blocks(3, 2)            # block 0 serves (w=0, t=0) and (w=2, t=1)
+    tensor([[0, 5],
+            [2, 1],
+            [4, 3]])
+    """
+    block = torch.arange(num_walks, device=device).unsqueeze(1)
+    position = torch.arange(length, device=device).unsqueeze(0)
+    return ((block - position) % max(num_walks, 1)) * length + position
 
 
 def dynamic_radii(
@@ -436,10 +468,16 @@ class SkipGram(torch.nn.Module):
               for the pair of center ``t`` and the context at offset
               ``PAIR_OFFSETS(window)[s]`` (``-window .. -1, 1 .. window``); slots of
               offsets outside the radius are ignored. word2vec's semantics.
-            * ``"walk"`` -- shape ``(W, M)``: ``M`` negatives shared by every center of
-              the walk, each weighted ``num_negatives * pairs(t) / M`` so that the
-              expected loss equals the per-pair one (PyTorch-BigGraph-style batch
-              negatives, one chunk per walk).
+            * ``"batch"`` -- shape ``(W, M)``: ``W`` blocks of ``M`` negatives; the
+              center at position ``t`` of walk ``w`` scores block ``(w + t) % W`` (see
+              :func:`diagonal_blocks`), each negative weighted
+              ``num_negatives * pairs(t) / M`` so that the expected loss equals the
+              per-pair one (PyTorch-BigGraph-style batch negatives; a block serves
+              centers of different walks).
+            * ``"walk"`` -- shape ``(W, M)``: as ``"batch"``, but block ``w`` serves
+              every center of walk ``w``: the centers of a walk are alike, and their
+              shared noise rows move in one coherent push (about 1 point of F1 below
+              ``"batch"`` and word2vec at 10 walks per node).
             * ``"position"`` -- shape ``(W, T, K)``: ``K`` negatives per center, shared
               by its context pairs and weighted by their number. Same loss in
               expectation but far noisier with a wide window: a center sees ``K``
@@ -474,11 +512,13 @@ class SkipGram(torch.nn.Module):
         num_walks, length = walks.shape
         expected = {
             "pair": (f"(W, T, 2 * window, K) = ({num_walks}, {length}, {2 * self.window}, K)"),
+            "batch": f"(W, M) = ({num_walks}, M)",
             "walk": f"(W, M) = ({num_walks}, M)",
             "position": f"(W, T, K) = ({num_walks}, {length}, K)",
         }[self.sharing]
         leading = {
             "pair": (num_walks, length, 2 * self.window),
+            "batch": (num_walks,),
             "walk": (num_walks,),
             "position": (num_walks, length),
         }[self.sharing]
@@ -511,9 +551,10 @@ class SkipGram(torch.nn.Module):
         if self.sharing == "pair":
             slot_valid = self._slot_mask(mask)  # (W, T, 2 * window)
             noise_ids = negatives[slot_valid]  # (P, K)
-        elif self.sharing == "walk":
-            walk_used = is_center.any(1)
-            noise_ids = negatives[walk_used]  # (W', M)
+        elif self.sharing in ("walk", "batch"):
+            order = self._block_order(num_walks, length, walks.device)
+            block_used = is_center.reshape(-1)[order].any(1)
+            noise_ids = negatives[block_used]  # (W', M)
         else:
             noise_ids = negatives[is_center]  # (C, K)
         if bool(in_pair.all()):
@@ -533,10 +574,10 @@ class SkipGram(torch.nn.Module):
             rows = centers[slot_center[:, 0], slot_center[:, 1]]  # (P, D)
             noise_scores = torch.bmm(noise, rows.unsqueeze(2)).squeeze(2)  # (P, K)
             negative = F.logsigmoid(-noise_scores).sum()
-        elif self.sharing == "walk":
-            used_centers = centers[walk_used]  # (W', T, D)
-            noise_scores = torch.bmm(used_centers, noise.transpose(1, 2))  # (W', T, M)
-            weight = pairs_of[walk_used].to(noise_scores.dtype)
+        elif self.sharing in ("walk", "batch"):
+            served = centers.reshape(num_walks * length, -1)[order][block_used]  # (W', T, D)
+            noise_scores = torch.bmm(served, noise.transpose(1, 2))  # (W', T, M)
+            weight = pairs_of.reshape(-1)[order][block_used].to(noise_scores.dtype)
             weight = weight * (self.num_negatives / max(negatives.shape[1], 1))
             negative = (F.logsigmoid(-noise_scores).sum(-1) * weight).sum()
         else:
@@ -547,6 +588,35 @@ class SkipGram(torch.nn.Module):
         if reduction == "sum":
             return loss
         return loss / max(int(pairs_of.sum()), 1)
+
+    def negatives_shape(
+        self, walks_shape: tuple[int, ...] | torch.Size, block_size: int | None = None
+    ) -> tuple[int, ...]:
+        """Shape of the ``negatives`` that :meth:`forward` and :meth:`sgd_step` take for
+        walks of ``walks_shape`` ``(W, T)``, under :attr:`sharing`.
+
+        ``block_size`` is ``M`` of ``"batch"`` and ``"walk"``; default
+        ``num_negatives * (window + 1)``, the noise nodes a center draws in word2vec on
+        average (its dynamic window averages ``(window + 1) / 2`` each side).
+
+        >>> SkipGram(10, 4, window=2, name="doc-shape", sharing="batch").negatives_shape((8, 6))
+        (8, 15)
+        """
+        num_walks, length = (as_size("walks_shape", s) for s in walks_shape)
+        if self.sharing == "pair":
+            return (num_walks, length, 2 * self.window, self.num_negatives)
+        if self.sharing == "position":
+            return (num_walks, length, self.num_negatives)
+        if block_size is None:
+            block_size = self.num_negatives * (self.window + 1)
+        return (num_walks, as_size("block_size", block_size, minimum=1))
+
+    def _block_order(self, num_walks: int, length: int, device: torch.device) -> torch.Tensor:
+        """``(W, T)`` flat indices of the centers each block of negatives serves:
+        :func:`diagonal_blocks` for ``"batch"``, walk ``b``'s own centers for ``"walk"``."""
+        if self.sharing == "batch":
+            return diagonal_blocks(num_walks, length, device)
+        return torch.arange(num_walks * length, device=device).view(num_walks, length)
 
     def _slot_mask(self, mask: torch.Tensor) -> torch.Tensor:
         """``mask`` (W, T, T) of pairs as ``(W, T, 2 * window)`` over the offsets of
@@ -569,7 +639,8 @@ class SkipGram(torch.nn.Module):
         radii: torch.Tensor | None = None,
         matmul_dtype: torch.dtype | None = None,
         duplicates: str = "sum",
-    ) -> float:
+        return_loss: bool = True,
+    ) -> float | None:
         """One SGD step on the summed loss of :meth:`forward`, written straight into the
         tables: word2vec's update, batched, without autograd or an optimizer.
 
@@ -582,7 +653,9 @@ class SkipGram(torch.nn.Module):
         Needs every row in this process (``storage_kind`` "local" or "shared"); for
         partitioned tables use :meth:`forward` and a :mod:`graphemb.optim` optimizer.
         ``sharing="position"`` is not supported here. Returns the summed loss of the
-        batch before the step (as ``forward(..., reduction="sum")``).
+        batch before the step (as ``forward(..., reduction="sum")``), or None with
+        ``return_loss=False`` (which skips its computation: a trainer that does not
+        print it saves about a tenth of the step).
 
         ``duplicates`` says how a row that occurs several times in the batch (as a
         center, or as a context or negative) moves: ``"sum"`` of its occurrences'
@@ -593,7 +666,7 @@ class SkipGram(torch.nn.Module):
         that bounces between two nodes) and the tables can diverge: mean row norm ~1000
         on Cora's graph with "sum" against gensim's ~4, Micro-F1 0.73 against 0.83.
         "mean" keeps Cora's norms but starves hubs on graphs with heavy-tailed degrees;
-        "cap:2" (the trainer's default, with its learning rate 0.035) keeps both at
+        "cap:1.5" (the trainer's default, with its learning rate 0.035) keeps both at
         gensim's F1 (benchmarks/bench_deepwalk_quality.py).
 
         ``matmul_dtype`` (e.g. ``torch.bfloat16``) runs the batched products in that
@@ -606,13 +679,12 @@ class SkipGram(torch.nn.Module):
                 f"sgd_step needs local or shared tables, got {self.center.storage_kind!r}"
             )
         if self.sharing == "position":
-            raise ValueError("sgd_step supports sharing='pair' and 'walk', not 'position'")
-        if duplicates not in ("sum", "mean", "sqrt") and not duplicates.startswith("cap:"):
-            raise ValueError(f"duplicates must be 'sum', 'mean' or 'sqrt', got {duplicates!r}")
+            raise ValueError("sgd_step supports sharing='pair', 'batch' and 'walk', not 'position'")
+        check_duplicates(duplicates)
         walks = _checked_walks(walks)
         num_walks, length = walks.shape
         if num_walks == 0 or length == 0:
-            return 0.0
+            return 0.0 if return_loss else None
         center_table, context_table = self.center.weight, self.context.weight
         real = walks != PAD
         position = torch.arange(length, device=walks.device)
@@ -633,19 +705,33 @@ class SkipGram(torch.nn.Module):
         scores = torch.bmm(centers, contexts.transpose(1, 2)).to(dtype)
         scores.neg_()
         pair_mask = mask.to(dtype)
-        loss = F.softplus(scores).mul_(pair_mask).sum()  # -log sigmoid(s) = softplus(-s)
+        loss = None
+        if return_loss:  # -log sigmoid(s) = softplus(-s)
+            loss = F.softplus(scores).mul_(pair_mask).sum()
         positive = torch.sigmoid(scores).mul_(pair_mask).mul_(lr).to(low)
         center_grad = torch.bmm(positive, contexts)  # ascent directions, scaled by lr
         context_grad = torch.bmm(positive.transpose(1, 2), centers)
-        if self.sharing == "walk":
+        if self.sharing in ("walk", "batch"):
             noise_ids = negatives.reshape(-1)
             noise = context_table.index_select(0, noise_ids).view(num_walks, -1, dim).to(low)
             weight = mask.sum(-1).to(dtype).mul_(-lr * self.num_negatives / noise.shape[1])
-            noise_scores = torch.bmm(centers, noise.transpose(1, 2)).to(dtype)  # (W, T, M)
-            loss -= (F.softplus(noise_scores).sum(-1) * weight).sum() / lr
+            diagonal = self.sharing == "batch" and num_walks > 1
+            if diagonal:  # block b serves the centers order[b]
+                order = diagonal_blocks(num_walks, length, walks.device).view(-1)
+                served = centers.view(-1, dim).index_select(0, order).view_as(centers)
+                weight = weight.view(-1).index_select(0, order).view_as(weight)
+            else:
+                served = centers
+            noise_scores = torch.bmm(served, noise.transpose(1, 2)).to(dtype)  # (W, T, M)
+            if loss is not None:
+                loss -= (F.softplus(noise_scores).sum(-1) * weight).sum() / lr
             negative = torch.sigmoid(noise_scores).mul_(weight.unsqueeze(-1)).to(low)
-            center_grad.baddbmm_(negative, noise)
-            noise_grad = torch.bmm(negative.transpose(1, 2), centers).view(-1, dim)
+            if diagonal:
+                pushed = torch.bmm(negative, noise).view(-1, dim).to(center_grad.dtype)
+                center_grad.view(-1, dim).index_add_(0, order, pushed)
+            else:
+                center_grad.baddbmm_(negative, noise)
+            noise_grad = torch.bmm(negative.transpose(1, 2), served).view(-1, dim)
         else:
             slot_valid = self._slot_mask(mask)
             noise_ids = negatives[slot_valid]  # (P, K)
@@ -657,7 +743,8 @@ class SkipGram(torch.nn.Module):
             noise = context_table.index_select(0, noise_ids.reshape(-1))
             noise = noise.view(*noise_ids.shape, dim).to(low)
             noise_scores = torch.bmm(noise, u.unsqueeze(2)).squeeze(2).to(dtype)  # (P, K)
-            loss += F.softplus(noise_scores).sum()
+            if loss is not None:
+                loss += F.softplus(noise_scores).sum()
             negative = torch.sigmoid(noise_scores).mul_(-lr).to(low)
             center_grad = center_grad.to(dtype)
             center_grad.view(-1, dim).index_add_(
@@ -669,11 +756,21 @@ class SkipGram(torch.nn.Module):
         context_ids = torch.cat([flat, noise_ids])
         context_grad = torch.cat([context_grad.view(-1, dim).to(dtype), noise_grad.to(dtype)])
         if duplicates != "sum":
-            _scale_duplicates(flat, center_grad, duplicates)
-            _scale_duplicates(context_ids, context_grad, duplicates)
+            counts = self._occurrence_counter(center_table)
+            _scale_duplicates(flat, center_grad, duplicates, counts)
+            _scale_duplicates(context_ids, context_grad, duplicates, counts)
         center_table.index_add_(0, flat, center_grad)
         context_table.index_add_(0, context_ids, context_grad)
-        return float(loss)
+        return None if loss is None else float(loss)
+
+    def _occurrence_counter(self, table: torch.Tensor) -> torch.Tensor:
+        """A zeroed count per row, kept between steps (counting by scatter into it, then
+        zeroing the touched entries, costs the batch's size, not the table's or a sort)."""
+        counter = getattr(self, "_occurrences", None)
+        if counter is None or counter.shape[0] != table.shape[0] or counter.device != table.device:
+            counter = torch.zeros(table.shape[0], dtype=table.dtype, device=table.device)
+            self._occurrences = counter
+        return counter
 
     def pair_loss(
         self, centers: torch.Tensor, contexts: torch.Tensor, negatives: torch.Tensor
@@ -730,16 +827,46 @@ class SkipGram(torch.nn.Module):
         )
 
 
-def _scale_duplicates(ids: torch.Tensor, grads: torch.Tensor, how: str) -> None:
+def check_duplicates(duplicates: str) -> float | None:
+    """The rule of :meth:`SkipGram.sgd_step` for rows repeated in a batch, checked.
+
+    Returns the cap ``C`` of ``"cap:C"`` (a number >= 1), else None; raises ValueError
+    naming the value otherwise.
+
+    >>> check_duplicates("cap:1.5"), check_duplicates("mean")
+    (1.5, None)
+    """
+    if duplicates in ("sum", "mean", "sqrt"):
+        return None
+    if isinstance(duplicates, str) and duplicates.startswith("cap:"):
+        try:
+            cap = float(duplicates[4:])
+        except ValueError:
+            cap = math.nan
+        if math.isfinite(cap) and cap >= 1:
+            return cap
+    raise ValueError(
+        f"duplicates must be 'sum', 'mean', 'sqrt' or 'cap:C' with a number C >= 1, got "
+        f"{duplicates!r}"
+    )
+
+
+def _scale_duplicates(
+    ids: torch.Tensor, grads: torch.Tensor, how: str, counter: torch.Tensor
+) -> None:
     """Divide the rows of ``grads`` by how often their id occurs in ``ids`` ("mean": then
-    ``index_add_`` adds their mean) or by its square root ("sqrt"), in place."""
-    _, inverse, counts = torch.unique(ids, return_inverse=True, return_counts=True)
-    divisor = counts.to(grads.dtype)
+    ``index_add_`` adds their mean), by its square root ("sqrt") or by ``count / C`` where
+    that exceeds 1 ("cap:C"), in place. ``counter``: zeros, one per row; left zero."""
+    counter.index_add_(0, ids, torch.ones(ids.shape, dtype=counter.dtype, device=ids.device))
+    divisor = counter.index_select(0, ids)
+    counter.index_fill_(0, ids, 0)
     if how == "sqrt":
-        divisor = divisor.sqrt_()
+        divisor.sqrt_()
     elif how != "mean":  # "cap:C": at most C times the mean
-        divisor = (divisor / float(how.split(":")[1])).clamp_(min=1.0)
-    grads.div_(divisor.index_select(0, inverse).unsqueeze(1))
+        cap = check_duplicates(how)
+        assert cap is not None
+        divisor.div_(cap).clamp_(min=1.0)
+    grads.div_(divisor.to(grads.dtype).unsqueeze(1))
 
 
 def _scatter_rows(rows: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -796,11 +923,11 @@ def train_node_embeddings(
     epochs: int = 1,
     sample: float = 1e-3,
     lr: float = 0.035,
-    sharing: str = "walk",
+    sharing: str = "batch",
     walk_negatives: int | None = None,
     matmul_dtype: torch.dtype | str | None = "auto",
     batch_walks: int = 32,
-    duplicates: str = "cap:2",
+    duplicates: str = "cap:1.5",
     chunk_walks: int = 8192,
     workers: int = 1,
     seed: int = 0,
@@ -847,16 +974,19 @@ def train_node_embeddings(
         as gensim at 0.025 does (benchmarks/bench_deepwalk_quality.py: at 0.025 Macro-F1
         was 3 points lower on the generated graph, at 0.05 with "cap:8" Cora's graph lost
         11 points of Micro-F1).
-    sharing : {"walk", "pair", "position"}
-        Negatives of :meth:`SkipGram.forward`. ``"pair"`` is word2vec's sampling exactly;
-        ``"walk"`` (default) scores each center against ``walk_negatives`` noise nodes
-        drawn once per walk, weighted to the same expected loss: the same F1 as
-        ``"pair"`` and gensim in benchmarks/bench_deepwalk_quality.py, several times
-        faster. ``"position"`` is noisier and trains worse embeddings.
+    sharing : {"batch", "pair", "walk", "position"}
+        Negatives of :meth:`SkipGram.forward`. ``"pair"`` is word2vec's sampling exactly
+        (and its F1), but slow here (about 35x ``"batch"``'s time on Cora's graph).
+        ``"batch"`` (default) draws one block of ``walk_negatives`` noise nodes per walk of
+        a step and scores each center against a block drawn for another walk (the
+        diagonal of :func:`diagonal_blocks`), weighted to the same expected loss: the F1
+        of ``"pair"`` and gensim in benchmarks/bench_deepwalk_quality.py in a fraction of
+        the time. ``"walk"`` scores the centers of a walk against its own block: about 1
+        point lower F1 at 10 % labels (a block's rows then move with one coherent push
+        from like centers). ``"position"`` is noisier still and trains worse embeddings.
     walk_negatives : int, optional
-        Noise nodes per walk with ``sharing="walk"``; default ``negatives * (window + 1)``,
-        what a center draws in word2vec on average. Twice as many scored up to 1 point more
-        F1 at 10 walks per node, for about 40 % more time.
+        Noise nodes per block with ``sharing="batch"`` or ``"walk"`` (one block per walk);
+        default ``negatives * (window + 1)``, what a center draws in word2vec on average.
     matmul_dtype : torch.dtype, None or "auto"
         Dtype of the batched products of :meth:`SkipGram.sgd_step`; "auto":
         :func:`fast_matmul_dtype` (bfloat16 where the CPU has fast bfloat16 units).
@@ -865,8 +995,9 @@ def train_node_embeddings(
         32 (default) to 64 Cora's graph scores within 2 points of gensim, with 256 not.
     duplicates : str
         How rows repeated within a step move, see :meth:`SkipGram.sgd_step`; default
-        "cap:2": the summed gradient, at most 2 times the mean (with ``lr``'s default;
-        "cap:8" overshoots on Cora's graph, 2 points lower Micro-F1).
+        "cap:1.5": the summed gradient, at most 1.5 times the mean (with ``lr``'s default;
+        "cap:2" scored up to 1 point lower Micro-F1 at 10 % labels, "cap:8" overshoots on
+        Cora's graph, 2 points lower Micro-F1).
     chunk_walks : int
         Walks drawn at once (memory: ``chunk_walks * walk_length`` int64).
     workers : int
@@ -897,8 +1028,9 @@ def train_node_embeddings(
         raise ValueError(f"lr must be a positive number, got {lr!r}")
     if sharing not in SHARING:
         raise ValueError(f"sharing must be one of {SHARING}, got {sharing!r}")
+    check_duplicates(duplicates)
     workers = as_size("workers", workers, minimum=1)
-    per_walk = negatives * (window + 1) if walk_negatives is None else walk_negatives
+    per_block = negatives * (window + 1) if walk_negatives is None else walk_negatives
     settings = _Settings(
         dimensions=as_size("dimensions", dimensions, minimum=1),
         walk_length=walk_length,
@@ -911,7 +1043,7 @@ def train_node_embeddings(
         sample=sample,
         lr=float(lr),
         sharing=sharing,
-        walk_negatives=as_size("walk_negatives", per_walk, minimum=1),
+        walk_negatives=as_size("walk_negatives", per_block, minimum=1),
         matmul_dtype=matmul_dtype,
         batch_walks=batch_walks,
         chunk_walks=chunk_walks,
@@ -1088,17 +1220,17 @@ def _sgd_step(
 ) -> None:
     """One summed-loss SGD step on ``walks`` at the linearly decayed learning rate."""
     radii = dynamic_radii(walks.shape, model.window, device=walks.device, generator=generator)
-    if model.sharing == "pair":
-        shape: tuple[int, ...] = (*walks.shape, 2 * model.window, model.num_negatives)
-    elif model.sharing == "walk":
-        shape = (walks.shape[0], walk_negatives)
-    else:
-        shape = (*walks.shape, model.num_negatives)
     rate = lr * max(1.0 - progress, 1e-4)
-    drawn = noise(shape, generator=generator)
+    drawn = noise(model.negatives_shape(walks.shape, walk_negatives), generator=generator)
     if optimizer is None:
         model.sgd_step(
-            walks, drawn, lr=rate, radii=radii, matmul_dtype=matmul_dtype, duplicates=duplicates
+            walks,
+            drawn,
+            lr=rate,
+            radii=radii,
+            matmul_dtype=matmul_dtype,
+            duplicates=duplicates,
+            return_loss=False,
         )
         return
     loss = model(walks, drawn, radii=radii, reduction="sum")

@@ -10,10 +10,12 @@ implementation's.
 from __future__ import annotations
 
 import argparse
+import inspect
 import sys
 import time
 from typing import Any
 
+from ..skipgram import SHARING, check_duplicates, train_node_embeddings
 from .arguments import HelpFormatter, positive_float, positive_int
 
 __all__ = ["add_parsers", "run_embed"]
@@ -37,6 +39,21 @@ def add_parsers(subparsers: Any) -> None:
         )
         _add_arguments(parser, node2vec=command == "node2vec")
         parser.set_defaults(run=run_embed, walk=command)
+
+
+def _trainer_default(name: str) -> Any:
+    """The default of :func:`train_node_embeddings`' argument ``name``: the command line
+    has no defaults of its own to drift from the library's."""
+    return inspect.signature(train_node_embeddings).parameters[name].default
+
+
+def _duplicates_rule(text: str) -> str:
+    """``--duplicates``: a rule :func:`check_duplicates` accepts (else a usage error)."""
+    try:
+        check_duplicates(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
 
 
 def _add_arguments(parser: argparse.ArgumentParser, *, node2vec: bool) -> None:
@@ -71,41 +88,47 @@ def _add_arguments(parser: argparse.ArgumentParser, *, node2vec: bool) -> None:
         "--directed", action="store_true", help="edges are directed (walks follow them)"
     )
     walks = parser.add_argument_group("walks")
-    walks.add_argument("--num-walks", type=positive_int, default=10, help="walks per node")
-    walks.add_argument("--walk-length", type=positive_int, default=80, help="nodes per walk")
+    model = parser.add_argument_group("skip-gram")
+    for group, flag, name, explained in (
+        (walks, "--num-walks", "num_walks", "walks per node"),
+        (walks, "--walk-length", "walk_length", "nodes per walk"),
+        (model, "--dimensions", "dimensions", "embedding size"),
+        (model, "--window-size", "window", "largest context distance"),
+        (model, "--negatives", "negatives", "negative samples per (node, context)"),
+        (model, "--epochs", "epochs", "passes, each over fresh walks"),
+    ):
+        group.add_argument(flag, type=positive_int, default=_trainer_default(name), help=explained)
     if node2vec:
         walks.add_argument("--p", type=positive_float, default=1.0, help="return parameter")
         walks.add_argument("--q", type=positive_float, default=1.0, help="in-out parameter")
-    model = parser.add_argument_group("skip-gram")
-    model.add_argument("--dimensions", type=positive_int, default=128, help="embedding size")
-    model.add_argument(
-        "--window-size", type=positive_int, default=10, help="largest context distance"
-    )
-    model.add_argument(
-        "--negatives", type=positive_int, default=5, help="negative samples per (node, context)"
-    )
-    model.add_argument(
-        "--epochs", type=positive_int, default=1, help="passes, each over fresh walks"
-    )
     model.add_argument(
         "--sample",
         type=float,
-        default=1e-3,
+        default=_trainer_default("sample"),
         help="subsampling threshold of frequent nodes (0: off), as word2vec's -sample",
     )
     model.add_argument(
         "--lr",
         type=positive_float,
-        default=0.035,
+        default=_trainer_default("lr"),
         help="initial learning rate (word2vec's 0.025 is too low for batched steps)",
     )
     model.add_argument(
         "--sharing",
-        choices=("walk", "pair", "position"),
-        default="walk",
-        help="negatives: 'walk' = drawn once per walk and weighted to word2vec's expected "
-        "loss (fast), 'pair' = word2vec's own K per pair (slow), 'position' = K per node "
-        "shared by its pairs (worse embeddings)",
+        choices=SHARING,
+        default=_trainer_default("sharing"),
+        help="negatives: 'batch' = blocks drawn per step, each center scored against "
+        "another walk's block, weighted to word2vec's expected loss (fast, word2vec's F1); "
+        "'pair' = word2vec's own K per pair (slow); 'walk' = each walk's own block (about "
+        "1 point lower F1); 'position' = K per node shared by its pairs (worse embeddings)",
+    )
+    model.add_argument(
+        "--duplicates",
+        type=_duplicates_rule,
+        default=_trainer_default("duplicates"),
+        metavar="RULE",
+        help="how a node repeated within a step moves: 'sum', 'mean', 'sqrt' or 'cap:C' "
+        "(the sum, at most C times the mean)",
     )
     run = parser.add_argument_group("run")
     run.add_argument(
@@ -146,6 +169,7 @@ def run_embed(args: argparse.Namespace) -> int:
         sample=args.sample,
         lr=args.lr,
         sharing=args.sharing,
+        duplicates=args.duplicates,
         workers=args.workers,
         seed=args.seed,
         progress=not args.quiet,

@@ -8,6 +8,7 @@ partitioned); on a planted-community graph, communities recovered far above chan
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 import numpy as np
@@ -203,6 +204,21 @@ def test_rows_in_no_pair_are_not_touched_by_adam():
     steps = opt.state_dict()["state"][0]["step"]
     assert torch.equal(model.center.all_get_embedding()[11], before[11])
     assert int(steps.view(-1)[11]) == 0 and int(steps.view(-1)[0]) == 1
+
+
+def test_batch_negatives_are_looked_up_only_for_blocks_serving_a_pair():
+    """sharing="batch": block b serves center t of walk (b - t) % W. Only walk 0 has pairs
+    (its centers at t = 0, 1), so blocks 0 and 1 serve a pair and blocks 2, 3 serve none:
+    Adam must count a step for the rows of blocks 0 and 1 only."""
+    walks = torch.tensor([[0, 1], [5, PAD], [6, PAD], [7, PAD]])
+    negatives = torch.tensor([[2], [3], [8], [9]])
+    model = SkipGram(NUM, DIM, window=WINDOW, name="batch-blocks", sharing="batch")
+    opt = SparseAdam(model.embeddings, lr=0.1)
+    model(walks, negatives).backward()
+    opt.step()
+    steps = opt.state_dict()["state"][1]["step"].view(-1)  # the context table's rows
+    assert steps[[0, 1, 2, 3]].tolist() == [1, 1, 1, 1]
+    assert steps[[5, 6, 7, 8, 9]].tolist() == [0, 0, 0, 0, 0]
 
 
 def test_empty_and_pairless_batches_give_zero_loss():
@@ -478,7 +494,8 @@ def word2vec_reference(center, context, walks, radii, negatives, sharing, num_ne
 
     ``sharing="pair"``: ``negatives[w, t, s]`` are the K draws of the pair of center ``t``
     and offset ``offsets[s]``; ``"walk"``: ``negatives[w]`` serve every center of walk
-    ``w``, each weighted ``num_negatives * pairs(t) / M``.
+    ``w``, each weighted ``num_negatives * pairs(t) / M``; ``"batch"``: as ``"walk"``, but
+    center ``t`` of walk ``w`` is served by ``negatives[(w + t) % W]``.
     """
     offsets = list(range(-WINDOW, 0)) + list(range(1, WINDOW + 1))
     terms = []
@@ -501,9 +518,10 @@ def word2vec_reference(center, context, walks, radii, negatives, sharing, num_ne
                 if sharing == "pair":
                     for n in negatives[w, t, s].tolist():
                         terms.append(F.logsigmoid(-(center[c] @ context[n])))
-            if sharing == "walk" and pairs:
+            if sharing in ("walk", "batch") and pairs:
                 weight = num_negatives * pairs / negatives.shape[1]
-                for n in negatives[w].tolist():
+                block = w if sharing == "walk" else (w + t) % rows
+                for n in negatives[block].tolist():
                     terms.append(weight * F.logsigmoid(-(center[c] @ context[n])))
     return -torch.stack(terms).sum()
 
@@ -516,7 +534,7 @@ def word2vec_batch(sharing: str, seed: int = 3):
     return walks, radii, torch.randint(0, NUM, shape, generator=gen)
 
 
-@pytest.mark.parametrize("sharing", ["pair", "walk"])
+@pytest.mark.parametrize("sharing", ["pair", "batch", "walk"])
 def test_sgd_step_is_word2vecs_update_against_a_float64_reference(sharing):
     walks, radii, negatives = word2vec_batch(sharing)
     center, context = initial_tables()
@@ -554,7 +572,7 @@ def test_sgd_step_is_word2vecs_update_against_a_float64_reference(sharing):
 # like one copy; "cap:C" by the sum of min(copies, C) copies (of the float64 reference).
 @pytest.mark.parametrize(
     ("duplicates", "copies", "copies_moved"),
-    [("mean", 3, 1), ("cap:2", 4, 2), ("cap:2", 2, 2), ("cap:8", 3, 3)],
+    [("mean", 3, 1), ("cap:2", 4, 2), ("cap:2", 2, 2), ("cap:8", 3, 3), ("cap:1.5", 3, 1.5)],
 )
 def test_repeated_rows_move_by_the_duplicates_rule(duplicates, copies, copies_moved):
     walks = torch.tensor([[0, 1, 2, 3, 4]])  # no id repeats within a table's lookups
@@ -577,6 +595,8 @@ def test_repeated_rows_move_by_the_duplicates_rule(duplicates, copies, copies_mo
     )
     model.center.all_set_embedding(center)
     model.context.all_set_embedding(context)
+    # A step with lr 0 on the same rows first: counts of one step must not leak into the next.
+    model.sgd_step(walks, negatives, lr=0.0, radii=radii, duplicates=duplicates)
     model.sgd_step(
         walks.repeat(copies, 1),
         negatives.repeat(copies, 1),
@@ -594,6 +614,20 @@ def test_repeated_rows_move_by_the_duplicates_rule(duplicates, copies, copies_mo
         rtol=0,
         atol=1e-12,
     )
+
+
+@pytest.mark.parametrize("duplicates", ["median", "cap:", "cap:x", "cap:0.5", "cap:nan"])
+def test_bad_duplicates_rule_is_refused_before_any_change(duplicates):
+    walks, radii, negatives = word2vec_batch("batch")
+    model = SkipGram(NUM, DIM, window=WINDOW, name=f"bad-dup-{duplicates}", sharing="batch")
+    before = [e.all_get_embedding() for e in model.embeddings]
+    with pytest.raises(ValueError, match=f"duplicates must be .* got '{re.escape(duplicates)}'"):
+        model.sgd_step(walks, negatives, lr=0.1, radii=radii, duplicates=duplicates)
+    after = [e.all_get_embedding() for e in model.embeddings]
+    assert all(torch.equal(a, b) for a, b in zip(after, before, strict=True))
+    ring = Graph.from_edges(torch.arange(4), (torch.arange(4) + 1) % 4)
+    with pytest.raises(ValueError, match="duplicates must be"):
+        train_node_embeddings(ring, dimensions=4, duplicates=duplicates)
 
 
 def test_bfloat16_products_give_nearly_the_float32_step():
@@ -616,7 +650,7 @@ def test_trainer_draws_k_negatives_per_pair_from_degree_to_the_three_quarters(mo
     graph = Graph.from_edges(graph.src, graph.dst, num_nodes=graph.num_nodes)
     seen = []
 
-    def record(self, walks, negatives, *, lr, radii=None, matmul_dtype=None, duplicates="sum"):
+    def record(self, walks, negatives, *, lr, **options):
         seen.append((walks.clone(), negatives.clone()))
 
     monkeypatch.setattr(SkipGram, "sgd_step", record)
@@ -657,7 +691,7 @@ def test_learning_rate_decays_linearly_over_all_walks(monkeypatch):
     graph = Graph.from_edges(torch.arange(50), (torch.arange(50) + 1) % 50)
     rates = []
 
-    def record(self, walks, negatives, *, lr, radii=None, matmul_dtype=None, duplicates="sum"):
+    def record(self, walks, negatives, *, lr, **options):
         rates.append((lr, walks.shape[0]))
 
     monkeypatch.setattr(SkipGram, "sgd_step", record)
