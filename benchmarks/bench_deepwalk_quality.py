@@ -10,22 +10,24 @@ overlapping communities, power-law degrees and rare labels, see
   training.
 * **graphemb** :func:`graphemb.skipgram.train_node_embeddings` with the same walk
   counts, window, negatives and sample, its own default learning rate and duplicates
-  rule (0.035 and "cap:2", tuned for its batched steps; gensim keeps word2vec's
+  rule (0.035 and "cap:1.5", tuned for its batched steps; gensim keeps word2vec's
   0.025), ``--workers`` processes,
-  per ``--trainers`` entry: ``walk`` (the default negatives), ``pair`` (word2vec's
-  per-pair negatives; slow), ``position`` (negatives per position shared by its pairs);
-  and ``previous``: the previous example's defaults (SparseAdam lr 0.01 on the mean
-  loss, 256 walks a step, position-shared negatives, fixed window, one process); time =
-  walks + training.
+  per ``--trainers`` entry: ``batch`` (the default negatives: blocks per step, each
+  center scored against another walk's block), ``walk`` (each walk's own block),
+  ``pair`` (word2vec's per-pair negatives; slow), ``position`` (negatives per position
+  shared by its pairs); and ``previous``: the previous example's defaults (SparseAdam lr
+  0.01 on the mean loss, 256 walks a step, position-shared negatives, fixed window, one
+  process); time = walks + training.
 
 Scores: one-vs-rest logistic regression on ``ratio`` of the nodes, top-k prediction
 from ``predict_proba`` with k the true label count (the DeepWalk protocol), Micro- and
 Macro-F1 on the rest, mean over ``--repeats`` splits. The scorer is written here, apart
 from the library's, so that both trainers are judged by the same independent code.
 
-Prints a table per graph, ratios "graphemb / gensim" of seconds, and writes a plot of F1
-against seconds to ``benchmarks/results/deepwalk_quality.png``. Skips gensim, with the
-reason, when it is not installed (``pip install graphemb[bench]``).
+Prints a row per graph, seed and trainer, ratios "graphemb / gensim" of seconds (same
+graph and seed), then with several ``--seeds`` the mean of each trainer over them; and
+writes a plot of F1 against seconds to ``benchmarks/results/deepwalk_quality.png``. Skips
+gensim, with the reason, when it is not installed (``pip install graphemb[bench]``).
 
     python benchmarks/bench_deepwalk_quality.py                      # both graphs
     python benchmarks/bench_deepwalk_quality.py --graphs overlapping --num-walks 80
@@ -191,9 +193,9 @@ def main() -> None:
     parser.add_argument("--graphs", default="cora,overlapping", help="comma-separated")
     parser.add_argument(
         "--trainers",
-        default="gensim,walk,previous",
-        help="gensim; graphemb with sharing walk, pair or position; previous (the old "
-        "example defaults)",
+        default="gensim,batch,previous",
+        help="gensim; graphemb with sharing batch, walk, pair or position; previous (the "
+        "old example defaults)",
     )
     parser.add_argument("--num-walks", type=int, default=10)
     parser.add_argument("--walk-length", type=int, default=40)
@@ -251,8 +253,21 @@ def main() -> None:
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     print_table(rows, ratios)
+    if len(args.seeds.split(",")) > 1:
+        print_table(mean_rows(rows), ratios)
     if args.plot and not args.quick:
         plot(rows, ratios, Path(args.plot))
+
+
+def mean_rows(rows: list[dict]) -> list[dict]:
+    """One row per (graph, trainer): the mean over seeds of every score and of seconds."""
+    means = []
+    for key in dict.fromkeys((r["graph"], r["trainer"]) for r in rows):
+        mine = [r for r in rows if (r["graph"], r["trainer"]) == key]
+        scored = ["seconds"] + [k for k in mine[0] if k.startswith(("micro@", "macro@"))]
+        mean = {k: float(np.mean([r[k] for r in mine])) for k in scored}
+        means.append({**mean, "graph": key[0], "trainer": key[1], "seed": f"mean of {len(mine)}"})
+    return means
 
 
 def print_table(rows: list[dict], ratios: list[float]) -> None:
