@@ -527,22 +527,7 @@ class SkipGram(torch.nn.Module):
                 f"negatives must have shape {expected} (sharing={self.sharing!r}), got "
                 f"{tuple(negatives.shape)}"
             )
-        real = walks != PAD
-        # mask[w, i, j]: positions i (center) and j (context) form a pair.
-        position = torch.arange(length, device=walks.device)
-        distance = (position[:, None] - position[None, :]).abs_()
-        band = (distance > 0) & (distance <= self.window)
-        everywhere = bool(real.all())
-        mask = band.expand(num_walks, length, length)
-        if radii is not None:
-            if radii.shape != walks.shape:
-                raise ValueError(
-                    f"radii must have the shape of walks {tuple(walks.shape)}, got "
-                    f"{tuple(radii.shape)}"
-                )
-            mask = mask & (distance <= radii.unsqueeze(-1))
-        if not everywhere:
-            mask = mask & real[:, :, None] & real[:, None, :]
+        mask = _pair_mask(walks, self.window, radii)
         pairs_of = mask.sum(-1)  # (W, T): context pairs of each center
         # Look up only positions that are in some pair: a row looked up without a gradient
         # would still count as updated (Adam's moments decay, its step count grows).
@@ -686,14 +671,7 @@ class SkipGram(torch.nn.Module):
         if num_walks == 0 or length == 0:
             return 0.0 if return_loss else None
         center_table, context_table = self.center.weight, self.context.weight
-        real = walks != PAD
-        position = torch.arange(length, device=walks.device)
-        distance = (position[:, None] - position[None, :]).abs_()
-        band = (distance > 0) & (distance <= self.window)
-        mask = band.expand(num_walks, length, length)
-        if radii is not None:
-            mask = mask & (distance <= radii.unsqueeze(-1))
-        mask = mask & real[:, :, None] & real[:, None, :]
+        mask = _pair_mask(walks, self.window, radii)
         ids = walks.clamp(min=0)  # PAD rows are read, but get zero gradients
         flat = ids.view(-1)
         dim = center_table.shape[1]
@@ -753,14 +731,16 @@ class SkipGram(torch.nn.Module):
             noise_grad = (negative.unsqueeze(2) * u.unsqueeze(1)).view(-1, dim)
             noise_ids = noise_ids.reshape(-1)
         center_grad = center_grad.view(-1, dim).to(dtype)
-        context_ids = torch.cat([flat, noise_ids])
-        context_grad = torch.cat([context_grad.view(-1, dim).to(dtype), noise_grad.to(dtype)])
+        context_grad = context_grad.view(-1, dim).to(dtype)
+        noise_grad = noise_grad.to(dtype)
         if duplicates != "sum":
-            counts = self._occurrence_counter(center_table)
-            _scale_duplicates(flat, center_grad, duplicates, counts)
-            _scale_duplicates(context_ids, context_grad, duplicates, counts)
+            counter = self._occurrence_counter(center_table)
+            _scale_duplicates([(flat, center_grad)], duplicates, counter)
+            # A context row also drawn as a negative counts once per occurrence of either.
+            _scale_duplicates([(flat, context_grad), (noise_ids, noise_grad)], duplicates, counter)
         center_table.index_add_(0, flat, center_grad)
-        context_table.index_add_(0, context_ids, context_grad)
+        context_table.index_add_(0, flat, context_grad)
+        context_table.index_add_(0, noise_ids, noise_grad)
         return None if loss is None else float(loss)
 
     def _occurrence_counter(self, table: torch.Tensor) -> torch.Tensor:
@@ -852,21 +832,43 @@ def check_duplicates(duplicates: str) -> float | None:
 
 
 def _scale_duplicates(
-    ids: torch.Tensor, grads: torch.Tensor, how: str, counter: torch.Tensor
+    parts: list[tuple[torch.Tensor, torch.Tensor]], how: str, counter: torch.Tensor
 ) -> None:
-    """Divide the rows of ``grads`` by how often their id occurs in ``ids`` ("mean": then
-    ``index_add_`` adds their mean), by its square root ("sqrt") or by ``count / C`` where
-    that exceeds 1 ("cap:C"), in place. ``counter``: zeros, one per row; left zero."""
-    counter.index_add_(0, ids, torch.ones(ids.shape, dtype=counter.dtype, device=ids.device))
-    divisor = counter.index_select(0, ids)
-    counter.index_fill_(0, ids, 0)
-    if how == "sqrt":
-        divisor.sqrt_()
-    elif how != "mean":  # "cap:C": at most C times the mean
-        cap = check_duplicates(how)
-        assert cap is not None
-        divisor.div_(cap).clamp_(min=1.0)
-    grads.div_(divisor.to(grads.dtype).unsqueeze(1))
+    """For every ``(ids, grads)`` of ``parts``, divide the rows of ``grads`` by how often
+    their id occurs in all the ``ids`` ("mean": then ``index_add_`` adds their mean), by its
+    square root ("sqrt") or by ``count / C`` where that exceeds 1 ("cap:C"), in place.
+    ``counter``: zeros, one per row; left zero."""
+    for ids, _ in parts:
+        counter.index_add_(0, ids, torch.ones(ids.shape, dtype=counter.dtype, device=ids.device))
+    divisors = [counter.index_select(0, ids) for ids, _ in parts]
+    for ids, _ in parts:
+        counter.index_fill_(0, ids, 0)
+    cap = check_duplicates(how)
+    for (_, grads), divisor in zip(parts, divisors, strict=True):
+        if how == "sqrt":
+            divisor.sqrt_()
+        elif cap is not None:  # "cap:C": at most C times the mean
+            divisor.div_(cap).clamp_(min=1.0)
+        grads.div_(divisor.to(grads.dtype).unsqueeze(1))
+
+
+def _pair_mask(walks: torch.Tensor, window: int, radii: torch.Tensor | None) -> torch.Tensor:
+    """``mask[w, i, j]``: positions ``i`` (center) and ``j`` (context) of walk ``w`` form a
+    pair: ``0 < |i - j| <= min(radii[w, i], window)``, both real nodes. Shape (W, T, T)."""
+    real = walks != PAD
+    if radii is None:
+        reach = torch.full_like(walks, window)
+    elif radii.shape != walks.shape:
+        raise ValueError(
+            f"radii must have the shape of walks {tuple(walks.shape)}, got {tuple(radii.shape)}"
+        )
+    else:
+        reach = radii.clamp(max=window)
+    reach = reach.masked_fill(~real, 0)  # a padding center pairs with nothing
+    position = torch.arange(walks.shape[1], device=walks.device)
+    distance = (position[:, None] - position[None, :]).abs_()
+    distance.fill_diagonal_(window + 1)  # a node is not its own context
+    return (distance <= reach.unsqueeze(-1)) & real.unsqueeze(1)
 
 
 def _scatter_rows(rows: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -889,11 +891,12 @@ def _checked_walks(walks: torch.Tensor) -> torch.Tensor:
 # ---------------------------------------------------------------------------- training
 @functools.cache
 def fast_matmul_dtype(device: str = "cpu") -> torch.dtype | None:
-    """``torch.bfloat16`` where batched products in it are clearly faster than in float32
-    on ``device`` (CPUs with bfloat16 units: AVX512-BF16, AMX), else None.
+    """``torch.bfloat16`` where batched products in it are clearly (1.5x) faster than in
+    float32 on ``device`` with the calling thread's torch thread count (CPUs with bfloat16
+    units: AVX512-BF16, AMX), else None.
 
-    Decided once per process by timing both on a batch shaped like :meth:`SkipGram.sgd_step`'s
-    (a few milliseconds).
+    Decided by timing both on a batch shaped like :meth:`SkipGram.sgd_step`'s, each after
+    a first call (which compiles the bfloat16 kernel: milliseconds), best of 5.
     """
     if torch.device(device).type != "cpu":
         return None
@@ -901,13 +904,14 @@ def fast_matmul_dtype(device: str = "cpu") -> torch.dtype | None:
     for dtype in (torch.float32, torch.bfloat16):
         left = torch.ones(32, 41, 128, dtype=dtype)
         right = torch.ones(32, 128, 48, dtype=dtype)
+        torch.bmm(left, right)
         best = math.inf
-        for _ in range(3):
+        for _ in range(5):
             start = time.perf_counter()
             torch.bmm(left, right)
             best = min(best, time.perf_counter() - start)
         timings[dtype] = best
-    return torch.bfloat16 if timings[torch.bfloat16] < 0.5 * timings[torch.float32] else None
+    return torch.bfloat16 if timings[torch.bfloat16] < timings[torch.float32] / 1.5 else None
 
 
 def train_node_embeddings(
@@ -987,9 +991,10 @@ def train_node_embeddings(
     walk_negatives : int, optional
         Noise nodes per block with ``sharing="batch"`` or ``"walk"`` (one block per walk);
         default ``negatives * (window + 1)``, what a center draws in word2vec on average.
-    matmul_dtype : torch.dtype, None or "auto"
-        Dtype of the batched products of :meth:`SkipGram.sgd_step`; "auto":
-        :func:`fast_matmul_dtype` (bfloat16 where the CPU has fast bfloat16 units).
+    matmul_dtype : torch.dtype, None, "auto" or a dtype's name
+        Dtype of the batched products of :meth:`SkipGram.sgd_step` (None: the tables',
+        float32); "auto": :func:`fast_matmul_dtype` (bfloat16 where the CPU has fast
+        bfloat16 units; F1 the same as float32's in benchmarks/bench_deepwalk_quality.py).
     batch_walks : int
         Walks per SGD step. Small graphs need small batches to take enough steps: with
         32 (default) to 64 Cora's graph scores within 2 points of gensim, with 256 not.
@@ -1029,6 +1034,20 @@ def train_node_embeddings(
     if sharing not in SHARING:
         raise ValueError(f"sharing must be one of {SHARING}, got {sharing!r}")
     check_duplicates(duplicates)
+    if isinstance(matmul_dtype, str) and matmul_dtype != "auto":
+        named = getattr(torch, matmul_dtype, None)
+        if not (isinstance(named, torch.dtype) and named.is_floating_point):
+            raise ValueError(
+                f"matmul_dtype must be a floating torch.dtype, None, 'auto' or a dtype's name "
+                f"such as 'bfloat16', got {matmul_dtype!r}"
+            )
+        matmul_dtype = named
+    elif not (
+        matmul_dtype is None or matmul_dtype == "auto" or isinstance(matmul_dtype, torch.dtype)
+    ):
+        raise ValueError(
+            f"matmul_dtype must be a torch.dtype, None or 'auto', got {matmul_dtype!r}"
+        )
     workers = as_size("workers", workers, minimum=1)
     per_block = negatives * (window + 1) if walk_negatives is None else walk_negatives
     settings = _Settings(

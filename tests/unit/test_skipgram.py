@@ -616,6 +616,43 @@ def test_repeated_rows_move_by_the_duplicates_rule(duplicates, copies, copies_mo
     )
 
 
+def test_a_row_both_context_and_negative_counts_both_occurrences():
+    """Walk [0, 1] (radius 1): context rows 0 and 1 once each as contexts; row 1 is also the
+    block's negative. With "mean", context row 1 moves by half its summed gradient, every
+    other row by its whole gradient (of the float64 reference)."""
+    walks, radii, negatives = torch.tensor([[0, 1]]), torch.tensor([[1, 1]]), torch.tensor([[1]])
+    center, context = initial_tables()
+    reference_center = center.clone().requires_grad_()
+    reference_context = context.clone().requires_grad_()
+    word2vec_reference(
+        reference_center, reference_context, walks, radii, negatives, "batch", K
+    ).backward()
+    model = SkipGram(
+        NUM,
+        DIM,
+        window=WINDOW,
+        name="ctx-neg",
+        dtype=torch.float64,
+        sharing="batch",
+        num_negatives=K,
+    )
+    model.center.all_set_embedding(center)
+    model.context.all_set_embedding(context)
+    model.sgd_step(walks, negatives, lr=0.1, radii=radii, duplicates="mean")
+    share = torch.ones(NUM, 1, dtype=torch.float64)
+    share[1] = 0.5
+    torch.testing.assert_close(
+        model.center.all_get_embedding(), center - 0.1 * reference_center.grad, rtol=0, atol=1e-12
+    )
+    torch.testing.assert_close(
+        model.context.all_get_embedding(),
+        context - 0.1 * share * reference_context.grad,
+        rtol=0,
+        atol=1e-12,
+    )
+    assert reference_context.grad[1].abs().sum() > 0
+
+
 @pytest.mark.parametrize("duplicates", ["median", "cap:", "cap:x", "cap:0.5", "cap:nan"])
 def test_bad_duplicates_rule_is_refused_before_any_change(duplicates):
     walks, radii, negatives = word2vec_batch("batch")
@@ -628,6 +665,13 @@ def test_bad_duplicates_rule_is_refused_before_any_change(duplicates):
     ring = Graph.from_edges(torch.arange(4), (torch.arange(4) + 1) % 4)
     with pytest.raises(ValueError, match="duplicates must be"):
         train_node_embeddings(ring, dimensions=4, duplicates=duplicates)
+
+
+@pytest.mark.parametrize("matmul_dtype", ["bf16", "int64", 3])
+def test_bad_matmul_dtype_is_refused(matmul_dtype):
+    ring = Graph.from_edges(torch.arange(4), (torch.arange(4) + 1) % 4)
+    with pytest.raises(ValueError, match=f"matmul_dtype must be .* got {matmul_dtype!r}"):
+        train_node_embeddings(ring, dimensions=4, matmul_dtype=matmul_dtype)
 
 
 def test_bfloat16_products_give_nearly_the_float32_step():
