@@ -19,7 +19,7 @@ setup(
     ext_modules=[
         CppExtension(
             "graphemb_kernels",
-            ["graphemb_kernels/sparse_rows.cpp"],
+            ["graphemb_kernels/sparse_rows.cpp", "graphemb_kernels/csc.cpp"],
             # at::parallel_for runs on OpenMP; without errno, std::sqrt vectorizes (same values)
             extra_compile_args=["-O3", "-fopenmp", "-fno-math-errno"],
             extra_link_args=["-fopenmp"],

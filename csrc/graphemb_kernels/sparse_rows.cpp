@@ -31,6 +31,8 @@
 
 #include <torch/extension.h>
 
+#include "csc.h"
+
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
@@ -549,5 +551,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
              pybind11::arg("divisor"), pybind11::arg("hyper"));
   module.def("sort_rows", &sort_rows, "Stable sort of row ids: (sorted ids, their positions)",
              pybind11::arg("ids"), pybind11::arg("num_rows"));
+  module.def("csc_from_edges", &csc_from_edges,
+             "CSC arrays of an edge list by a counting sort: fills indices and edge_ids, "
+             "returns indptr",
+             pybind11::arg("src"), pybind11::arg("dst"), pybind11::arg("num_nodes"),
+             pybind11::arg("undirected"), pybind11::arg("indices"), pybind11::arg("edge_ids"));
   module.def("formulas", &formulas, "The formula table: (name, state, hyper-parameters)");
 }
