@@ -3,5 +3,9 @@
 
 #include <torch/extension.h>
 
-at::Tensor csc_from_edges(const at::Tensor& src, const at::Tensor& dst, int64_t num_nodes,
-                          bool undirected, at::Tensor indices, at::Tensor edge_ids);
+#include <functional>
+#include <tuple>
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> csc_from_edges(
+    const at::Tensor& src, const at::Tensor& dst, int64_t num_nodes, bool undirected,
+    const std::function<std::tuple<at::Tensor, at::Tensor>(int64_t)>& allocate);

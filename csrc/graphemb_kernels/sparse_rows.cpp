@@ -31,6 +31,8 @@
 
 #include <torch/extension.h>
 
+#include <pybind11/functional.h>
+
 #include "csc.h"
 
 #include <ATen/Dispatch.h>
@@ -552,9 +554,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
   module.def("sort_rows", &sort_rows, "Stable sort of row ids: (sorted ids, their positions)",
              pybind11::arg("ids"), pybind11::arg("num_rows"));
   module.def("csc_from_edges", &csc_from_edges,
-             "CSC arrays of an edge list by a counting sort: fills indices and edge_ids, "
-             "returns indptr",
+             "CSC arrays (indptr, indices, edge_ids) of an edge list by a counting sort; "
+             "allocate(S) returns the (indices, edge_ids) to fill",
              pybind11::arg("src"), pybind11::arg("dst"), pybind11::arg("num_nodes"),
-             pybind11::arg("undirected"), pybind11::arg("indices"), pybind11::arg("edge_ids"));
+             pybind11::arg("undirected"), pybind11::arg("allocate"));
   module.def("formulas", &formulas, "The formula table: (name, state, hyper-parameters)");
 }

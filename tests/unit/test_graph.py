@@ -147,16 +147,24 @@ def test_from_edges_reads_strided_columns_and_edge_cases(build_device, undirecte
 
 
 @pytest.mark.skipif(COUNTING_SORT is None, reason="graphemb_kernels without csc_from_edges")
-def test_counting_sort_checks_everything_before_writing():
+def test_counting_sort_checks_ids_before_allocating_and_what_it_is_given():
+    asked = []
+
+    def allocate(size):
+        asked.append(size)
+        return torch.full((size,), -7), torch.full((size,), -7)
+
     src, dst = torch.tensor([0, 1, 2]), torch.tensor([1, 5, 0])
-    indices, edge_ids = torch.full((3,), -7), torch.full((3,), -7)
     with pytest.raises(IndexError, match=r"dst\[1\] = 5 is out of range for 3 nodes"):
-        COUNTING_SORT(src, dst, 3, False, indices, edge_ids)
-    with pytest.raises(ValueError, match="must hold the 6 stored edges, got 3 and 3"):
-        COUNTING_SORT(src, torch.tensor([1, 2, 0]), 3, True, indices, edge_ids)
+        COUNTING_SORT(src, dst, 3, False, allocate)
     with pytest.raises(TypeError, match="src must be int64"):
-        COUNTING_SORT(src.int(), dst, 3, False, indices, edge_ids)
-    assert indices.tolist() == edge_ids.tolist() == [-7, -7, -7]
+        COUNTING_SORT(src.int(), dst, 3, False, allocate)
+    assert asked == []
+    with pytest.raises(ValueError, match="allocate must return contiguous indices of 6"):
+        COUNTING_SORT(src, torch.tensor([1, 2, 0]), 3, True, lambda size: allocate(size - 1))
+    # through Graph.from_edges: the usual message, naming the first bad id
+    with pytest.raises(ValueError, match=r"node id 5 out of range \[0, 3\) at dst\[1\]"):
+        Graph.from_edges(src, dst, 3)
 
 
 def test_from_edges_accepts_arrays_lists_and_numpy_sizes():
