@@ -25,6 +25,7 @@
 
 #include "csc.h"
 
+#include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 
 #include <algorithm>
@@ -142,33 +143,84 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> csc_from_edges(
     return {indptr, indices, edge_ids};
   }
 
-  // Step 1: into buckets, in edge-id order, the column within the bucket packed in.
-  std::vector<int64_t> next(buckets);
-  for (int64_t b = 0; b < buckets; ++b) next[b] = bucket_start(b);
+  // Step 1: into buckets, in edge-id order, the column within the bucket packed in. In
+  // parallel: part p of the edge list writes its edges of a bucket after those of parts
+  // < p, and its reverses after all edges and the reverses of parts < p.
+  const int64_t parts =
+      std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), stored >> 22));
+  const auto first_edge = [&](int64_t part) { return num_edges * part / parts; };
   const int64_t in_bucket = (int64_t{1} << bucket_bits) - 1;
-  for_each_stored_edge(s, s_step, d, d_step, num_edges, undirected,
-                       [&](int64_t v, int64_t u, int64_t id) {
-                         const int64_t slot = next[v >> bucket_bits]++;
-                         out_nodes[slot] = ((v & in_bucket) << kNodeBits) | u;
-                         out_ids[slot] = id;
-                       });
-  // Step 2: each bucket, from a copy, into its columns (stable: in the copy's order).
-  std::vector<int64_t> copy_nodes(largest), copy_ids(largest);
-  std::vector<int64_t> column_next(int64_t{1} << bucket_bits);
+  // next[(p * 2 + kind) * buckets + b]: edges (kind 0) or reverses (1) of part p in bucket b
+  std::vector<int64_t> next(parts * 2 * buckets, 0);
+  at::parallel_for(0, parts, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      int64_t* edges = next.data() + p * 2 * buckets;
+      int64_t* reverses = edges + buckets;
+      for (int64_t j = first_edge(p), stop = first_edge(p + 1); j < stop; ++j) {
+        const int64_t u = s[j * s_step];
+        const int64_t v = d[j * d_step];
+        ++edges[v >> bucket_bits];
+        if (undirected && u != v) ++reverses[u >> bucket_bits];
+      }
+    }
+  });
+  std::vector<int64_t> first_reverse_id(parts);
+  int64_t reverse_id = num_edges;
+  for (int64_t p = 0; p < parts; ++p) {
+    first_reverse_id[p] = reverse_id;
+    for (int64_t b = 0; b < buckets; ++b) reverse_id += next[(p * 2 + 1) * buckets + b];
+  }
   for (int64_t b = 0; b < buckets; ++b) {
-    const int64_t lo = bucket_start(b);
-    const int64_t size = bucket_start(b + 1) - lo;
-    std::copy(out_nodes + lo, out_nodes + lo + size, copy_nodes.begin());
-    std::copy(out_ids + lo, out_ids + lo + size, copy_ids.begin());
-    const int64_t first = b << bucket_bits;
-    const int64_t width = std::min(num_nodes, first + in_bucket + 1) - first;
-    std::copy(column + first, column + first + width, column_next.begin());
-    for (int64_t i = 0; i < size; ++i) {
-      const int64_t packed = copy_nodes[i];
-      const int64_t slot = column_next[packed >> kNodeBits]++;
-      out_nodes[slot] = packed & kNodeMask;
-      out_ids[slot] = copy_ids[i];
+    int64_t slot = bucket_start(b);
+    for (int64_t kind = 0; kind < 2; ++kind) {
+      for (int64_t p = 0; p < parts; ++p) {
+        int64_t& counter = next[(p * 2 + kind) * buckets + b];
+        const int64_t count = counter;
+        counter = slot;
+        slot += count;
+      }
     }
   }
+  at::parallel_for(0, parts, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      int64_t* edges = next.data() + p * 2 * buckets;
+      int64_t* reverses = edges + buckets;
+      int64_t id = first_reverse_id[p];
+      for (int64_t j = first_edge(p), stop = first_edge(p + 1); j < stop; ++j) {
+        const int64_t u = s[j * s_step];
+        const int64_t v = d[j * d_step];
+        const int64_t slot = edges[v >> bucket_bits]++;
+        out_nodes[slot] = ((v & in_bucket) << kNodeBits) | u;
+        out_ids[slot] = j;
+        if (undirected && u != v) {
+          const int64_t back = reverses[u >> bucket_bits]++;
+          out_nodes[back] = ((u & in_bucket) << kNodeBits) | v;
+          out_ids[back] = id++;
+        }
+      }
+    }
+  });
+  // Step 2: each bucket, from a copy, into its columns (stable: in the copy's order). In
+  // parallel where the copies (one per thread) stay small next to the outputs.
+  const bool copies_small = largest * at::get_num_threads() <= stored / 4;
+  at::parallel_for(0, buckets, copies_small ? 1 : buckets, [&](int64_t begin, int64_t end) {
+    std::vector<int64_t> copy_nodes(largest), copy_ids(largest);
+    std::vector<int64_t> column_next(int64_t{1} << bucket_bits);
+    for (int64_t b = begin; b < end; ++b) {
+      const int64_t lo = bucket_start(b);
+      const int64_t size = bucket_start(b + 1) - lo;
+      std::copy(out_nodes + lo, out_nodes + lo + size, copy_nodes.begin());
+      std::copy(out_ids + lo, out_ids + lo + size, copy_ids.begin());
+      const int64_t first = b << bucket_bits;
+      const int64_t width = std::min(num_nodes, first + in_bucket + 1) - first;
+      std::copy(column + first, column + first + width, column_next.begin());
+      for (int64_t i = 0; i < size; ++i) {
+        const int64_t packed = copy_nodes[i];
+        const int64_t slot = column_next[packed >> kNodeBits]++;
+        out_nodes[slot] = packed & kNodeMask;
+        out_ids[slot] = copy_ids[i];
+      }
+    }
+  });
   return {indptr, indices, edge_ids};
 }
