@@ -12,8 +12,10 @@ measured under the same load. Each file is read back (graphemb's reader) and com
 the rows, bit for bit. gensim is an optional benchmark dependency (the modern stack has
 it); without it only graphemb is timed.
 
-Measured here (modern stack, 2 cores, 100k x 128, 3 rounds): see the README of
-``benchmarks/`` or run it; the output prints the load average.
+Measured here (modern stack, 100k x 128 float32, 3 rounds, 2 cores shared at load 2-3.7):
+graphemb 0.55 s, gensim 4.55 s: **8.2x** gensim's speed; files of 196 MiB against gensim's
+134 MiB (16 bytes a value, against gensim's shortest repr). The previous writer (one
+Python ``%.9g`` per value, 149 MiB) took 2.6 s on the same rows just before and after.
 
     .venv/modern/bin/python benchmarks/bench_write_embeddings.py            # 100k x 128
     .venv/modern/bin/python benchmarks/bench_write_embeddings.py --quick    # 5k x 32

@@ -30,7 +30,10 @@ __all__ = ["EMBEDDING_FORMATS", "embedding_format", "read_embeddings", "write_em
 #: Formats by file suffix.
 EMBEDDING_FORMATS = {".emb": "word2vec", ".txt": "word2vec", ".npy": "npy"}
 
-_ROWS_PER_WRITE = 4096  # rows formatted per write: bounded memory, few system calls
+# Values formatted per write (rows x D): the block's temporaries (about ten arrays of 8
+# bytes a value) stay in the CPU caches (measured at 100k x 128: 0.55 s against 1.3 s with
+# blocks of 4096 rows).
+_VALUES_PER_WRITE = 1 << 15
 _SIGNIFICANT = 9  # digits: every float32 reads back exactly (FLT_DECIMAL_DIG)
 
 
@@ -143,9 +146,10 @@ def _write_word2vec(path: str, rows: np.ndarray, names: np.ndarray) -> None:
     count, dim = rows.shape
     with atomic_path(path) as temporary, open(temporary, "wb") as stream:
         stream.write(f"{count} {dim}\n".encode())
-        for start in range(0, count, _ROWS_PER_WRITE):
-            block = rows[start : start + _ROWS_PER_WRITE]
-            block_names = names[start : start + _ROWS_PER_WRITE]
+        step = max(1, _VALUES_PER_WRITE // max(dim, 1))
+        for start in range(0, count, step):
+            block = rows[start : start + step]
+            block_names = names[start : start + step]
             lines = None
             if block.dtype.kind == "f" and np.isfinite(block).all():
                 lines = _word2vec_lines(block_names.tolist(), block)

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from graphemb.io import GraphFileError, read_embeddings, write_embeddings
+from graphemb.io import embeddings as embeddings_module
 
 
 def parse_word2vec(path):
@@ -127,13 +128,23 @@ def test_a_failure_while_writing_leaves_the_old_file(tmp_path, monkeypatch, suff
     def fail(*args, **kwargs):
         raise OSError("disk full")
 
-    # Fails in the middle: after the temporary file was created.
+    # Fails in the middle: .npy after the temporary file was created, .emb after its first
+    # row was written (one row a block here).
     monkeypatch.setattr(np, "save", fail)
-    monkeypatch.setattr("graphemb.io.embeddings._ROWS_PER_WRITE", "not a number")
-    with pytest.raises((OSError, TypeError)):
+    format_block = embeddings_module._word2vec_lines
+    blocks = []
+
+    def second_block_fails(names, rows):
+        blocks.append(names)
+        return format_block(names, rows) if len(blocks) == 1 else fail()
+
+    monkeypatch.setattr(embeddings_module, "_VALUES_PER_WRITE", 2)
+    monkeypatch.setattr(embeddings_module, "_word2vec_lines", second_block_fails)
+    with pytest.raises(OSError, match="disk full"):
         write_embeddings(path, np.ones((3, 2)), ["a", "b", "c"])
     assert path.read_text() == "old"
     assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+    assert blocks == ([] if suffix == ".npy" else [["a"], ["b"]])
 
 
 def test_unknown_suffix(tmp_path):
