@@ -11,20 +11,21 @@ import importlib
 import os
 from types import ModuleType
 
-__all__ = ["DISABLE_VARIABLE", "compiled_module", "disabled", "import_failure"]
+__all__ = ["DISABLE_VARIABLE", "compiled_module", "disabled", "import_failure", "load_module"]
 
 DISABLE_VARIABLE = "GRAPHEMB_DISABLE_KERNELS"
 """Set to ``1`` (or ``true``) to keep graphemb off its compiled kernels (C++ and Triton)."""
 
 
-def _import() -> tuple[ModuleType | None, str]:
+def load_module() -> tuple[ModuleType | None, str]:
+    """``(module, "")``, or ``(None, why)`` when ``graphemb_kernels`` does not import."""
     try:
         return importlib.import_module("graphemb_kernels"), ""
     except ImportError as error:  # not built for this environment
         return None, f"graphemb_kernels is not installed ({error})"
 
 
-_module, _failure = _import()
+_module, _failure = load_module()
 
 
 def compiled_module() -> ModuleType | None:

@@ -22,7 +22,7 @@ from types import ModuleType
 
 import torch
 
-from .._compiled import DISABLE_VARIABLE, compiled_module, disabled, import_failure
+from .._compiled import DISABLE_VARIABLE, disabled, load_module
 from .functional import FORMULAS
 
 __all__ = [
@@ -47,9 +47,9 @@ def _registry_table() -> list[tuple[str, list[tuple[str, str]], list[str]]]:
 
 
 def _load() -> tuple[ModuleType | None, str]:
-    candidate = compiled_module()
+    candidate, failure = load_module()
     if candidate is None:
-        return None, import_failure()
+        return None, failure
     if getattr(candidate, "API_VERSION", 1) != _API_VERSION or not hasattr(candidate, "formulas"):
         return None, (
             f"graphemb_kernels at {candidate.__file__} was built from other sources (API version "
