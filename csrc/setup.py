@@ -15,7 +15,7 @@ from torch.utils.cpp_extension import BuildExtension, CppExtension
 setup(
     name="graphemb-kernels",
     version="0.1.0",
-    description="Fused CPU kernels of graphemb's sparse optimizers",
+    description="Fused CPU kernels of graphemb: sparse optimizer updates, CSC construction",
     ext_modules=[
         CppExtension(
             "graphemb_kernels",

@@ -13,15 +13,17 @@
 //
 // Placing each edge straight into its column writes at random over the outputs: a cache
 // (and TLB) miss per write. So edges are placed in two stable steps, as a radix sort
-// does: first into their bucket of consecutive columns (a few thousand write streams,
+// does: first into their bucket of consecutive columns (a few hundred write streams,
 // each sequential), then, bucket by bucket, from a copy of the bucket into their columns
 // (writes within a region that fits in the cache). The first step packs the column
 // within the bucket into the high bits of the stored source node (unpacked by the second).
+// Both steps run in parallel (parts of the edge list, then buckets); small graphs, and
+// graphs whose buckets would be too uneven (a hub node), take the direct placement.
 //
 // src and dst may be strided views (the columns of an (E, 2) table). Every id is checked
 // before anything is allocated or written: one out of range raises IndexError naming the
-// first such edge. The outputs come from `allocate(S)` (S stored edges): the caller picks
-// their memory (graphemb allocates large arrays on huge pages).
+// first such edge. The outputs come from `allocate(S)` (S stored edges), which returns
+// (indices, edge_ids): the caller picks their memory (graphemb puts indices on huge pages).
 
 #include "csc.h"
 

@@ -544,7 +544,7 @@ formulas() {
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
-  module.doc() = "Fused CPU kernels of graphemb's sparse optimizers";
+  module.doc() = "Fused CPU kernels of graphemb: sparse optimizer updates, CSC construction";
   module.attr("API_VERSION") = 2;
   module.def("fused_update", &fused_update,
              "Sum each run's gradient rows, divide by divisor, apply the formula in place",
