@@ -92,15 +92,15 @@ def graph_from_edge_ids(
     """
     src_t = torch.as_tensor(src, dtype=torch.int64)
     dst_t = torch.as_tensor(dst, dtype=torch.int64)
-    graph = Graph.from_edges(src_t, dst_t, num_nodes, undirected=not directed)
-    if weights is None:
-        return graph, None
-    weight_t = torch.as_tensor(weights, dtype=torch.float64)
-    if weight_t.shape != src_t.shape:
+    weight_t = None if weights is None else torch.as_tensor(weights, dtype=torch.float64)
+    if weight_t is not None and weight_t.shape != src_t.shape:
         raise ValueError(
             f"weights must have one entry per edge, shape ({src_t.numel()},), got "
             f"{tuple(weight_t.shape)}"
         )
+    graph = Graph.from_edges(src_t, dst_t, num_nodes, undirected=not directed)
+    if weight_t is None:
+        return graph, None
     if not directed and graph.num_edges > weight_t.numel():
         back = weight_t if graph.num_edges == 2 * weight_t.numel() else weight_t[src_t != dst_t]
         weight_t = torch.cat([weight_t, back])
