@@ -24,26 +24,30 @@ bytes of the arrays the contender returns:
 pandas is optional (both stacks have it; elsewhere its rows are skipped with the reason).
 Timings on a shared machine are noisy: read the ratios, measured in the same run.
 
-Measured here (1M nodes / 20M edges, 3 rounds, 2 cores shared with other benchmarks at
-load 4-5; "before" = the reader that doubled the edge arrays and sorted 40M keys):
+Measured here (1M nodes / 20M edges, 3 rounds a run, 2 cores shared with other
+benchmarks; "before" = the reader that doubled the edge arrays and sorted 40M keys;
+median times, and in brackets the median of per-round ratios to pandas sep=' '):
 
-=============================  ==================  ==================  ===============
-contender                      dgl stack           modern stack        peak / arrays
-=============================  ==================  ==================  ===============
-pandas.read_csv sep=' '        3.45 s  (1.00x)     1.09 s  (1.00x)     2.00
-parse_edge_list                1.09 s  (3.20x)     0.99 s  (1.09x)     1.00
-read_graph, before             4.53 s  (0.76x)     4.26 s  (0.26x)     3.23
-read_graph                     2.22 s  (1.53x)     2.09 s  (0.62x)     1.50
-read_graph, pure torch         6.07 s  (0.57x)     6.35 s  (0.18x)     2.49
-=============================  ==================  ==================  ===============
+=========================  ===========================  ======================================
+contender                  dgl stack, 2 runs            modern stack, 3 runs     peak/arrays
+                           (load 4.6-5.0 / 1.6-2.0)     (load 4.2-5.0 / 1.3-2.0 / 3.8-4.9)
+=========================  ===========================  ======================================
+pandas sep=' '             3.45 / 3.29 s                1.09 / 1.53 / 1.94 s     2.00
+parse_edge_list            1.09 / 1.04 s (3.2x / 3.2x)  0.99 / 0.89 / 0.91 s     1.00
+                                                        (1.09x / 1.68x / 2.18x)
+read_graph, before         4.53 / 4.25 s (0.76x/0.78x)  4.26 / 3.81 / 4.22 s     3.23
+                                                        (0.26x / 0.37x / 0.46x)
+read_graph                 2.22 / 2.11 s (1.53x/1.53x)  2.09 / 1.38 / 2.02 s     1.50
+                                                        (0.62x / 1.16x / 0.98x)
+read_graph, pure torch     6.07 / 5.55 s (0.57x/0.60x)  6.35 / 3.69 / 6.27 s     2.49
+=========================  ===========================  ======================================
 
-(times: medians; ratios: pandas' time / this time, median of per-round ratios.) So on
-the dgl stack (pandas 3.0, numpy 1.26) reading the graph meets the target: 1.5x pandas'
-speed at 1.5x its arrays; on the modern stack (pandas 3.1, numpy 2.4, whose read_csv takes
-1.1-1.9 s from run to run) it takes about twice pandas' time -- the parse alone is about
-pandas' time, and the build of 40M stored edges (0.4 s warm; ~0.3 s more for the first
-touch of its 2 MiB pages) does not fit in what is left. The pure-torch path (no compiled
-module) stays above 2x its arrays: its sort needs its keys twice over.
+On the dgl stack (pandas 3.0, numpy 1.26) reading the graph meets the target: 1.5x
+pandas' speed at 1.5x its arrays. On the modern stack (pandas 3.1, numpy 2.4) pandas'
+time itself varies from round to round (0.7 to 2.2 s), and read_graph is 0.6-1.2x of it:
+the parse alone is faster than pandas, the build of 40M stored edges (0.4 s warm, plus
+~0.3 s for the first touch of the indices' 2 MiB pages) is what can tip it. The pure-torch
+path (no compiled module) stays above 2x its arrays: torch's stable sort and its buffers.
 
     .venv/dgl/bin/python benchmarks/bench_read_graph.py            # 1M nodes, 20M edges
     .venv/dgl/bin/python benchmarks/bench_read_graph.py --quick    # 50k nodes, 500k edges
