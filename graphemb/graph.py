@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from ._checks import as_size, check_node_id_vector, check_node_ids
+from ._compiled import compiled_module, disabled
 from .distributed.huge_pages import empty_rows
 
 __all__ = ["Graph"]
@@ -94,6 +95,8 @@ class Graph:
         dst: Any,
         num_nodes: int | None = None,
         device: torch.device | str | None = None,
+        *,
+        undirected: bool = False,
     ) -> Graph:
         """A graph with the edges ``src[i] -> dst[i]``.
 
@@ -105,11 +108,17 @@ class Graph:
             Number of nodes ``N``; ids must lie in ``[0, N)``. Default: the largest id + 1.
         device : torch.device or str, optional
             Where the graph lives. Default: the device of ``src`` (CPU for non-tensors).
+        undirected : bool
+            Also store every edge reversed: edge ``E + k`` is ``dst[j] -> src[j]`` for the
+            ``k``-th edge ``j`` that is not a self-loop (a self-loop is stored once, as
+            networkx's ``to_directed`` does). No doubled copy of ``src`` and ``dst`` is
+            made.
 
         Returns
         -------
         Graph
-            Edge ``i`` of the input has edge id ``i``.
+            Edge ``i`` of the input has edge id ``i``; each column lists its edges in
+            increasing edge id (the order of a stable sort by destination).
         """
         src = _as_id_tensor("src", src)
         dst = _as_id_tensor("dst", dst)
@@ -122,23 +131,24 @@ class Graph:
         if num_nodes is None:
             num_nodes = int(torch.maximum(src.max(), dst.max())) + 1 if src.numel() else 0
         num_nodes = as_size("num_nodes", num_nodes)
-        check_node_ids(src, num_nodes, "src")
-        check_node_ids(dst, num_nodes, "dst")
-        # Large CPU arrays on 2 MiB pages: samplers read them at scattered rows, and with
-        # 4 KiB pages most reads also miss the TLB (measured: gathers ~35% faster).
-        # CSC: edges grouped by destination. The sort writes its permutation straight into
-        # the edge-id array; its keys are 32-bit where the ids fit (half the sort's memory,
-        # and fewer radix passes) and dropped before the gather.
-        keys = dst.to(torch.int32) if num_nodes <= torch.iinfo(torch.int32).max else dst
-        edge_ids = empty_rows(dst.shape, torch.int64, device)
-        torch.sort(keys, stable=True, out=(torch.empty_like(keys), edge_ids))
-        del keys
-        counts = torch.bincount(dst, minlength=num_nodes)
-        indptr = torch.zeros(num_nodes + 1, dtype=torch.int64, device=device)
-        torch.cumsum(counts, 0, out=indptr[1:])
-        indices = torch.index_select(
-            src, 0, edge_ids, out=empty_rows(edge_ids.shape, torch.int64, device)
-        )
+        counting_sort = _compiled_csc(device)
+        if counting_sort is not None:
+            # The kernel checks every id (IndexError on a bad one, before any allocation);
+            # the checks below then raise the usual message.
+            try:
+                indptr, indices, edge_ids = counting_sort(
+                    src, dst, num_nodes, undirected, _allocate_csc
+                )
+            except IndexError:
+                check_node_ids(src, num_nodes, "src")
+                check_node_ids(dst, num_nodes, "dst")
+                raise
+        else:
+            check_node_ids(src, num_nodes, "src")
+            check_node_ids(dst, num_nodes, "dst")
+            num_stored = src.numel() + (int((src != dst).sum()) if undirected else 0)
+            indices, edge_ids = _allocate_csc(num_stored, device)
+            indptr = _csc_by_sort(src, dst, num_nodes, indices, edge_ids)
         return cls(indptr, indices, edge_ids)
 
     @classmethod
@@ -177,11 +187,9 @@ class Graph:
             )
         edges = list(nx_graph.edges())
         pairs = torch.tensor(edges, dtype=torch.int64).reshape(-1, 2)
-        src, dst = pairs[:, 0], pairs[:, 1]
-        if not nx_graph.is_directed():
-            back = src != dst  # a self-loop has no second direction
-            src, dst = torch.cat([src, dst[back]]), torch.cat([dst, src[back]])
-        return cls.from_edges(src, dst, len(nodes), device)
+        return cls.from_edges(
+            pairs[:, 0], pairs[:, 1], len(nodes), device, undirected=not nx_graph.is_directed()
+        )
 
     @classmethod
     def from_dgl(cls, dgl_graph: Any, device: torch.device | str | None = None) -> Graph:
@@ -281,6 +289,78 @@ class Graph:
         return (
             f"Graph(num_nodes={self.num_nodes}, num_edges={self.num_edges}, device={self.device})"
         )
+
+
+def _allocate_csc(
+    num_stored: int, device: torch.device | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Uninitialized ``(indices, edge_ids)`` for ``num_stored`` edges. Indices on 2 MiB
+    pages: samplers read them at scattered rows, and with 4 KiB pages most reads also miss
+    the TLB (measured: gathers ~35% faster). Edge ids on ordinary pages: samplers gather
+    them only when a model asks, and a first touch of 2 MiB pages costs more (measured
+    here: ~1.1 s/GB against ~0.35 s/GB, half of read_graph's build at 1M / 20M edges)."""
+    device = torch.device("cpu") if device is None else device
+    indices = empty_rows((num_stored,), torch.int64, device)
+    return indices, torch.empty(num_stored, dtype=torch.int64, device=device)
+
+
+# Stored edges whose sources the pure-torch path gathers at a time (bounded temporaries).
+_GATHER_CHUNK = 1 << 22
+
+
+def _compiled_csc(device: torch.device) -> Any:
+    """The compiled counting sort ``graphemb_kernels.csc_from_edges`` where it can run
+    (CPU, module built from these sources, not disabled by ``GRAPHEMB_DISABLE_KERNELS``),
+    else None."""
+    module = compiled_module()
+    if device.type != "cpu" or module is None or disabled():
+        return None
+    return getattr(module, "csc_from_edges", None)
+
+
+def _csc_by_sort(
+    src: torch.Tensor,
+    dst: torch.Tensor,
+    num_nodes: int,
+    indices: torch.Tensor,
+    edge_ids: torch.Tensor,
+) -> torch.Tensor:
+    """The CSC arrays in pure torch (any device): a stable sort of the stored edges by
+    destination. Fills ``indices`` and ``edge_ids`` (shape (S,): the E edges, then, if S > E,
+    the reverses of the edges that are not self-loops) and returns ``indptr``; the reversed
+    edges are never materialized."""
+    num_edges = src.numel()
+    device = src.device
+    reverses = indices.numel() - num_edges
+    # The reversed edge E + k is the reverse of edge forward[k] (None: of edge k).
+    forward = None
+    if 0 < reverses < num_edges:
+        forward = torch.nonzero(src != dst).squeeze(1)
+    # Destination of each stored edge; 32-bit where the ids fit (half the sort's memory,
+    # and fewer radix passes). The sort writes its permutation straight into edge_ids.
+    key_dtype = torch.int32 if num_nodes <= torch.iinfo(torch.int32).max else torch.int64
+    keys = torch.empty(indices.shape, dtype=key_dtype, device=device)
+    keys[:num_edges] = dst
+    if reverses:
+        keys[num_edges:] = src if forward is None else src[forward]
+    counts = torch.bincount(keys, minlength=num_nodes)
+    torch.sort(keys, stable=True, out=(torch.empty_like(keys), edge_ids))
+    del keys
+    indptr = torch.zeros(num_nodes + 1, dtype=torch.int64, device=device)
+    torch.cumsum(counts, 0, out=indptr[1:])
+    if not reverses:
+        torch.index_select(src, 0, edge_ids, out=indices)
+        return indptr
+    for start in range(0, indices.numel(), _GATHER_CHUNK):
+        ids = edge_ids[start : start + _GATHER_CHUNK]
+        is_forward = ids < num_edges
+        reversed_of = (ids - num_edges).clamp_(min=0)
+        if forward is not None:
+            reversed_of = forward[reversed_of.clamp_(max=reverses - 1)]
+        indices[start : start + ids.numel()] = torch.where(
+            is_forward, src[ids.clamp(max=num_edges - 1)], dst[reversed_of]
+        )
+    return indptr
 
 
 def _as_id_tensor(name: str, values: Any) -> torch.Tensor:

@@ -31,6 +31,10 @@
 
 #include <torch/extension.h>
 
+#include <pybind11/functional.h>
+
+#include "csc.h"
+
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
@@ -540,7 +544,7 @@ formulas() {
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
-  module.doc() = "Fused CPU kernels of graphemb's sparse optimizers";
+  module.doc() = "Fused CPU kernels of graphemb: sparse optimizer updates, CSC construction";
   module.attr("API_VERSION") = 2;
   module.def("fused_update", &fused_update,
              "Sum each run's gradient rows, divide by divisor, apply the formula in place",
@@ -549,5 +553,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
              pybind11::arg("divisor"), pybind11::arg("hyper"));
   module.def("sort_rows", &sort_rows, "Stable sort of row ids: (sorted ids, their positions)",
              pybind11::arg("ids"), pybind11::arg("num_rows"));
+  module.def("csc_from_edges", &csc_from_edges,
+             "CSC arrays (indptr, indices, edge_ids) of an edge list by a counting sort; "
+             "allocate(S) returns the (indices, edge_ids) to fill",
+             pybind11::arg("src"), pybind11::arg("dst"), pybind11::arg("num_nodes"),
+             pybind11::arg("undirected"), pybind11::arg("allocate"));
   module.def("formulas", &formulas, "The formula table: (name, state, hyper-parameters)");
 }

@@ -21,12 +21,13 @@ Example
 >>> loaded = read_graph(folder / "edges.txt")
 >>> loaded.node_names.tolist(), loaded.graph.num_edges
 ([10, 20, 30], 4)
->>> write_embeddings(folder / "out.emb", torch.ones(3, 2), loaded.node_names)
+>>> rows = torch.tensor([[1, -0.5], [0, 2], [3, 4]])
+>>> write_embeddings(folder / "out.emb", rows, loaded.node_names)
 >>> print((folder / "out.emb").read_text(), end="")
 3 2
-10 1 1
-20 1 1
-30 1 1
+10 1.000000000e+00 -5.00000000e-01
+20 0.000000000e+00 2.000000000e+00
+30 3.000000000e+00 4.000000000e+00
 """
 
 from .adjacency_list import read_adjacency_list

@@ -2,8 +2,10 @@
 
 * ``.emb`` / ``.txt``: a first line ``N D``, then one line per node, ``name v1 ... vD``
   (what the reference DeepWalk and node2vec tools write, and gensim's
-  ``KeyedVectors.load_word2vec_format`` reads). Values are written with 9 significant
-  digits, so float32 rows read back exactly.
+  ``KeyedVectors.load_word2vec_format`` reads). Float values are written in scientific
+  notation with 9 significant digits when negative (``-1.23456791e-01``), 10 otherwise
+  (``1.234567910e-01``: one width for all), so float32 rows read back exactly; they are
+  formatted in bulk by numpy (digits from tables), not one Python ``%`` per value.
 * ``.npy``: the ``(N, D)`` rows in node-id order; when the node names are not simply
   ``0 .. N-1``, they go to a text file beside it, ``<path>.names`` (one name a line).
 
@@ -28,7 +30,11 @@ __all__ = ["EMBEDDING_FORMATS", "embedding_format", "read_embeddings", "write_em
 #: Formats by file suffix.
 EMBEDDING_FORMATS = {".emb": "word2vec", ".txt": "word2vec", ".npy": "npy"}
 
-_ROWS_PER_WRITE = 4096  # rows formatted per write: bounded memory, few system calls
+# Values formatted per write (rows x D): the block's temporaries (about ten arrays of 8
+# bytes a value) stay in the CPU caches (measured at 100k x 128: 0.55 s against 1.3 s with
+# blocks of 4096 rows).
+_VALUES_PER_WRITE = 1 << 15
+_SIGNIFICANT = 9  # digits: every float32 reads back exactly (FLT_DECIMAL_DIG)
 
 
 def embedding_format(path: str | os.PathLike[str], format: str | None = None) -> str:
@@ -138,16 +144,88 @@ def _checked_names(node_names: object, count: int) -> np.ndarray:
 
 def _write_word2vec(path: str, rows: np.ndarray, names: np.ndarray) -> None:
     count, dim = rows.shape
-    value_format = "%.9g" if rows.dtype.kind == "f" else "%d"
-    line_format = "%s" + (" " + value_format) * dim + "\n"
-    with atomic_path(path) as temporary, open(temporary, "w", encoding="utf-8") as stream:
-        stream.write(f"{count} {dim}\n")
-        for start in range(0, count, _ROWS_PER_WRITE):
-            block = rows[start : start + _ROWS_PER_WRITE].tolist()
-            block_names = names[start : start + _ROWS_PER_WRITE].tolist()
-            stream.write(
-                "".join(line_format % (n, *r) for n, r in zip(block_names, block, strict=True))
-            )
+    with atomic_path(path) as temporary, open(temporary, "wb") as stream:
+        stream.write(f"{count} {dim}\n".encode())
+        step = max(1, _VALUES_PER_WRITE // max(dim, 1))
+        for start in range(0, count, step):
+            block = rows[start : start + step]
+            block_names = names[start : start + step]
+            lines = None
+            if block.dtype.kind == "f" and np.isfinite(block).all():
+                lines = _word2vec_lines(block_names.tolist(), block)
+            if lines is not None:
+                stream.write(lines)
+            else:  # integers, inf, nan, huge float64: Python's formatting, row by row
+                value_format = "%.9g" if block.dtype.kind == "f" else "%d"
+                line_format = "%s" + (" " + value_format) * dim + "\n"
+                text = "".join(
+                    line_format % (n, *r)
+                    for n, r in zip(block_names.tolist(), block.tolist(), strict=True)
+                )
+                stream.write(text.encode("utf-8"))
+
+
+def _word2vec_lines(names: list[str], rows: np.ndarray) -> bytes | None:
+    """``name v1 ... vD`` lines of finite float rows, in UTF-8; None if a value needs a
+    three-digit exponent (float64 beyond float32's range: the caller formats those).
+
+    Every value takes 16 bytes, built in bulk as four little-endian uint32 words (digits
+    four at a time from tables): `` -d.dddddddde+XX`` (9 significant digits) when negative,
+    `` d.ddddddddde+XX`` (10) otherwise -- at least the 9 correctly rounded digits a
+    float32 needs to read back exactly, and rows of one fixed width, joined to their names
+    without a per-value step.
+    """
+    count, dim = rows.shape
+    magnitude = np.abs(rows.astype(np.float64))
+    negative = np.signbit(rows)
+    digits = np.where(negative, _SIGNIFICANT, _SIGNIFICANT + 1)
+    nonzero = magnitude > 0
+    exponent = np.floor(np.log10(np.where(nonzero, magnitude, 1.0))).astype(np.int64)
+    # log10 may be one off next to a power of ten, and rounding may carry to 10^digits:
+    # each fix-up moves the exponent so that the mantissa has exactly `digits` digits.
+    smallest, above = 10 ** (digits - 1), 10**digits
+    for _ in range(3):
+        if int(np.abs(exponent).max(initial=0)) >= 100:
+            return None
+        scale = _POWERS_OF_TEN[digits - 1 - exponent + _POWER_OFFSET]
+        mantissa = np.rint(magnitude * scale).astype(np.int64)
+        low = nonzero & (mantissa < smallest)
+        high = mantissa >= above
+        if not (low.any() or high.any()):
+            break
+        exponent += high.astype(np.int64) - low.astype(np.int64)
+    exponent[~nonzero] = 0
+    if int(np.abs(exponent).max(initial=0)) >= 100:
+        return None
+
+    lead, rest = np.divmod(mantissa, 10**8)  # 1 digit (negative) or 2
+    middle, last = np.divmod(rest, 10**4)
+    words = np.empty((count, dim, 4), dtype="<u4")
+    words[..., 0] = np.where(negative, _LEAD_NEGATIVE[lead], _LEAD_POSITIVE[lead])
+    words[..., 1] = _FOUR_DIGITS[middle]
+    words[..., 2] = _FOUR_DIGITS[last]
+    words[..., 3] = _EXPONENTS[np.where(exponent < 0, 100 - exponent, exponent)]
+    body = words.tobytes()
+    width = dim * 16
+    return b"".join(
+        b"%s%s\n" % (name.encode("utf-8"), body[row * width : (row + 1) * width])
+        for row, name in enumerate(names)
+    )
+
+
+def _words(texts: list[str]) -> np.ndarray:
+    """Four-character ASCII texts as the little-endian uint32 words that hold them."""
+    return np.frombuffer("".join(texts).encode("ascii"), dtype="<u4").copy()
+
+
+# Tables of the uint32 words of a value: its first four bytes by leading digits (" -d."
+# below 10, " d.d" from 10), four digits "dddd", an exponent "e+XX" (XX) / "e-XX" (100 + XX).
+_LEAD_NEGATIVE = _words([f" -{n % 10}." for n in range(100)])
+_LEAD_POSITIVE = _words([f" {n // 10}.{n % 10}" for n in range(100)])
+_FOUR_DIGITS = _words([f"{n:04d}" for n in range(10**4)])
+_EXPONENTS = _words([f"e+{n:02d}" for n in range(100)] + [f"e-{n:02d}" for n in range(100)])
+_POWER_OFFSET = 120  # powers of ten 10^-120 .. 10^120: enough for two-digit exponents
+_POWERS_OF_TEN = 10.0 ** np.arange(-_POWER_OFFSET, _POWER_OFFSET + 1)
 
 
 def _write_npy(path: str, rows: np.ndarray, names: np.ndarray) -> None:

@@ -93,14 +93,15 @@ def graph_from_edge_ids(
     src_t = torch.as_tensor(src, dtype=torch.int64)
     dst_t = torch.as_tensor(dst, dtype=torch.int64)
     weight_t = None if weights is None else torch.as_tensor(weights, dtype=torch.float64)
-    if not directed:
-        back = src_t != dst_t
-        if bool(back.all()):  # no self-loops: no masked copies
-            src_t, dst_t = torch.cat([src_t, dst_t]), torch.cat([dst_t, src_t])
-            if weight_t is not None:
-                weight_t = torch.cat([weight_t, weight_t])
-        else:
-            src_t, dst_t = torch.cat([src_t, dst_t[back]]), torch.cat([dst_t, src_t[back]])
-            if weight_t is not None:
-                weight_t = torch.cat([weight_t, weight_t[back]])
-    return Graph.from_edges(src_t, dst_t, num_nodes), weight_t
+    if weight_t is not None and weight_t.shape != src_t.shape:
+        raise ValueError(
+            f"weights must have one entry per edge, shape ({src_t.numel()},), got "
+            f"{tuple(weight_t.shape)}"
+        )
+    graph = Graph.from_edges(src_t, dst_t, num_nodes, undirected=not directed)
+    if weight_t is None:
+        return graph, None
+    if not directed and graph.num_edges > weight_t.numel():
+        back = weight_t if graph.num_edges == 2 * weight_t.numel() else weight_t[src_t != dst_t]
+        weight_t = torch.cat([weight_t, back])
+    return graph, weight_t

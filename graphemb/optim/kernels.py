@@ -17,13 +17,12 @@ same oracles.
 
 from __future__ import annotations
 
-import importlib
-import os
 from collections.abc import Mapping
 from types import ModuleType
 
 import torch
 
+from .._compiled import DISABLE_VARIABLE, disabled, load_module
 from .functional import FORMULAS
 
 __all__ = [
@@ -35,9 +34,6 @@ __all__ = [
     "unavailable_reason",
     "usable_for",
 ]
-
-DISABLE_VARIABLE = "GRAPHEMB_DISABLE_KERNELS"
-"""Set to ``1`` (or ``true``) to keep new optimizers off the fused kernels (C++ and Triton)."""
 
 _API_VERSION = 2  # graphemb_kernels.API_VERSION of the one-entry-point interface
 
@@ -51,10 +47,9 @@ def _registry_table() -> list[tuple[str, list[tuple[str, str]], list[str]]]:
 
 
 def _load() -> tuple[ModuleType | None, str]:
-    try:
-        candidate = importlib.import_module("graphemb_kernels")
-    except ImportError as error:  # not built for this environment
-        return None, f"graphemb_kernels is not installed ({error})"
+    candidate, failure = load_module()
+    if candidate is None:
+        return None, failure
     if getattr(candidate, "API_VERSION", 1) != _API_VERSION or not hasattr(candidate, "formulas"):
         return None, (
             f"graphemb_kernels at {candidate.__file__} was built from other sources (API version "
@@ -85,7 +80,7 @@ def available() -> bool:
     """Whether the kernels are installed, match the registry, and are not disabled by
     ``GRAPHEMB_DISABLE_KERNELS`` (read now: optimizers ask once per embedding, when they are
     created)."""
-    return _module is not None and os.environ.get(DISABLE_VARIABLE, "") not in ("1", "true")
+    return _module is not None and not disabled()
 
 
 def usable_for(table: torch.Tensor) -> bool:

@@ -81,6 +81,7 @@ def test_scaleout_benchmark_quick_mode_measures_traffic_and_steps():
         pytest.param("bench_multiprocess.py", ["--no-dgl"], marks=GRAPHEMB_ONLY),
         pytest.param("bench_partitioned.py", [], marks=GRAPHEMB_ONLY),
         pytest.param("bench_skipgram.py", [], marks=GRAPHEMB_ONLY),
+        pytest.param("bench_write_embeddings.py", [], marks=GRAPHEMB_ONLY),
     ],
 )
 def test_benchmark_quick_mode_prints_its_summary(script, args):
@@ -89,6 +90,14 @@ def test_benchmark_quick_mode_prints_its_summary(script, args):
     assert results, "no contender was measured"
     for name, result in results.items():
         assert result["median_ms"] > 0, name
+
+
+@GRAPHEMB_ONLY
+def test_read_graph_benchmark_quick_mode_measures_every_reader():
+    result = _json_line(_run("bench_read_graph.py").stdout, "RESULT ")
+    assert {"graphemb parse_edge_list", "graphemb read_graph"} <= set(result["results"])
+    for name, measured in result["results"].items():
+        assert measured["median_s"] > 0 and measured["peak_over_arrays"] > 0, name
 
 
 @WITH_DGL_PEERS

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
-from helpers import DEVICES
+from helpers import CUDA, DEVICES
 
+from graphemb import _compiled
 from graphemb.datasets import stochastic_block_model
 from graphemb.graph import Graph
 
@@ -60,6 +61,110 @@ def test_from_edges_matches_scipy(device):
     picked = torch.tensor([7, 0, 9], device=graph.device)
     assert graph.in_degrees(picked).tolist() == [int((dst == v).sum()) for v in (7, 0, 9)]
     assert graph.indptr.dtype == graph.indices.dtype == graph.edge_ids.dtype == torch.int64
+
+
+# The two ways of building the CSC arrays, each against the same oracles: the compiled
+# counting sort (CPU, where graphemb_kernels is built from these sources) and the pure-torch
+# stable sort (CPU with GRAPHEMB_DISABLE_KERNELS, and CUDA).
+COUNTING_SORT = getattr(_compiled.compiled_module(), "csc_from_edges", None)
+BUILDS = [
+    pytest.param(
+        "cpu-compiled",
+        marks=pytest.mark.skipif(
+            COUNTING_SORT is None,
+            reason="graphemb_kernels without csc_from_edges here (rebuild it: make kernels)",
+        ),
+    ),
+    "cpu-torch",
+    CUDA,
+]
+
+
+@pytest.fixture(params=BUILDS)
+def build_device(request, monkeypatch):
+    """The device to build on, with the compiled path switched off for ``cpu-torch``."""
+    if request.param == "cpu-torch":
+        monkeypatch.setenv(_compiled.DISABLE_VARIABLE, "1")
+        return "cpu"
+    monkeypatch.delenv(_compiled.DISABLE_VARIABLE, raising=False)
+    return request.param.split("-")[0]
+
+
+def stored_edges_oracle(src, dst, num_nodes, undirected):
+    """CSC arrays by numpy's lexsort of the stored edges (destination, then edge id), the
+    reverses written out one by one: ``(indptr, indices, edge_ids)``."""
+    stored = [(int(u), int(v)) for u, v in zip(src, dst, strict=True)]
+    if undirected:
+        stored += [(int(v), int(u)) for u, v in zip(src, dst, strict=True) if u != v]
+    ids = np.arange(len(stored), dtype=np.int64)
+    sources = np.array([u for u, _ in stored], dtype=np.int64)
+    targets = np.array([v for _, v in stored], dtype=np.int64)
+    order = np.lexsort((ids, targets))
+    indptr = np.zeros(num_nodes + 1, dtype=np.int64)
+    np.add.at(indptr, targets + 1, 1)
+    return np.cumsum(indptr), sources[order], ids[order]
+
+
+@pytest.mark.parametrize("undirected", [False, True])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_from_edges_matches_the_sorted_edge_list_and_scipy(build_device, undirected, seed):
+    """Self-loops, parallel edges (also a pair and its reverse), isolated nodes."""
+    src, dst = random_edges(seed, num_nodes=60, num_edges=500)
+    src = np.concatenate([src, [8, 8, 8, 4, 4]])  # a looped node with parallel loops
+    dst = np.concatenate([dst, [8, 8, 4, 8, 8]])
+    n = 65  # 60..64 are isolated
+    graph = Graph.from_edges(src, dst, n, device=build_device, undirected=undirected)
+
+    indptr, indices, edge_ids = stored_edges_oracle(src, dst, n, undirected)
+    assert graph.device.type == build_device
+    np.testing.assert_array_equal(graph.indptr.cpu().numpy(), indptr)
+    np.testing.assert_array_equal(graph.indices.cpu().numpy(), indices)
+    np.testing.assert_array_equal(graph.edge_ids.cpu().numpy(), edge_ids)
+    # scipy: the symmetrized adjacency (a loop counted once), duplicates summed
+    adjacency = sp.coo_matrix((np.ones(len(src)), (src, dst)), shape=(n, n)).tocsc()
+    if undirected:
+        adjacency = adjacency + adjacency.T - sp.diags(adjacency.diagonal())
+    counts = sp.csc_matrix(
+        (np.ones(graph.num_edges), graph.indices.cpu().numpy(), graph.indptr.cpu().numpy()),
+        shape=(n, n),
+    )
+    assert (counts != adjacency).nnz == 0
+    assert graph.in_degrees()[60:].tolist() == [0] * 5
+
+
+@pytest.mark.parametrize("undirected", [False, True])
+def test_from_edges_reads_strided_columns_and_edge_cases(build_device, undirected):
+    table = torch.from_numpy(np.random.default_rng(3).integers(0, 30, (400, 2)))
+    graph = Graph.from_edges(table[:, 0], table[:, 1], 30, build_device, undirected=undirected)
+    expected = stored_edges_oracle(table[:, 0].numpy(), table[:, 1].numpy(), 30, undirected)
+    for got, want in zip((graph.indptr, graph.indices, graph.edge_ids), expected, strict=True):
+        np.testing.assert_array_equal(got.cpu().numpy(), want)
+    for src, dst, n in (([], [], 3), ([2, 2, 0], [2, 2, 0], 4), ([1], [0], 2)):
+        graph = Graph.from_edges(src, dst, n, build_device, undirected=undirected)
+        expected = stored_edges_oracle(src, dst, n, undirected)
+        for got, want in zip((graph.indptr, graph.indices, graph.edge_ids), expected, strict=True):
+            np.testing.assert_array_equal(got.cpu().numpy(), want)
+
+
+@pytest.mark.skipif(COUNTING_SORT is None, reason="graphemb_kernels without csc_from_edges")
+def test_counting_sort_checks_ids_before_allocating_and_what_it_is_given():
+    asked = []
+
+    def allocate(size):
+        asked.append(size)
+        return torch.full((size,), -7), torch.full((size,), -7)
+
+    src, dst = torch.tensor([0, 1, 2]), torch.tensor([1, 5, 0])
+    with pytest.raises(IndexError, match=r"dst\[1\] = 5 is out of range for 3 nodes"):
+        COUNTING_SORT(src, dst, 3, False, allocate)
+    with pytest.raises(TypeError, match="src must be int64"):
+        COUNTING_SORT(src.int(), dst, 3, False, allocate)
+    assert asked == []
+    with pytest.raises(ValueError, match="allocate must return contiguous indices of 6"):
+        COUNTING_SORT(src, torch.tensor([1, 2, 0]), 3, True, lambda size: allocate(size - 1))
+    # through Graph.from_edges: the usual message, naming the first bad id
+    with pytest.raises(ValueError, match=r"node id 5 out of range \[0, 3\) at dst\[1\]"):
+        Graph.from_edges(src, dst, 3)
 
 
 def test_from_edges_accepts_arrays_lists_and_numpy_sizes():

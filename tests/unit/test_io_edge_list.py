@@ -8,6 +8,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
+from graphemb import _compiled
 from graphemb.io import GraphFileError, parse_edge_list, read_graph
 from graphemb.io.edge_list import _first_edge_line, _parse_integers, _parse_lines
 from graphemb.io.node_names import pack_integer_names
@@ -86,6 +87,38 @@ def test_weights_follow_their_edges(tmp_path, directed):
         for s, d, w in zip(src.tolist(), dst.tolist(), weights.tolist(), strict=True)
     )
     assert got == expected
+
+
+@pytest.mark.parametrize("directed", [False, True])
+@pytest.mark.parametrize("kernels", ["default build", "pure torch"])
+def test_every_edge_id_names_its_line_and_weight(tmp_path, monkeypatch, directed, kernels):
+    """Edge ``j`` is line ``j``; undirected, edge ``E + k`` is line ``j`` reversed for the
+    ``k``-th line that is not a self-loop; weights follow. Parallel lines, self-loops (one
+    repeated), sparse names; with the compiled graph build and without it."""
+    if kernels == "pure torch":
+        monkeypatch.setenv(_compiled.DISABLE_VARIABLE, "1")
+    rng = np.random.default_rng(4)
+    names = rng.choice(10_000, 40, replace=False)
+    lines = [(int(names[u]), int(names[v])) for u, v in rng.integers(0, 40, (300, 2))]
+    lines += [(lines[0][0], lines[0][0])] * 2 + [lines[1], lines[1][::-1]]
+    weights = rng.random(len(lines)).round(6)
+    path = tmp_path / "edges.txt"
+    path.write_text("".join(f"{u} {v} {w}\n" for (u, v), w in zip(lines, weights, strict=True)))
+
+    loaded = read_graph(path, directed=directed)
+
+    expected = [(u, v, w) for (u, v), w in zip(lines, weights, strict=True)]
+    if not directed:
+        expected += [(v, u, w) for (u, v), w in zip(lines, weights, strict=True) if u != v]
+    src, dst = loaded.graph.edges()
+    ids = loaded.graph.edge_ids
+    stored = {
+        edge_id: (int(loaded.node_names[s]), int(loaded.node_names[d]), float(w))
+        for edge_id, s, d, w in zip(
+            ids.tolist(), src.tolist(), dst.tolist(), loaded.weights[ids].tolist(), strict=True
+        )
+    }
+    assert stored == dict(enumerate(expected))
 
 
 def test_integer_weighted_file_takes_the_fast_path_and_agrees_with_the_slow_one(tmp_path):

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from graphemb.io import GraphFileError, read_embeddings, write_embeddings
+from graphemb.io import embeddings as embeddings_module
 
 
 def parse_word2vec(path):
@@ -36,6 +37,34 @@ def test_word2vec_text_format_keeps_names_and_exact_float32_values(tmp_path, suf
     assert back.dtype == torch.float32
     torch.testing.assert_close(back, rows, rtol=0, atol=0)
     assert back_names.tolist() == names.tolist()
+
+
+def test_float_values_are_written_as_python_rounds_them_and_read_back_exactly(tmp_path):
+    """Every finite float value as Python's correctly rounded ``%.8e`` (negative values) or
+    ``%.9e`` (the others: one more digit where the sign would be), however large or small;
+    rows with inf / nan, and float64 beyond two-digit exponents, as ``%.9g``."""
+    rng = np.random.default_rng(5)
+    tricky = [0.0, -0.0, 1.0, -1.0, 10.0, 0.1, 9.9999999, 99999.99, 0.5, 1e10, 1e-10,
+              123456789.0, 999999999.0, 999999.94, 1e-45, -1.4e-45, 1.1754944e-38,
+              3.4028235e38, -3.4028235e38]  # fmt: skip
+    spread = rng.standard_normal(3000) * 10.0 ** rng.integers(-44, 38, 3000)
+    values = np.concatenate([tricky, spread, rng.standard_normal(3000)]).astype(np.float32)
+    rows = values[: values.size // 6 * 6].reshape(-1, 6)
+    path = tmp_path / "out.emb"
+
+    write_embeddings(path, rows)
+
+    tokens = [line.split(" ")[1:] for line in path.read_text().splitlines()[1:]]
+    expected = [[f"{v:.8e}" if np.signbit(v) else f"{v:.9e}" for v in row] for row in rows]
+    assert tokens == expected
+    np.testing.assert_array_equal(parse_word2vec(path)[1].view(np.int32), rows.view(np.int32))
+
+    special = np.array([[1.5, np.inf], [-np.nan, 2.0]], dtype=np.float32)
+    huge = np.array([[1e-300, -2.5], [1e150, 3.0]])
+    for array in (special, huge):
+        write_embeddings(path, array)
+        tokens = [line.split(" ")[1:] for line in path.read_text().splitlines()[1:]]
+        assert tokens == [[f"{v:.9g}" for v in row] for row in array.tolist()]
 
 
 def test_default_names_are_node_ids(tmp_path):
@@ -99,20 +128,31 @@ def test_a_failure_while_writing_leaves_the_old_file(tmp_path, monkeypatch, suff
     def fail(*args, **kwargs):
         raise OSError("disk full")
 
-    # Fails in the middle: after the temporary file was created.
+    # Fails in the middle: .npy after the temporary file was created, .emb after its first
+    # row was written (one row a block here).
     monkeypatch.setattr(np, "save", fail)
-    monkeypatch.setattr("graphemb.io.embeddings._ROWS_PER_WRITE", "not a number")
-    with pytest.raises((OSError, TypeError)):
+    format_block = embeddings_module._word2vec_lines
+    blocks = []
+
+    def second_block_fails(names, rows):
+        blocks.append(names)
+        return format_block(names, rows) if len(blocks) == 1 else fail()
+
+    monkeypatch.setattr(embeddings_module, "_VALUES_PER_WRITE", 2)
+    monkeypatch.setattr(embeddings_module, "_word2vec_lines", second_block_fails)
+    with pytest.raises(OSError, match="disk full"):
         write_embeddings(path, np.ones((3, 2)), ["a", "b", "c"])
     assert path.read_text() == "old"
     assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+    assert blocks == ([] if suffix == ".npy" else [["a"], ["b"]])
 
 
 def test_unknown_suffix(tmp_path):
     with pytest.raises(ValueError, match=r"cannot tell the embedding format of .*out.bin"):
         write_embeddings(tmp_path / "out.bin", np.zeros((1, 1)))
     write_embeddings(tmp_path / "out.bin", np.zeros((1, 1)), format="word2vec")
-    assert (tmp_path / "out.bin").read_text() == "1 1\n0 0\n"
+    names, rows = parse_word2vec(tmp_path / "out.bin")
+    assert names == ["0"] and rows.tolist() == [[0.0]]
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,228 @@
+// Compressed sparse column (CSC) arrays of a graph from its edge list, by a counting sort.
+//
+// Column v lists the edges that end at v, in increasing edge id -- exactly what a stable
+// sort of the edges by destination gives (graphemb.graph.Graph.from_edges' pure-torch path,
+// also used on GPUs and when this module is absent), with no memory beyond the outputs
+// and small counters.
+//
+// undirected: edge j (j < E) is src[j] -> dst[j]; edge E + k is the reverse of the k-th
+// edge that is not a self-loop (a self-loop is stored once, as networkx's to_directed
+// does). So column v holds first the edges j with dst[j] == v, then the reverses of the
+// edges with src[j] == v: the order of a stable sort of the concatenated edge list, with
+// no concatenated copy made.
+//
+// Placing each edge straight into its column writes at random over the outputs: a cache
+// (and TLB) miss per write. So edges are placed in two stable steps, as a radix sort
+// does: first into their bucket of consecutive columns (a few hundred write streams,
+// each sequential), then, bucket by bucket, from a copy of the bucket into their columns
+// (writes within a region that fits in the cache). The first step packs the column
+// within the bucket into the high bits of the stored source node (unpacked by the second).
+// Both steps run in parallel (parts of the edge list, then buckets); small graphs, and
+// graphs whose buckets would be too uneven (a hub node), take the direct placement.
+//
+// src and dst may be strided views (the columns of an (E, 2) table). Every id is checked
+// before anything is allocated or written: one out of range raises IndexError naming the
+// first such edge. The outputs come from `allocate(S)` (S stored edges), which returns
+// (indices, edge_ids): the caller picks their memory (graphemb puts indices on huge pages).
+
+#include "csc.h"
+
+#include <ATen/Parallel.h>
+#include <ATen/record_function.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+namespace {
+
+constexpr int kNodeBits = 40;  // packed: column in bucket << 40 | node id
+constexpr int64_t kNodeMask = (int64_t{1} << kNodeBits) - 1;
+constexpr int kMaxBucketBits = 12;         // at most 4096 columns a bucket
+constexpr int64_t kBucketEdges = 1 << 17;  // about this many stored edges a bucket (measured
+                                           // best of 2^13, 2^15, 2^17 at 1M nodes / 40M edges)
+
+void check_ids(const at::Tensor& t, const char* name) {
+  TORCH_CHECK_TYPE(t.scalar_type() == at::kLong, "graphemb_kernels.csc_from_edges: ", name,
+                   " must be int64 (node ids), got ", t.scalar_type());
+  TORCH_CHECK_VALUE(t.device().is_cpu(), "graphemb_kernels.csc_from_edges: ", name,
+                    " must be a CPU tensor, got one on ", t.device());
+  TORCH_CHECK_VALUE(t.dim() == 1, "graphemb_kernels.csc_from_edges: ", name,
+                    " must have 1 dimension, got shape ", t.sizes());
+}
+
+void check_output(const at::Tensor& t, const char* name, int64_t size) {
+  check_ids(t, name);
+  TORCH_CHECK_VALUE(t.is_contiguous() && t.numel() == size,
+                    "graphemb_kernels.csc_from_edges: allocate must return contiguous ", name,
+                    " of ", size, " elements, got shape ", t.sizes());
+}
+
+// The stored edges in edge-id order, as (column, source node, edge id) to `place`.
+template <typename Place>
+void for_each_stored_edge(const int64_t* s, int64_t s_step, const int64_t* d, int64_t d_step,
+                          int64_t num_edges, bool undirected, Place place) {
+  for (int64_t j = 0; j < num_edges; ++j) place(d[j * d_step], s[j * s_step], j);
+  if (!undirected) return;
+  int64_t id = num_edges;
+  for (int64_t j = 0; j < num_edges; ++j) {
+    const int64_t u = s[j * s_step];
+    const int64_t v = d[j * d_step];
+    if (u != v) place(u, v, id++);
+  }
+}
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> csc_from_edges(
+    const at::Tensor& src, const at::Tensor& dst, int64_t num_nodes, bool undirected,
+    const std::function<std::tuple<at::Tensor, at::Tensor>(int64_t)>& allocate) {
+  RECORD_FUNCTION("graphemb_kernels::csc_from_edges", std::vector<c10::IValue>());
+  check_ids(src, "src");
+  check_ids(dst, "dst");
+  TORCH_CHECK_VALUE(src.numel() == dst.numel(),
+                    "graphemb_kernels.csc_from_edges: src and dst must have the same length, "
+                    "got ", src.numel(), " and ", dst.numel());
+  TORCH_CHECK_VALUE(num_nodes >= 0,
+                    "graphemb_kernels.csc_from_edges: num_nodes must be >= 0, got ", num_nodes);
+  const int64_t num_edges = src.numel();
+  const int64_t* s = src.data_ptr<int64_t>();
+  const int64_t* d = dst.data_ptr<int64_t>();
+  const int64_t s_step = src.stride(0);
+  const int64_t d_step = dst.stride(0);
+  const auto nodes = static_cast<uint64_t>(num_nodes);
+
+  // Pass 1: stored edges per column (indptr[v + 1]), checking every id.
+  at::Tensor indptr = at::zeros({num_nodes + 1}, src.options());
+  int64_t* column = indptr.data_ptr<int64_t>();
+  for (int64_t j = 0; j < num_edges; ++j) {
+    const int64_t u = s[j * s_step];
+    const int64_t v = d[j * d_step];
+    if (static_cast<uint64_t>(u) >= nodes || static_cast<uint64_t>(v) >= nodes) {
+      const bool src_bad = static_cast<uint64_t>(u) >= nodes;
+      TORCH_CHECK_INDEX(false, "graphemb_kernels.csc_from_edges: ", src_bad ? "src[" : "dst[",
+                        j, "] = ", src_bad ? u : v, " is out of range for ", num_nodes,
+                        " nodes");
+    }
+    ++column[v + 1];
+    if (undirected && u != v) ++column[u + 1];
+  }
+  for (int64_t v = 0; v < num_nodes; ++v) column[v + 1] += column[v];
+  const int64_t stored = column[num_nodes];
+
+  at::Tensor indices, edge_ids;
+  std::tie(indices, edge_ids) = allocate(stored);
+  check_output(indices, "indices", stored);
+  check_output(edge_ids, "edge_ids", stored);
+  int64_t* out_nodes = indices.data_ptr<int64_t>();
+  int64_t* out_ids = edge_ids.data_ptr<int64_t>();
+
+  // Columns per bucket: a power of two, about kBucketEdges stored edges a bucket.
+  const int64_t per_column = std::max<int64_t>(1, stored / std::max<int64_t>(num_nodes, 1));
+  int bucket_bits = 0;
+  while (bucket_bits < kMaxBucketBits && (per_column << (bucket_bits + 1)) <= kBucketEdges)
+    ++bucket_bits;
+  const int64_t buckets = (num_nodes + (int64_t{1} << bucket_bits) - 1) >> bucket_bits;
+  const auto bucket_start = [&](int64_t b) {
+    return column[std::min(b << bucket_bits, num_nodes)];
+  };
+  int64_t largest = 0;
+  for (int64_t b = 0; b < buckets; ++b)
+    largest = std::max(largest, bucket_start(b + 1) - bucket_start(b));
+  // Buckets help only where the column a write goes to is a cache miss; the copy of a
+  // bucket must stay small (a hub node can make one bucket most of the graph).
+  const bool bucketed = num_nodes < (int64_t{1} << kNodeBits) && buckets > 1 &&
+                        stored >= (int64_t{1} << 20) && largest <= stored / 8 + kBucketEdges;
+
+  if (!bucketed) {  // each edge straight into the next free slot of its column
+    std::vector<int64_t> next(column, column + num_nodes);
+    for_each_stored_edge(s, s_step, d, d_step, num_edges, undirected,
+                         [&](int64_t v, int64_t u, int64_t id) {
+                           const int64_t slot = next[v]++;
+                           out_nodes[slot] = u;
+                           out_ids[slot] = id;
+                         });
+    return {indptr, indices, edge_ids};
+  }
+
+  // Step 1: into buckets, in edge-id order, the column within the bucket packed in. In
+  // parallel: part p of the edge list writes its edges of a bucket after those of parts
+  // < p, and its reverses after all edges and the reverses of parts < p.
+  const int64_t parts =
+      std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), stored >> 22));
+  const auto first_edge = [&](int64_t part) { return num_edges * part / parts; };
+  const int64_t in_bucket = (int64_t{1} << bucket_bits) - 1;
+  // next[(p * 2 + kind) * buckets + b]: edges (kind 0) or reverses (1) of part p in bucket b
+  std::vector<int64_t> next(parts * 2 * buckets, 0);
+  at::parallel_for(0, parts, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      int64_t* edges = next.data() + p * 2 * buckets;
+      int64_t* reverses = edges + buckets;
+      for (int64_t j = first_edge(p), stop = first_edge(p + 1); j < stop; ++j) {
+        const int64_t u = s[j * s_step];
+        const int64_t v = d[j * d_step];
+        ++edges[v >> bucket_bits];
+        if (undirected && u != v) ++reverses[u >> bucket_bits];
+      }
+    }
+  });
+  std::vector<int64_t> first_reverse_id(parts);
+  int64_t reverse_id = num_edges;
+  for (int64_t p = 0; p < parts; ++p) {
+    first_reverse_id[p] = reverse_id;
+    for (int64_t b = 0; b < buckets; ++b) reverse_id += next[(p * 2 + 1) * buckets + b];
+  }
+  for (int64_t b = 0; b < buckets; ++b) {
+    int64_t slot = bucket_start(b);
+    for (int64_t kind = 0; kind < 2; ++kind) {
+      for (int64_t p = 0; p < parts; ++p) {
+        int64_t& counter = next[(p * 2 + kind) * buckets + b];
+        const int64_t count = counter;
+        counter = slot;
+        slot += count;
+      }
+    }
+  }
+  at::parallel_for(0, parts, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      int64_t* edges = next.data() + p * 2 * buckets;
+      int64_t* reverses = edges + buckets;
+      int64_t id = first_reverse_id[p];
+      for (int64_t j = first_edge(p), stop = first_edge(p + 1); j < stop; ++j) {
+        const int64_t u = s[j * s_step];
+        const int64_t v = d[j * d_step];
+        const int64_t slot = edges[v >> bucket_bits]++;
+        out_nodes[slot] = ((v & in_bucket) << kNodeBits) | u;
+        out_ids[slot] = j;
+        if (undirected && u != v) {
+          const int64_t back = reverses[u >> bucket_bits]++;
+          out_nodes[back] = ((u & in_bucket) << kNodeBits) | v;
+          out_ids[back] = id++;
+        }
+      }
+    }
+  });
+  // Step 2: each bucket, from a copy, into its columns (stable: in the copy's order). In
+  // parallel where the copies (one per thread) stay small next to the outputs.
+  const bool copies_small = largest * at::get_num_threads() <= stored / 4;
+  at::parallel_for(0, buckets, copies_small ? 1 : buckets, [&](int64_t begin, int64_t end) {
+    std::vector<int64_t> copy_nodes(largest), copy_ids(largest);
+    std::vector<int64_t> column_next(int64_t{1} << bucket_bits);
+    for (int64_t b = begin; b < end; ++b) {
+      const int64_t lo = bucket_start(b);
+      const int64_t size = bucket_start(b + 1) - lo;
+      std::copy(out_nodes + lo, out_nodes + lo + size, copy_nodes.begin());
+      std::copy(out_ids + lo, out_ids + lo + size, copy_ids.begin());
+      const int64_t first = b << bucket_bits;
+      const int64_t width = std::min(num_nodes, first + in_bucket + 1) - first;
+      std::copy(column + first, column + first + width, column_next.begin());
+      for (int64_t i = 0; i < size; ++i) {
+        const int64_t packed = copy_nodes[i];
+        const int64_t slot = column_next[packed >> kNodeBits]++;
+        out_nodes[slot] = packed & kNodeMask;
+        out_ids[slot] = copy_ids[i];
+      }
+    }
+  });
+  return {indptr, indices, edge_ids};
+}

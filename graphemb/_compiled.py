@@ -1,0 +1,43 @@
+"""The optional compiled module ``graphemb_kernels`` (built from ``csrc/``), imported once.
+
+Its users check for what they call and keep a pure-torch path for when it is absent:
+:mod:`graphemb.optim.kernels` (fused optimizer updates; it also checks that the module's
+formula table matches the registry) and :class:`graphemb.graph.Graph` (CSC construction).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from types import ModuleType
+
+__all__ = ["DISABLE_VARIABLE", "compiled_module", "disabled", "import_failure", "load_module"]
+
+DISABLE_VARIABLE = "GRAPHEMB_DISABLE_KERNELS"
+"""Set to ``1`` (or ``true``) to keep graphemb off its compiled kernels (C++ and Triton)."""
+
+
+def load_module() -> tuple[ModuleType | None, str]:
+    """``(module, "")``, or ``(None, why)`` when ``graphemb_kernels`` does not import."""
+    try:
+        return importlib.import_module("graphemb_kernels"), ""
+    except ImportError as error:  # not built for this environment
+        return None, f"graphemb_kernels is not installed ({error})"
+
+
+_module, _failure = load_module()
+
+
+def compiled_module() -> ModuleType | None:
+    """The module ``graphemb_kernels``, or None when it does not import."""
+    return _module
+
+
+def import_failure() -> str:
+    """Why the module did not import (``""`` when it did)."""
+    return _failure
+
+
+def disabled() -> bool:
+    """Whether ``GRAPHEMB_DISABLE_KERNELS`` asks, now, for the pure-torch paths."""
+    return os.environ.get(DISABLE_VARIABLE, "") in ("1", "true")
