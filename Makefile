@@ -88,13 +88,13 @@ $(VENV)/%/.ready: $(VENV)/%/.base
 
 # The optional fused CPU kernels, compiled against each stack's own torch. Built from a
 # copy inside the environment so that the two stacks never share build files.
-$(VENV)/%/.kernels: $(VENV)/%/.base csrc/setup.py $(wildcard csrc/graphemb_kernels/*.cpp)
+$(VENV)/%/.kernels: $(VENV)/%/.base csrc/setup.py $(wildcard csrc/graphemb_kernels/*.cpp csrc/graphemb_kernels/*.h)
 	rm -rf $(VENV)/$*/kernels-src && cp -r csrc $(VENV)/$*/kernels-src
 	cd $(VENV)/$*/kernels-src && ../bin/$(PIP) --no-build-isolation --no-deps .
 	$(VENV)/$*/bin/python -c "import torch, graphemb_kernels"
 	touch $@
 
-kernels: $(VENV)/dgl/.kernels $(VENV)/modern/.kernels
+kernels: $(VENV)/dgl/.ready $(VENV)/modern/.ready $(VENV)/dgl/.kernels $(VENV)/modern/.kernels
 
 ## bench: the sparse-step benchmark (dgl stack, so DGL is measured too), kernels rebuilt if
 ## their sources changed; bench-soak: 10,000 steps of 2-process training, memory sampled

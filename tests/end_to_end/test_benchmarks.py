@@ -100,6 +100,33 @@ def test_read_graph_benchmark_quick_mode_measures_every_reader():
         assert measured["median_s"] > 0 and measured["peak_over_arrays"] > 0, name
 
 
+@GRAPHEMB_ONLY
+def test_table_init_benchmark_quick_mode_times_graphemb_torch_and_the_bound():
+    summary = _json_line(_run("bench_table_init.py").stdout, "BENCH_SUMMARY ")
+    assert {"graphemb", "torch"} <= set(summary["results"]), summary["results"].keys()
+    for name, measured in summary["results"].items():
+        assert measured["median_s"] > 0 and measured["gb_per_s"] > 0, name
+
+
+@GRAPHEMB_ONLY
+def test_deepwalk_quality_quick_mode_scores_every_trainer():
+    pytest.importorskip("gensim", reason="the quality benchmark's peer (graphemb[bench])")
+    stdout = _run(
+        "bench_deepwalk_quality.py", "--trainers", "gensim,batch", "--seeds", "0,1"
+    ).stdout
+    rows = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+    assert sorted((r["trainer"], r["seed"]) for r in rows) == [
+        ("batch", 0),
+        ("batch", 1),
+        ("gensim", 0),
+        ("gensim", 1),
+    ]
+    for row in rows:
+        assert row["seconds"] > 0
+        assert all(0 < row[key] <= 1 for key in row if key.startswith(("micro@", "macro@")))
+    assert "mean of 2" in stdout  # the table of means over seeds
+
+
 @WITH_DGL_PEERS
 def test_end_to_end_quick_mode_times_every_contender_and_its_phases():
     summary = _json_line(_run("bench_end_to_end.py", "--pyg-aggregation").stdout, "BENCH_SUMMARY ")
