@@ -137,6 +137,29 @@ def test_negatives_follow_degree_to_the_three_quarters():
     assert sampler((2, 3, 4)).shape == (2, 3, 4)
 
 
+@pytest.mark.parametrize("shape", ["power-law", "one-hub", "uniform", "single"])
+def test_alias_table_gives_every_node_exactly_its_probability(shape):
+    """The distribution the table implies -- column c drawn with 1/n, kept with keep[c],
+    else its alias -- equals the sampler's probabilities (float64, exact up to rounding),
+    zero-weight nodes included (never drawn)."""
+    gen = torch.Generator().manual_seed(5)
+    weights = {
+        "power-law": (1 / torch.rand(3000, generator=gen, dtype=torch.float64)) ** 1.5,
+        "one-hub": torch.cat([torch.full((1,), 5000.0), torch.ones(999)]).double(),
+        "uniform": torch.ones(7, dtype=torch.float64),
+        "single": torch.tensor([0.0, 2.0, 0.0]),
+    }[shape]
+    if shape == "power-law":
+        weights[::7] = 0.0
+    sampler = NegativeSampler(weights)
+    columns = sampler._nodes.numel()
+    implied = torch.zeros_like(sampler.probabilities)
+    implied.index_add_(0, sampler._nodes, sampler._keep / columns)
+    implied.index_add_(0, sampler._alias_nodes, (1 - sampler._keep) / columns)
+    torch.testing.assert_close(implied, sampler.probabilities, rtol=0, atol=1e-12)
+    assert bool((implied[weights == 0] == 0).all())
+
+
 @pytest.mark.parametrize(
     "weights, power, error, message",
     [
