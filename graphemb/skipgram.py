@@ -753,7 +753,7 @@ class SkipGram(torch.nn.Module):
             weight = mask.sum(-1).to(dtype).mul_(-lr * self.num_negatives / noise.shape[1])
             diagonal = self.sharing == "batch" and num_walks > 1
             if diagonal:  # block b serves the centers order[b]
-                order = diagonal_blocks(num_walks, length, walks.device).view(-1)
+                order, position_of = _diagonal_permutation(num_walks, length, walks.device)
                 served = centers.view(-1, dim).index_select(0, order).view_as(centers)
                 weight = weight.view(-1).index_select(0, order).view_as(weight)
             else:
@@ -763,8 +763,9 @@ class SkipGram(torch.nn.Module):
                 loss -= (F.softplus(noise_scores).sum(-1) * weight).sum() / lr
             negative = torch.sigmoid(noise_scores).mul_(weight.unsqueeze(-1)).to(low)
             if diagonal:
-                pushed = torch.bmm(negative, noise).view(-1, dim).to(center_grad.dtype)
-                center_grad.view(-1, dim).index_add_(0, order, pushed)
+                pushed = torch.bmm(negative, noise).view(-1, dim)
+                # A permutation: gathering each center's row back beats a scatter-add.
+                center_grad.view(-1, dim).add_(pushed.index_select(0, position_of))
             else:
                 center_grad.baddbmm_(negative, noise)
             noise_grad = torch.bmm(negative.transpose(1, 2), served).view(-1, dim)
@@ -908,6 +909,20 @@ def _scale_duplicates(
         elif cap is not None:  # "cap:C": at most C times the mean
             divisor.div_(cap).clamp_(min=1.0)
         grads.div_(divisor.to(grads.dtype).unsqueeze(1))
+
+
+@functools.lru_cache(maxsize=16)
+def _diagonal_permutation(
+    num_walks: int, length: int, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(order, position_of)``, flat, for steps of one shape: ``order`` of
+    :func:`diagonal_blocks` (the center at each slot of the blocks) and its inverse
+    (the slot of center ``w * T + t``: ``((w + t) % W) * T + t``)."""
+    order = diagonal_blocks(num_walks, length, device).view(-1)
+    walk = torch.arange(num_walks, device=device).unsqueeze(1)
+    position = torch.arange(length, device=device).unsqueeze(0)
+    position_of = (((walk + position) % num_walks) * length + position).view(-1)
+    return order, position_of
 
 
 def _pair_mask(walks: torch.Tensor, window: int, radii: torch.Tensor | None) -> torch.Tensor:
