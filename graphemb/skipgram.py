@@ -32,7 +32,7 @@ linearly over one pass. Cheaper negative layouts are options; the trainer's defa
 scored against a block drawn for another walk (:func:`diagonal_blocks`) and weighted to
 the same expected loss (PyTorch-BigGraph's batch negatives): word2vec's F1 in
 ``benchmarks/bench_deepwalk_quality.py``, in a fraction of gensim's time. ``"walk"``
-shares a block along one walk (about 1 point lower F1 at 10 % labels), ``"position"``
+shares a block along one walk (up to 1.5 points lower F1 on Cora and CiteSeer), ``"position"``
 shares ``K`` negatives per center among its ``2 * window`` pairs (a center sees ``K``
 distinct noise nodes where word2vec sees up to ``2 * window * K``; measurably worse
 embeddings, kept for comparison).
@@ -113,7 +113,9 @@ def pair_offsets(window: int) -> torch.Tensor:
     return offsets[offsets != 0]
 
 
-def diagonal_blocks(num_walks: int, length: int, device: torch.device | str | None = None):
+def diagonal_blocks(
+    num_walks: int, length: int, device: torch.device | str | None = None
+) -> torch.Tensor:
     """Which centers each block of negatives serves with ``sharing="batch"``.
 
     The center at position ``t`` of walk ``w`` scores the negatives of block
@@ -534,8 +536,8 @@ class SkipGram(torch.nn.Module):
               centers of different walks).
             * ``"walk"`` -- shape ``(W, M)``: as ``"batch"``, but block ``w`` serves
               every center of walk ``w``: the centers of a walk are alike, and their
-              shared noise rows move in one coherent push (about 1 point of F1 below
-              ``"batch"`` and word2vec at 10 walks per node).
+              shared noise rows move in one coherent push (0.5 to 1.5 points of F1
+              below ``"batch"`` and word2vec on Cora and CiteSeer at 10 walks per node).
             * ``"position"`` -- shape ``(W, T, K)``: ``K`` negatives per center, shared
               by its context pairs and weighted by their number. Same loss in
               expectation but far noisier with a wide window: a center sees ``K``
@@ -1058,9 +1060,9 @@ def train_node_embeddings(
         a step and scores each center against a block drawn for another walk (the
         diagonal of :func:`diagonal_blocks`), weighted to the same expected loss: the F1
         of ``"pair"`` and gensim in benchmarks/bench_deepwalk_quality.py in a fraction of
-        the time. ``"walk"`` scores the centers of a walk against its own block: about 1
-        point lower F1 at 10 % labels (a block's rows then move with one coherent push
-        from like centers). ``"position"`` is noisier still and trains worse embeddings.
+        the time. ``"walk"`` scores the centers of a walk against its own block: up to 1.5
+        points lower F1 on Cora and CiteSeer (a block's rows then move with one coherent
+        push from like centers). ``"position"`` is noisier still and trains worse embeddings.
     walk_negatives : int, optional
         Noise nodes per block with ``sharing="batch"`` or ``"walk"`` (one block per walk);
         default ``negatives * (window + 1)``, what a center draws in word2vec on average.

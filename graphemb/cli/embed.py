@@ -119,8 +119,8 @@ def _add_arguments(parser: argparse.ArgumentParser, *, node2vec: bool) -> None:
         default=_trainer_default("sharing"),
         help="negatives: 'batch' = blocks drawn per step, each center scored against "
         "another walk's block, weighted to word2vec's expected loss (fast, word2vec's F1); "
-        "'pair' = word2vec's own K per pair (slow); 'walk' = each walk's own block (about "
-        "1 point lower F1); 'position' = K per node shared by its pairs (worse embeddings)",
+        "'pair' = word2vec's own K per pair (slow); 'walk' = each walk's own block (up to "
+        "1.5 points lower F1); 'position' = K per node shared by its pairs (worse embeddings)",
     )
     model.add_argument(
         "--duplicates",
