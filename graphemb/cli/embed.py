@@ -135,7 +135,8 @@ def _add_arguments(parser: argparse.ArgumentParser, *, node2vec: bool) -> None:
         "--workers",
         type=positive_int,
         default=1,
-        help="processes training in parallel on tables in shared memory",
+        help="processes training in parallel on tables in shared memory (each starts in "
+        "seconds: worth it for long runs, not for small graphs)",
     )
     run.add_argument("--seed", type=int, default=0, help="seed of walks and initialisation")
     run.add_argument("--quiet", action="store_true", help="no progress bar or summary on stderr")
