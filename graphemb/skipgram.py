@@ -725,7 +725,7 @@ class SkipGram(torch.nn.Module):
             )
         if self.sharing == "position":
             raise ValueError("sgd_step supports sharing='pair', 'batch' and 'walk', not 'position'")
-        check_duplicates(duplicates)
+        cap = check_duplicates(duplicates)
         walks = _checked_walks(walks)
         num_walks, length = walks.shape
         if num_walks == 0 or length == 0:
@@ -796,9 +796,11 @@ class SkipGram(torch.nn.Module):
         noise_grad = noise_grad.to(dtype)
         if duplicates != "sum":
             counter = self._occurrence_counter(center_table)
-            _scale_duplicates([(flat, center_grad)], duplicates, counter)
+            _scale_duplicates([(flat, center_grad)], duplicates, cap, counter)
             # A context row also drawn as a negative counts once per occurrence of either.
-            _scale_duplicates([(flat, context_grad), (noise_ids, noise_grad)], duplicates, counter)
+            _scale_duplicates(
+                [(flat, context_grad), (noise_ids, noise_grad)], duplicates, cap, counter
+            )
         center_table.index_add_(0, flat, center_grad)
         context_table.index_add_(0, flat, context_grad)
         context_table.index_add_(0, noise_ids, noise_grad)
@@ -893,18 +895,20 @@ def check_duplicates(duplicates: str) -> float | None:
 
 
 def _scale_duplicates(
-    parts: list[tuple[torch.Tensor, torch.Tensor]], how: str, counter: torch.Tensor
+    parts: list[tuple[torch.Tensor, torch.Tensor]],
+    how: str,
+    cap: float | None,
+    counter: torch.Tensor,
 ) -> None:
     """For every ``(ids, grads)`` of ``parts``, divide the rows of ``grads`` by how often
     their id occurs in all the ``ids`` ("mean": then ``index_add_`` adds their mean), by its
-    square root ("sqrt") or by ``count / C`` where that exceeds 1 ("cap:C"), in place.
-    ``counter``: zeros, one per row; left zero."""
+    square root ("sqrt") or by ``count / C`` where that exceeds 1 ("cap:C", ``cap`` = C),
+    in place. ``counter``: zeros, one per row; left zero."""
     for ids, _ in parts:
         counter.index_add_(0, ids, torch.ones(ids.shape, dtype=counter.dtype, device=ids.device))
     divisors = [counter.index_select(0, ids) for ids, _ in parts]
     for ids, _ in parts:
         counter.index_fill_(0, ids, 0)
-    cap = check_duplicates(how)
     for (_, grads), divisor in zip(parts, divisors, strict=True):
         if how == "sqrt":
             divisor.sqrt_()

@@ -557,37 +557,41 @@ def word2vec_batch(sharing: str, seed: int = 3):
     return walks, radii, torch.randint(0, NUM, shape, generator=gen)
 
 
-@pytest.mark.parametrize("sharing", ["pair", "batch", "walk"])
-def test_sgd_step_is_word2vecs_update_against_a_float64_reference(sharing):
-    walks, radii, negatives = word2vec_batch(sharing)
+def float64_reference_and_model(walks, radii, negatives, sharing, name):
+    """The float64 reference's summed loss and gradients at the initial tables, and a
+    float64 ``SkipGram`` holding those tables: ``(loss, center, context, center_grad,
+    context_grad, model)``."""
     center, context = initial_tables()
+    reference_center = center.clone().requires_grad_()
+    reference_context = context.clone().requires_grad_()
+    loss = word2vec_reference(
+        reference_center, reference_context, walks, radii, negatives, sharing, K
+    )
+    loss.backward()
     model = SkipGram(
-        NUM,
-        DIM,
-        window=WINDOW,
-        name=f"w2v-{sharing}",
-        dtype=torch.float64,
-        sharing=sharing,
-        num_negatives=K,
+        NUM, DIM, window=WINDOW, name=name, dtype=torch.float64, sharing=sharing, num_negatives=K
     )
     model.center.all_set_embedding(center)
     model.context.all_set_embedding(context)
-    reference_center = center.clone().requires_grad_()
-    reference_context = context.clone().requires_grad_()
-    expected = word2vec_reference(
-        reference_center, reference_context, walks, radii, negatives, sharing, K
+    return loss, center, context, reference_center.grad, reference_context.grad, model
+
+
+@pytest.mark.parametrize("sharing", ["pair", "batch", "walk"])
+def test_sgd_step_is_word2vecs_update_against_a_float64_reference(sharing):
+    walks, radii, negatives = word2vec_batch(sharing)
+    expected, center, context, center_grad, context_grad, model = float64_reference_and_model(
+        walks, radii, negatives, sharing, f"w2v-{sharing}"
     )
-    expected.backward()
     loss = model(walks, negatives, radii=radii, reduction="sum")
     assert loss.item() == pytest.approx(expected.item(), rel=1e-12)
     lr = 0.1
     summed = model.sgd_step(walks, negatives, lr=lr, radii=radii)
     assert summed == pytest.approx(expected.item(), rel=1e-12)
     torch.testing.assert_close(
-        model.center.all_get_embedding(), center - lr * reference_center.grad, rtol=0, atol=1e-12
+        model.center.all_get_embedding(), center - lr * center_grad, rtol=0, atol=1e-12
     )
     torch.testing.assert_close(
-        model.context.all_get_embedding(), context - lr * reference_context.grad, rtol=0, atol=1e-12
+        model.context.all_get_embedding(), context - lr * context_grad, rtol=0, atol=1e-12
     )
 
 
@@ -601,23 +605,9 @@ def test_repeated_rows_move_by_the_duplicates_rule(duplicates, copies, copies_mo
     walks = torch.tensor([[0, 1, 2, 3, 4]])  # no id repeats within a table's lookups
     radii = torch.tensor([[2, 1, 2, 2, 1]])
     negatives = torch.arange(5, 12).unsqueeze(0)
-    center, context = initial_tables()
-    reference_center = center.clone().requires_grad_()
-    reference_context = context.clone().requires_grad_()
-    word2vec_reference(
-        reference_center, reference_context, walks, radii, negatives, "walk", K
-    ).backward()
-    model = SkipGram(
-        NUM,
-        DIM,
-        window=WINDOW,
-        name=f"w2v-{duplicates}-{copies}",
-        dtype=torch.float64,
-        sharing="walk",
-        num_negatives=K,
+    _, center, context, center_grad, context_grad, model = float64_reference_and_model(
+        walks, radii, negatives, "walk", f"w2v-{duplicates}-{copies}"
     )
-    model.center.all_set_embedding(center)
-    model.context.all_set_embedding(context)
     # A step with lr 0 on the same rows first: counts of one step must not leak into the next.
     model.sgd_step(walks, negatives, lr=0.0, radii=radii, duplicates=duplicates)
     model.sgd_step(
@@ -629,13 +619,10 @@ def test_repeated_rows_move_by_the_duplicates_rule(duplicates, copies, copies_mo
     )
     moved = 0.1 * copies_moved
     torch.testing.assert_close(
-        model.center.all_get_embedding(), center - moved * reference_center.grad, rtol=0, atol=1e-12
+        model.center.all_get_embedding(), center - moved * center_grad, rtol=0, atol=1e-12
     )
     torch.testing.assert_close(
-        model.context.all_get_embedding(),
-        context - moved * reference_context.grad,
-        rtol=0,
-        atol=1e-12,
+        model.context.all_get_embedding(), context - moved * context_grad, rtol=0, atol=1e-12
     )
 
 
@@ -644,36 +631,19 @@ def test_a_row_both_context_and_negative_counts_both_occurrences():
     block's negative. With "mean", context row 1 moves by half its summed gradient, every
     other row by its whole gradient (of the float64 reference)."""
     walks, radii, negatives = torch.tensor([[0, 1]]), torch.tensor([[1, 1]]), torch.tensor([[1]])
-    center, context = initial_tables()
-    reference_center = center.clone().requires_grad_()
-    reference_context = context.clone().requires_grad_()
-    word2vec_reference(
-        reference_center, reference_context, walks, radii, negatives, "batch", K
-    ).backward()
-    model = SkipGram(
-        NUM,
-        DIM,
-        window=WINDOW,
-        name="ctx-neg",
-        dtype=torch.float64,
-        sharing="batch",
-        num_negatives=K,
+    _, center, context, center_grad, context_grad, model = float64_reference_and_model(
+        walks, radii, negatives, "batch", "ctx-neg"
     )
-    model.center.all_set_embedding(center)
-    model.context.all_set_embedding(context)
     model.sgd_step(walks, negatives, lr=0.1, radii=radii, duplicates="mean")
     share = torch.ones(NUM, 1, dtype=torch.float64)
     share[1] = 0.5
     torch.testing.assert_close(
-        model.center.all_get_embedding(), center - 0.1 * reference_center.grad, rtol=0, atol=1e-12
+        model.center.all_get_embedding(), center - 0.1 * center_grad, rtol=0, atol=1e-12
     )
     torch.testing.assert_close(
-        model.context.all_get_embedding(),
-        context - 0.1 * share * reference_context.grad,
-        rtol=0,
-        atol=1e-12,
+        model.context.all_get_embedding(), context - 0.1 * share * context_grad, rtol=0, atol=1e-12
     )
-    assert reference_context.grad[1].abs().sum() > 0
+    assert context_grad[1].abs().sum() > 0
 
 
 @pytest.mark.parametrize("duplicates", ["median", "cap:", "cap:x", "cap:0.5", "cap:nan"])
