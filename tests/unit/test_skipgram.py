@@ -531,7 +531,7 @@ def word2vec_reference(center, context, walks, radii, negatives, sharing, num_ne
             pairs = 0
             for s, offset in enumerate(offsets):
                 j = t + offset
-                if not (0 <= j < length) or abs(offset) > int(radii[w, t]):
+                if not (0 <= j < length) or abs(offset) > int(radii[w, j]):
                     continue
                 o = int(walks[w, j])
                 if o == PAD:
