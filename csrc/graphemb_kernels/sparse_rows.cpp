@@ -34,6 +34,7 @@
 #include <pybind11/functional.h>
 
 #include "csc.h"
+#include "edge_list.h"
 
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
@@ -558,5 +559,13 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
              "allocate(S) returns the (indices, edge_ids) to fill",
              pybind11::arg("src"), pybind11::arg("dst"), pybind11::arg("num_nodes"),
              pybind11::arg("undirected"), pybind11::arg("allocate"));
+  module.def("parse_integer_edges", &parse_integer_edges,
+             "Edge lines of integer node names after skip_lines, parsed on all threads "
+             "(parts=0) or in that many parts: "
+             "(src, dst, weights or None, smallest id, largest id), or None for anything "
+             "that is not a plain integer edge list",
+             pybind11::arg("path"), pybind11::arg("skip_lines"), pybind11::arg("delimiter"),
+             pybind11::arg("columns"), pybind11::arg("weighted"), pybind11::arg("parts") = 0,
+             pybind11::call_guard<pybind11::gil_scoped_release>());
   module.def("formulas", &formulas, "The formula table: (name, state, hyper-parameters)");
 }

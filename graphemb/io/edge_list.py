@@ -1,18 +1,23 @@
 """Edge lists: one edge per line, ``source target [weight]``, whitespace- or comma-separated.
 
-Files of integer node names take a vectorized path (numpy's C text parser, no Python per
-line); any other file (string names) and every malformed file take a line-by-line path
-that maps names to ids as it goes, and reports the first bad line.
+Files of integer node names take a compiled path where ``graphemb_kernels`` is built (the
+file cut at line starts and parsed on all threads), else a vectorized one (numpy's C text
+parser, no Python per line). The compiled parser takes only plain integer lines and gives
+up on anything else, numpy's on anything it cannot read; any other file (string names)
+and every malformed file then take a line-by-line path that maps names to ids as it goes,
+and reports the first bad line. All three read a file they accept to the same arrays.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from array import array
 from typing import Any, NamedTuple
 
 import numpy as np
 
+from .._compiled import compiled_module, disabled
 from .errors import GraphFileError
 from .fields import COMMENT, numbered_lines, split_fields
 from .loaded_graph import LoadedGraph, graph_from_edge_ids
@@ -102,7 +107,9 @@ def parse_edge_list(
         raise GraphFileError(
             path, f"weighted=True but the first edge has {columns} columns", first_line
         )
-    arrays = _parse_integers(path, delimiter, first_line, columns, weighted)
+    arrays = _parse_compiled(path, delimiter, first_line, columns, weighted)
+    if arrays is None:  # no compiled parser, or lines it does not take
+        arrays = _parse_integers(path, delimiter, first_line, columns, weighted)
     if arrays is None:  # string names, or a bad line to report
         arrays = _parse_lines(path, delimiter, first_line, columns, weighted)
     return arrays
@@ -126,6 +133,34 @@ def _first_edge_line(path: str, delimiter: str | None, header: bool) -> tuple[in
     raise GraphFileError(path, "no edges in the file")
 
 
+# Characters that may be part of a field the compiled parser reads: such a delimiter, or
+# one of more characters, is left to the other paths.
+_FIELD_CHARACTERS = " \t\r\n#+-.0123456789eE"
+
+
+def _parse_compiled(
+    path: str, delimiter: str | None, first_line: int, columns: int, weighted: bool
+) -> EdgeArrays | None:
+    """The compiled parser (``graphemb_kernels.parse_integer_edges``): None where it is
+    absent or disabled, for a delimiter it does not take, and for any file that is not a
+    plain integer edge list."""
+    module = compiled_module()
+    parse = None if module is None or disabled() else getattr(module, "parse_integer_edges", None)
+    if parse is None:
+        return None
+    if delimiter is not None and (len(delimiter) != 1 or delimiter in _FIELD_CHARACTERS):
+        return None
+    parsed = parse(os.fsencode(path), first_line - 1, delimiter or "", columns, weighted)
+    if parsed is None:
+        return None
+    src, dst, weights, low, high = parsed
+    (src_ids, dst_ids), names = pack_integer_names([src.numpy(), dst.numpy()], (low, high))
+    return EdgeArrays(src_ids, dst_ids, names, None if weights is None else weights.numpy())
+
+
+_INTEGER_VIA_FLOAT = ".*Parsing an integer via a float"
+
+
 def _parse_integers(
     path: str, delimiter: str | None, first_line: int, columns: int, weighted: bool
 ) -> EdgeArrays | None:
@@ -134,16 +169,20 @@ def _parse_integers(
         [("src", np.int64), ("dst", np.int64), ("weight", np.float64)] if columns == 3 else np.int64
     )
     try:
-        table = np.loadtxt(
-            path,
-            dtype=dtype,
-            comments=COMMENT,
-            delimiter=delimiter,
-            skiprows=first_line - 1,
-            ndmin=2 if columns == 2 else 1,
-            encoding="utf-8",
-        )
-    except (ValueError, OverflowError):
+        with warnings.catch_warnings():
+            # numpy < 2 reads an integer field that is not an integer through a float (an
+            # id beyond int64 then becomes a wrong one): such names are the other path's.
+            warnings.filterwarnings("error", _INTEGER_VIA_FLOAT, DeprecationWarning)
+            table = np.loadtxt(
+                path,
+                dtype=dtype,
+                comments=COMMENT,
+                delimiter=delimiter,
+                skiprows=first_line - 1,
+                ndmin=2 if columns == 2 else 1,
+                encoding="utf-8",
+            )
+    except (ValueError, OverflowError, DeprecationWarning):
         return None
     if columns == 3:
         src, dst = table["src"], table["dst"]
