@@ -21,8 +21,9 @@
 // graphs whose buckets would be too uneven (a hub node), take the direct placement.
 //
 // src and dst may be strided views (the columns of an (E, 2) table). Every id is checked
-// before anything is allocated or written: one out of range raises IndexError naming the
-// first such edge. The outputs come from `allocate(S)` (S stored edges), which returns
+// (in the first pass, which counts the edges of each column on all threads) before the
+// outputs are allocated or written: one out of range raises IndexError naming the first
+// such edge. The outputs come from `allocate(S)` (S stored edges), which returns
 // (indices, edge_ids): the caller picks their memory (graphemb puts indices on huge pages).
 
 #include "csc.h"
@@ -92,20 +93,48 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> csc_from_edges(
   const int64_t d_step = dst.stride(0);
   const auto nodes = static_cast<uint64_t>(num_nodes);
 
-  // Pass 1: stored edges per column (indptr[v + 1]), checking every id.
+  // Pass 1: stored edges per column (indptr[v + 1]), checking every id. In parallel parts
+  // of the edge list (parts after the first count into their own arrays, then added).
   at::Tensor indptr = at::zeros({num_nodes + 1}, src.options());
   int64_t* column = indptr.data_ptr<int64_t>();
-  for (int64_t j = 0; j < num_edges; ++j) {
-    const int64_t u = s[j * s_step];
-    const int64_t v = d[j * d_step];
-    if (static_cast<uint64_t>(u) >= nodes || static_cast<uint64_t>(v) >= nodes) {
-      const bool src_bad = static_cast<uint64_t>(u) >= nodes;
-      TORCH_CHECK_INDEX(false, "graphemb_kernels.csc_from_edges: ", src_bad ? "src[" : "dst[",
-                        j, "] = ", src_bad ? u : v, " is out of range for ", num_nodes,
-                        " nodes");
+  const int64_t count_parts = std::max<int64_t>(
+      1, std::min<int64_t>({at::get_num_threads(), num_edges >> 20,
+                            num_edges / std::max<int64_t>(num_nodes, 1)}));
+  std::vector<std::vector<int64_t>> part_counts(count_parts - 1);
+  std::vector<int64_t> first_bad(count_parts, num_edges);
+  at::parallel_for(0, count_parts, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      int64_t* counts = column;
+      if (p > 0) {
+        part_counts[p - 1].assign(num_nodes + 1, 0);
+        counts = part_counts[p - 1].data();
+      }
+      for (int64_t j = num_edges * p / count_parts, stop = num_edges * (p + 1) / count_parts;
+           j < stop; ++j) {
+        const int64_t u = s[j * s_step];
+        const int64_t v = d[j * d_step];
+        if (static_cast<uint64_t>(u) >= nodes || static_cast<uint64_t>(v) >= nodes) {
+          first_bad[p] = j;
+          break;
+        }
+        ++counts[v + 1];
+        if (undirected && u != v) ++counts[u + 1];
+      }
     }
-    ++column[v + 1];
-    if (undirected && u != v) ++column[u + 1];
+  });
+  const int64_t bad = *std::min_element(first_bad.begin(), first_bad.end());
+  if (bad < num_edges) {
+    const int64_t u = s[bad * s_step];
+    const int64_t v = d[bad * d_step];
+    const bool src_bad = static_cast<uint64_t>(u) >= nodes;
+    TORCH_CHECK_INDEX(false, "graphemb_kernels.csc_from_edges: ", src_bad ? "src[" : "dst[", bad,
+                      "] = ", src_bad ? u : v, " is out of range for ", num_nodes, " nodes");
+  }
+  if (count_parts > 1) {
+    at::parallel_for(1, num_nodes + 1, 1 << 16, [&](int64_t begin, int64_t end) {
+      for (const auto& counts : part_counts)
+        for (int64_t v = begin; v < end; ++v) column[v] += counts[v];
+    });
   }
   for (int64_t v = 0; v < num_nodes; ++v) column[v + 1] += column[v];
   const int64_t stored = column[num_nodes];
@@ -116,6 +145,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> csc_from_edges(
   check_output(edge_ids, "edge_ids", stored);
   int64_t* out_nodes = indices.data_ptr<int64_t>();
   int64_t* out_ids = edge_ids.data_ptr<int64_t>();
+  // The outputs' first touch (a page fault per page), in parallel and in page order before
+  // the scatters below, which would fault the pages at random from both threads.
+  constexpr int64_t kPage = 4096 / sizeof(int64_t);
+  at::parallel_for(0, (stored + kPage - 1) / kPage, 1 << 12, [&](int64_t begin, int64_t end) {
+    for (int64_t page = begin; page < end; ++page) {
+      out_nodes[page * kPage] = 0;
+      out_ids[page * kPage] = 0;
+    }
+  });
 
   // Columns per bucket: a power of two, about kBucketEdges stored edges a bucket.
   const int64_t per_column = std::max<int64_t>(1, stored / std::max<int64_t>(num_nodes, 1));
