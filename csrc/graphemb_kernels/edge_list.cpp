@@ -3,7 +3,7 @@
 // parse_integer_edges(path, skip_lines, delimiter, columns, weighted, parts) reads the lines after
 // the first skip_lines, each `source target` (columns 2) or `source target third` (columns
 // 3: the weight when weighted, else ignored), and returns (src, dst, weights or None,
-// smallest id, largest id) -- or None as soon as anything might read differently in
+// smallest id, largest id, dense: whether the ids are exactly 0 .. largest) -- or None as soon as anything might read differently in
 // graphemb.io.edge_list's Python reader, which then reads the file itself (and names the
 // bad line, if there is one). So this parser accepts only a plain subset of what that
 // reader accepts, and reads it to the same values:
@@ -22,7 +22,9 @@
 // least 1 MiB a part), or into `parts` parts (tests cut small files many ways). A first
 // pass counts each part's lines (its most edges), so that every part writes straight into
 // its place in the outputs; a second parses. Parts shorter than their line count (blank
-// and comment lines) are moved together at the end.
+// and comment lines) are moved together at the end. The parse gives the pages of the file
+// it is done with back as it goes, so that the mapped file and the arrays growing from it
+// do not add up in the memory peak.
 
 #include "edge_list.h"
 
@@ -76,6 +78,18 @@ class MappedFile {
   const char* data_ = nullptr;
   size_t size_ = 0;
 };
+
+// Gives the pages of [from, to) that it holds whole back to the kernel: they stay in the
+// page cache, but no longer count in the process's resident set (so the mapping of a large
+// file does not add up with the arrays parsed from it). Pages read again fault back in.
+void release(const char* from, const char* to) {
+  static const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (reinterpret_cast<uintptr_t>(from) + page - 1) / page * page;
+  const uintptr_t last = reinterpret_cast<uintptr_t>(to) / page * page;
+  if (first < last) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
+constexpr int64_t kReleaseBytes = int64_t{8} << 20;  // released as the parse goes, in steps
 
 struct Format {
   char delimiter;  // 0: runs of blanks
@@ -212,8 +226,15 @@ void parse_part(Part& part, const Format& format, int64_t* src, int64_t* dst, do
     part.ok = false;
     failed.store(true, std::memory_order_relaxed);
   };
+  const char* kept = p;  // pages before it are released
   while (p < end) {
-    if (((slot & 0xffff) == 0) && failed.load(std::memory_order_relaxed)) return fail();
+    if ((slot & 0xffff) == 0) {
+      if (failed.load(std::memory_order_relaxed)) return fail();
+      if (p - kept >= kReleaseBytes) {
+        release(kept, p);
+        kept = p;
+      }
+    }
     skip_blanks(p, end);
     const int line_end = end_of_line(p, end);
     if (line_end < 0) return fail();
@@ -251,9 +272,25 @@ void close_gaps(T* data, const std::vector<Part>& parts) {
   }
 }
 
+// Whether the ids are exactly 0 .. high, each present (then they are their own node ids).
+bool ids_are_dense(const int64_t* src, const int64_t* dst, int64_t edges, int64_t low,
+                   int64_t high) {
+  if (low != 0 || high >= 2 * edges) return false;  // more names than endpoints
+  std::vector<uint8_t> seen(high + 1, 0);
+  uint8_t* marks = seen.data();
+  // Threads mark the same bytes with the same value: relaxed atomic stores (plain moves).
+  at::parallel_for(0, edges, 1 << 16, [&](int64_t begin, int64_t end) {
+    for (int64_t j = begin; j < end; ++j) {
+      __atomic_store_n(marks + src[j], uint8_t{1}, __ATOMIC_RELAXED);
+      __atomic_store_n(marks + dst[j], uint8_t{1}, __ATOMIC_RELAXED);
+    }
+  });
+  return std::find(seen.begin(), seen.end(), uint8_t{0}) == seen.end();
+}
+
 }  // namespace
 
-std::optional<std::tuple<at::Tensor, at::Tensor, at::Tensor, int64_t, int64_t>>
+std::optional<std::tuple<at::Tensor, at::Tensor, at::Tensor, int64_t, int64_t, bool>>
 parse_integer_edges(const std::string& path, int64_t skip_lines, const std::string& delimiter,
                     int64_t columns, bool weighted, int64_t parts_wanted) {
   RECORD_FUNCTION("graphemb_kernels::parse_integer_edges", std::vector<c10::IValue>());
@@ -356,5 +393,7 @@ parse_integer_edges(const std::string& path, int64_t skip_lines, const std::stri
     dst = shrink(dst);
     if (weighted) weights = shrink(weights);
   }
-  return std::make_tuple(src, dst, weights, low, high);
+  const bool dense =
+      ids_are_dense(src.data_ptr<int64_t>(), dst.data_ptr<int64_t>(), edges, low, high);
+  return std::make_tuple(src, dst, weights, low, high, dense);
 }

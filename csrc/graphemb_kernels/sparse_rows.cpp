@@ -562,7 +562,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
   module.def("parse_integer_edges", &parse_integer_edges,
              "Edge lines of integer node names after skip_lines, parsed on all threads "
              "(parts=0) or in that many parts: "
-             "(src, dst, weights or None, smallest id, largest id), or None for anything "
+             "(src, dst, weights or None, smallest id, largest id, whether the ids are all of "
+             "0 .. largest), or None for anything "
              "that is not a plain integer edge list",
              pybind11::arg("path"), pybind11::arg("skip_lines"), pybind11::arg("delimiter"),
              pybind11::arg("columns"), pybind11::arg("weighted"), pybind11::arg("parts") = 0,

@@ -153,8 +153,11 @@ def _parse_compiled(
     parsed = parse(os.fsencode(path), first_line - 1, delimiter or "", columns, weighted)
     if parsed is None:
         return None
-    src, dst, weights, low, high = parsed
-    (src_ids, dst_ids), names = pack_integer_names([src.numpy(), dst.numpy()], (low, high))
+    src, dst, weights, low, high, dense = parsed
+    if dense:  # every name of 0 .. high is there: the names are the ids
+        src_ids, dst_ids, names = src.numpy(), dst.numpy(), np.arange(high + 1, dtype=np.int64)
+    else:
+        (src_ids, dst_ids), names = pack_integer_names([src.numpy(), dst.numpy()], (low, high))
     return EdgeArrays(src_ids, dst_ids, names, None if weights is None else weights.numpy())
 
 

@@ -85,7 +85,7 @@ def test_random_files_read_as_loadtxt_reads_them(tmp_path, weighted, delimiter, 
     for parts in PARTS + [0]:
         parsed = PARSE(str(path), 2, delimiter or "", columns, weighted, parts=parts)
         assert parsed is not None, parts
-        got_src, got_dst, got_weights, low, high = parsed
+        got_src, got_dst, got_weights, low, high, dense = parsed
         np.testing.assert_array_equal(got_src.numpy(), oracle["src"])
         np.testing.assert_array_equal(got_dst.numpy(), oracle["dst"])
         if weighted:
@@ -93,7 +93,7 @@ def test_random_files_read_as_loadtxt_reads_them(tmp_path, weighted, delimiter, 
         else:
             assert got_weights is None
         both = np.concatenate([src, dst])
-        assert (low, high) == (both.min(), both.max())
+        assert (low, high, dense) == (both.min(), both.max(), False)
 
 
 def test_every_cut_of_a_small_file(tmp_path):
@@ -107,7 +107,7 @@ def test_every_cut_of_a_small_file(tmp_path):
         assert parsed is not None, parts
         assert parsed[0].tolist() == [1, 3, 5, 7], parts
         assert parsed[1].tolist() == [2, -4, 6, 8], parts
-        assert parsed[3:] == (-4, 8)
+        assert parsed[3:] == (-4, 8, False)
 
 
 def test_a_large_file_in_parts_per_thread(tmp_path):
@@ -119,9 +119,32 @@ def test_a_large_file_in_parts_per_thread(tmp_path):
         lines[at] += "\n# between"
     path = write(tmp_path / "edges.txt", lines)
     for parts in [0, 2, 5]:
-        got_src, got_dst, _, _, _ = PARSE(str(path), 0, "", 2, False, parts=parts)
+        got_src, got_dst, _, _, _, _ = PARSE(str(path), 0, "", 2, False, parts=parts)
         np.testing.assert_array_equal(got_src.numpy(), src)
         np.testing.assert_array_equal(got_dst.numpy(), dst)
+
+
+@pytest.mark.parametrize(
+    ("ids", "dense"),
+    [
+        ([0, 1, 2, 3, 4], True),
+        ([4, 3, 2, 1, 0, 2], True),
+        ([1, 2, 3], False),
+        ([0, 1, 3], False),
+        ([0, 0, 0], True),
+        ([-1, 0, 1], False),
+        ([0, 1, 2**40], False),
+    ],
+)
+def test_dense_means_every_id_from_zero_to_the_largest(tmp_path, ids, dense):
+    """Checked by the parser on all threads; the ids are then their own node ids."""
+    path = tmp_path / "edges.txt"
+    path.write_text("".join(f"{u} {v}\n" for u, v in zip(ids, ids[1:] + ids[:1], strict=True)))
+    for parts in [1, 2]:
+        assert PARSE(str(path), 0, "", 2, False, parts=parts)[5] is dense
+    edges = parse_edge_list(path)
+    assert edges.node_names.tolist() == sorted(set(ids))
+    assert edges.node_names[edges.src].tolist() == ids
 
 
 REFUSED = {
