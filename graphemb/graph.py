@@ -152,6 +152,51 @@ class Graph:
         return cls(indptr, indices, edge_ids)
 
     @classmethod
+    def from_edge_table_in_place(cls, edges: torch.Tensor, num_nodes: int) -> Graph:
+        """The undirected graph of the edges ``edges[0, i] - edges[1, i]``, built in their
+        memory: as :meth:`from_edges` with ``undirected=True``, but the table becomes the
+        graph's ``edge_ids`` (the 2E stored edges fill the 2E entries, less one per
+        self-loop), so the build allocates only ``indices``.
+
+        Parameters
+        ----------
+        edges : Tensor of int64, shape (2, E), contiguous, on the CPU
+            Overwritten: do not use it afterwards. Where the compiled counting sort is not
+            available, it is left as it is and the graph has memory of its own.
+        num_nodes : int
+
+        Returns
+        -------
+        Graph
+        """
+        counting_sort = _compiled_csc(edges.device)
+        module = compiled_module()
+        if (
+            counting_sort is None
+            or not getattr(module, "CSC_EDGE_IDS_MAY_HOLD_EDGES", False)
+            or edges.dtype != torch.int64
+            or edges.dim() != 2
+            or edges.shape[0] != 2
+            or not edges.is_contiguous()
+        ):
+            return cls.from_edges(edges[0], edges[1], num_nodes, undirected=True)
+        num_nodes = as_size("num_nodes", num_nodes)
+        memory = edges.view(-1)
+
+        def allocate(num_stored: int) -> tuple[torch.Tensor, torch.Tensor]:
+            # indices as _allocate_csc makes them (huge pages), edge ids in the table
+            indices = empty_rows((num_stored,), torch.int64, torch.device("cpu"))
+            return indices, memory[:num_stored]
+
+        try:
+            indptr, indices, edge_ids = counting_sort(edges[0], edges[1], num_nodes, True, allocate)
+        except IndexError:  # raised before anything is written
+            check_node_ids(edges[0], num_nodes, "src")
+            check_node_ids(edges[1], num_nodes, "dst")
+            raise
+        return cls(indptr, indices, edge_ids)
+
+    @classmethod
     def from_dataset(cls, dataset: Any, device: torch.device | str | None = None) -> Graph:
         """The graph of a :mod:`graphemb.datasets` dataset (fields ``src``, ``dst``,
         ``num_nodes``)."""

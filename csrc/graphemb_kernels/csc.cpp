@@ -25,6 +25,10 @@
 // outputs are allocated or written: one out of range raises IndexError naming the first
 // such edge. The outputs come from `allocate(S)` (S stored edges), which returns
 // (indices, edge_ids): the caller picks their memory (graphemb puts indices on huge pages).
+// edge_ids may be the very memory of src and dst (graphemb's reader builds the graph in
+// the memory of the edges it parsed): every edge is then read before edge_ids is written --
+// step 1 packs the edge id into the indices' entries (where the bits allow; otherwise the
+// edges are first copied).
 
 #include "csc.h"
 
@@ -59,6 +63,25 @@ void check_output(const at::Tensor& t, const char* name, int64_t size) {
                     " of ", size, " elements, got shape ", t.sizes());
 }
 
+// Bits of the largest value in [0, value] (0 for value <= 0).
+int bit_width(int64_t value) {
+  int bits = 0;
+  while (bits < 63 && (int64_t{1} << bits) <= value) ++bits;
+  return bits;
+}
+
+// Whether the memory of a and b overlaps.
+bool overlap(const at::Tensor& a, const at::Tensor& b) {
+  if (a.numel() == 0 || b.numel() == 0) return false;
+  const auto span = [](const at::Tensor& t) {
+    const auto* first = static_cast<const char*>(t.data_ptr());
+    return std::make_pair(first, first + ((t.numel() - 1) * t.stride(0) + 1) * t.element_size());
+  };
+  const auto [a_first, a_end] = span(a);
+  const auto [b_first, b_end] = span(b);
+  return a_first < b_end && b_first < a_end;
+}
+
 // The stored edges in edge-id order, as (column, source node, edge id) to `place`.
 template <typename Place>
 void for_each_stored_edge(const int64_t* s, int64_t s_step, const int64_t* d, int64_t d_step,
@@ -89,8 +112,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> csc_from_edges(
   const int64_t num_edges = src.numel();
   const int64_t* s = src.data_ptr<int64_t>();
   const int64_t* d = dst.data_ptr<int64_t>();
-  const int64_t s_step = src.stride(0);
-  const int64_t d_step = dst.stride(0);
+  int64_t s_step = src.stride(0);
+  int64_t d_step = dst.stride(0);
   const auto nodes = static_cast<uint64_t>(num_nodes);
 
   // Pass 1: stored edges per column (indptr[v + 1]), checking every id. In parallel parts
@@ -143,6 +166,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> csc_from_edges(
   std::tie(indices, edge_ids) = allocate(stored);
   check_output(indices, "indices", stored);
   check_output(edge_ids, "edge_ids", stored);
+  TORCH_CHECK_VALUE(!overlap(indices, src) && !overlap(indices, dst) && !overlap(indices, edge_ids),
+                    "graphemb_kernels.csc_from_edges: allocate must return indices apart from "
+                    "src, dst and edge_ids");
+  // edge_ids may hold src and dst (a reader reusing the memory of the edges it parsed):
+  // then every edge is read before edge_ids is written.
+  const bool shared = overlap(edge_ids, src) || overlap(edge_ids, dst);
   int64_t* out_nodes = indices.data_ptr<int64_t>();
   int64_t* out_ids = edge_ids.data_ptr<int64_t>();
   // The outputs' first touch (a page fault per page), in parallel and in page order before
@@ -151,7 +180,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> csc_from_edges(
   at::parallel_for(0, (stored + kPage - 1) / kPage, 1 << 12, [&](int64_t begin, int64_t end) {
     for (int64_t page = begin; page < end; ++page) {
       out_nodes[page * kPage] = 0;
-      out_ids[page * kPage] = 0;
+      if (!shared) out_ids[page * kPage] = 0;
     }
   });
 
@@ -171,6 +200,23 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> csc_from_edges(
   // bucket must stay small (a hub node can make one bucket most of the graph).
   const bool bucketed = num_nodes < (int64_t{1} << kNodeBits) && buckets > 1 &&
                         stored >= (int64_t{1} << 20) && largest <= stored / 8 + kBucketEdges;
+  // With edge_ids holding the edges, step 1 writes indices only, each entry packing the
+  // column in the bucket, the source node and the edge id; step 2 unpacks them into both.
+  const int id_bits = bit_width(stored - 1);
+  const int node_bits = bit_width(num_nodes - 1);
+  const bool packed = shared && bucketed && bucket_bits + node_bits + id_bits <= 63;
+  std::vector<int64_t> src_copy, dst_copy;
+  if (shared && !packed) {  // the other placements write edge_ids as they go: edges copied
+    src_copy.resize(num_edges);
+    dst_copy.resize(num_edges);
+    for (int64_t j = 0; j < num_edges; ++j) {
+      src_copy[j] = s[j * s_step];
+      dst_copy[j] = d[j * d_step];
+    }
+    s = src_copy.data();
+    d = dst_copy.data();
+    s_step = d_step = 1;
+  }
 
   if (!bucketed) {  // each edge straight into the next free slot of its column
     std::vector<int64_t> next(column, column + num_nodes);
@@ -230,12 +276,20 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> csc_from_edges(
         const int64_t u = s[j * s_step];
         const int64_t v = d[j * d_step];
         const int64_t slot = edges[v >> bucket_bits]++;
-        out_nodes[slot] = ((v & in_bucket) << kNodeBits) | u;
-        out_ids[slot] = j;
+        if (packed) {
+          out_nodes[slot] = ((((v & in_bucket) << node_bits) | u) << id_bits) | j;
+        } else {
+          out_nodes[slot] = ((v & in_bucket) << kNodeBits) | u;
+          out_ids[slot] = j;
+        }
         if (undirected && u != v) {
           const int64_t back = reverses[u >> bucket_bits]++;
-          out_nodes[back] = ((u & in_bucket) << kNodeBits) | v;
-          out_ids[back] = id++;
+          if (packed) {
+            out_nodes[back] = ((((u & in_bucket) << node_bits) | v) << id_bits) | id++;
+          } else {
+            out_nodes[back] = ((u & in_bucket) << kNodeBits) | v;
+            out_ids[back] = id++;
+          }
         }
       }
     }
@@ -244,20 +298,32 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> csc_from_edges(
   // parallel where the copies (one per thread) stay small next to the outputs.
   const bool copies_small = largest * at::get_num_threads() <= stored / 4;
   at::parallel_for(0, buckets, copies_small ? 1 : buckets, [&](int64_t begin, int64_t end) {
-    std::vector<int64_t> copy_nodes(largest), copy_ids(largest);
+    std::vector<int64_t> copy_nodes(largest), copy_ids(packed ? 0 : largest);
     std::vector<int64_t> column_next(int64_t{1} << bucket_bits);
     for (int64_t b = begin; b < end; ++b) {
       const int64_t lo = bucket_start(b);
       const int64_t size = bucket_start(b + 1) - lo;
       std::copy(out_nodes + lo, out_nodes + lo + size, copy_nodes.begin());
-      std::copy(out_ids + lo, out_ids + lo + size, copy_ids.begin());
+      if (!packed) std::copy(out_ids + lo, out_ids + lo + size, copy_ids.begin());
       const int64_t first = b << bucket_bits;
       const int64_t width = std::min(num_nodes, first + in_bucket + 1) - first;
       std::copy(column + first, column + first + width, column_next.begin());
+      if (packed) {
+        const int shift = node_bits + id_bits;
+        const int64_t node_mask = (int64_t{1} << node_bits) - 1;
+        const int64_t id_mask = (int64_t{1} << id_bits) - 1;
+        for (int64_t i = 0; i < size; ++i) {
+          const int64_t entry = copy_nodes[i];
+          const int64_t slot = column_next[entry >> shift]++;
+          out_nodes[slot] = (entry >> id_bits) & node_mask;
+          out_ids[slot] = entry & id_mask;
+        }
+        continue;
+      }
       for (int64_t i = 0; i < size; ++i) {
-        const int64_t packed = copy_nodes[i];
-        const int64_t slot = column_next[packed >> kNodeBits]++;
-        out_nodes[slot] = packed & kNodeMask;
+        const int64_t entry = copy_nodes[i];
+        const int64_t slot = column_next[entry >> kNodeBits]++;
+        out_nodes[slot] = entry & kNodeMask;
         out_ids[slot] = copy_ids[i];
       }
     }

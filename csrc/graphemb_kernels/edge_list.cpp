@@ -2,8 +2,10 @@
 //
 // parse_integer_edges(path, skip_lines, delimiter, columns, weighted, parts) reads the lines after
 // the first skip_lines, each `source target` (columns 2) or `source target third` (columns
-// 3: the weight when weighted, else ignored), and returns (src, dst, weights or None,
-// smallest id, largest id, dense: whether the ids are exactly 0 .. largest) -- or None as soon as anything might read differently in
+// 3: the weight when weighted, else ignored), and returns (edges, weights or None,
+// smallest id, largest id, dense: whether the ids are exactly 0 .. largest), edges an
+// int64 tensor of shape (2, E): sources, then targets, in one block of memory (so that a
+// graph can be built in it) -- or None as soon as anything might read differently in
 // graphemb.io.edge_list's Python reader, which then reads the file itself (and names the
 // bad line, if there is one). So this parser accepts only a plain subset of what that
 // reader accepts, and reads it to the same values:
@@ -290,7 +292,7 @@ bool ids_are_dense(const int64_t* src, const int64_t* dst, int64_t edges, int64_
 
 }  // namespace
 
-std::optional<std::tuple<at::Tensor, at::Tensor, at::Tensor, int64_t, int64_t, bool>>
+std::optional<std::tuple<at::Tensor, at::Tensor, int64_t, int64_t, bool>>
 parse_integer_edges(const std::string& path, int64_t skip_lines, const std::string& delimiter,
                     int64_t columns, bool weighted, int64_t parts_wanted) {
   RECORD_FUNCTION("graphemb_kernels::parse_integer_edges", std::vector<c10::IValue>());
@@ -356,12 +358,12 @@ parse_integer_edges(const std::string& path, int64_t skip_lines, const std::stri
     capacity += lines[i];
   }
 
+  // Sources then targets in one buffer, the rows of the (2, E) result.
   const auto ids = at::TensorOptions().dtype(at::kLong);
-  at::Tensor src = at::empty({capacity}, ids);
-  at::Tensor dst = at::empty({capacity}, ids);
+  at::Tensor buffer = at::empty({2 * capacity}, ids);
   at::Tensor weights = weighted ? at::empty({capacity}, ids.dtype(at::kDouble)) : at::Tensor();
-  int64_t* src_data = src.data_ptr<int64_t>();
-  int64_t* dst_data = dst.data_ptr<int64_t>();
+  int64_t* src_data = buffer.data_ptr<int64_t>();
+  int64_t* dst_data = src_data + capacity;
   double* weight_data = weighted ? weights.data_ptr<double>() : nullptr;
   std::atomic<bool> failed{false};
   at::parallel_for(0, num_parts, 1, [&](int64_t first, int64_t last) {
@@ -382,18 +384,16 @@ parse_integer_edges(const std::string& path, int64_t skip_lines, const std::stri
   if (edges < capacity) {
     close_gaps(src_data, parts);
     close_gaps(dst_data, parts);
+    std::memmove(src_data + edges, dst_data, sizeof(int64_t) * edges);
+    dst_data = src_data + edges;
     if (weighted) close_gaps(weight_data, parts);
-    // A view keeps a few blank lines' slots; copies release many.
-    const bool copy = edges < capacity - capacity / 4;
-    const auto shrink = [&](const at::Tensor& t) {
-      at::Tensor kept = t.narrow(0, 0, edges);
-      return copy ? kept.clone() : kept;
-    };
-    src = shrink(src);
-    dst = shrink(dst);
-    if (weighted) weights = shrink(weights);
   }
-  const bool dense =
-      ids_are_dense(src.data_ptr<int64_t>(), dst.data_ptr<int64_t>(), edges, low, high);
-  return std::make_tuple(src, dst, weights, low, high, dense);
+  at::Tensor edge_table = buffer.narrow(0, 0, 2 * edges).view({2, edges});
+  if (weighted) weights = weights.narrow(0, 0, edges);
+  if (edges < capacity - capacity / 4) {  // a view keeps a few blank lines' slots, not many
+    edge_table = edge_table.clone();
+    if (weighted) weights = weights.clone();
+  }
+  const bool dense = ids_are_dense(src_data, dst_data, edges, low, high);
+  return std::make_tuple(edge_table, weights, low, high, dense);
 }

@@ -7,6 +7,6 @@
 #include <string>
 #include <tuple>
 
-std::optional<std::tuple<at::Tensor, at::Tensor, at::Tensor, int64_t, int64_t, bool>>
+std::optional<std::tuple<at::Tensor, at::Tensor, int64_t, int64_t, bool>>
 parse_integer_edges(const std::string& path, int64_t skip_lines, const std::string& delimiter,
                     int64_t columns, bool weighted, int64_t parts);

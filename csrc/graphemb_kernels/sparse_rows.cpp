@@ -547,6 +547,8 @@ formulas() {
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
   module.doc() = "Fused CPU kernels of graphemb: sparse optimizer updates, CSC construction";
   module.attr("API_VERSION") = 2;
+  // csc_from_edges takes an edge_ids that holds src and dst (reads every edge first)
+  module.attr("CSC_EDGE_IDS_MAY_HOLD_EDGES") = true;
   module.def("fused_update", &fused_update,
              "Sum each run's gradient rows, divide by divisor, apply the formula in place",
              pybind11::arg("formula"), pybind11::arg("weight"), pybind11::arg("state"),
@@ -562,7 +564,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
   module.def("parse_integer_edges", &parse_integer_edges,
              "Edge lines of integer node names after skip_lines, parsed on all threads "
              "(parts=0) or in that many parts: "
-             "(src, dst, weights or None, smallest id, largest id, whether the ids are all of "
+             "(edges (2, E), weights or None, smallest id, largest id, whether the ids are all of "
              "0 .. largest), or None for anything "
              "that is not a plain integer edge list",
              pybind11::arg("path"), pybind11::arg("skip_lines"), pybind11::arg("delimiter"),

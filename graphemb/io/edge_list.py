@@ -16,6 +16,7 @@ from array import array
 from typing import Any, NamedTuple
 
 import numpy as np
+import torch
 
 from .._compiled import compiled_module, disabled
 from .errors import GraphFileError
@@ -82,9 +83,14 @@ def read_edge_list(
         Naming the line: a wrong number of columns, a weight that is not a number; or a
         file with no edges. Nothing is returned half-read.
     """
-    edges = parse_edge_list(path, delimiter=delimiter, weighted=weighted, header=header)
+    edges, table = _parse(os.fspath(path), delimiter, weighted, header)
     graph, weights = graph_from_edge_ids(
-        edges.src, edges.dst, len(edges.node_names), directed=directed, weights=edges.weights
+        edges.src,
+        edges.dst,
+        len(edges.node_names),
+        directed=directed,
+        weights=edges.weights,
+        edge_table=table,  # the graph is built in the memory of the parsed edges
     )
     return LoadedGraph(graph, edges.node_names, weights)
 
@@ -97,7 +103,14 @@ def parse_edge_list(
     header: bool = False,
 ) -> EdgeArrays:
     """The edges of an edge-list file as id arrays (see :func:`read_edge_list`)."""
-    path = os.fspath(path)
+    return _parse(os.fspath(path), delimiter, weighted, header)[0]
+
+
+def _parse(
+    path: str, delimiter: str | None, weighted: bool | None, header: bool
+) -> tuple[EdgeArrays, torch.Tensor | None]:
+    """The edges, and the (2, E) tensor that ``src`` and ``dst`` are the rows of where the
+    compiled parser read them (else None)."""
     if delimiter is None and path.lower().endswith(".csv"):
         delimiter = ","
     first_line, columns = _first_edge_line(path, delimiter, header)
@@ -107,12 +120,14 @@ def parse_edge_list(
         raise GraphFileError(
             path, f"weighted=True but the first edge has {columns} columns", first_line
         )
-    arrays = _parse_compiled(path, delimiter, first_line, columns, weighted)
-    if arrays is None:  # no compiled parser, or lines it does not take
-        arrays = _parse_integers(path, delimiter, first_line, columns, weighted)
+    compiled = _parse_compiled(path, delimiter, first_line, columns, weighted)
+    if compiled is not None:
+        return compiled
+    # no compiled parser, or lines it does not take
+    arrays = _parse_integers(path, delimiter, first_line, columns, weighted)
     if arrays is None:  # string names, or a bad line to report
         arrays = _parse_lines(path, delimiter, first_line, columns, weighted)
-    return arrays
+    return arrays, None
 
 
 def _first_edge_line(path: str, delimiter: str | None, header: bool) -> tuple[int, int]:
@@ -140,10 +155,10 @@ _FIELD_CHARACTERS = " \t\r\n#+-.0123456789eE"
 
 def _parse_compiled(
     path: str, delimiter: str | None, first_line: int, columns: int, weighted: bool
-) -> EdgeArrays | None:
-    """The compiled parser (``graphemb_kernels.parse_integer_edges``): None where it is
-    absent or disabled, for a delimiter it does not take, and for any file that is not a
-    plain integer edge list."""
+) -> tuple[EdgeArrays, torch.Tensor] | None:
+    """The compiled parser (``graphemb_kernels.parse_integer_edges``): the edges and the
+    (2, E) tensor of their ids; None where it is absent or disabled, for a delimiter it
+    does not take, and for any file that is not a plain integer edge list."""
     module = compiled_module()
     parse = None if module is None or disabled() else getattr(module, "parse_integer_edges", None)
     if parse is None:
@@ -153,12 +168,15 @@ def _parse_compiled(
     parsed = parse(os.fsencode(path), first_line - 1, delimiter or "", columns, weighted)
     if parsed is None:
         return None
-    src, dst, weights, low, high, dense = parsed
+    table, weights, low, high, dense = parsed
+    src, dst = table.numpy()
     if dense:  # every name of 0 .. high is there: the names are the ids
-        src_ids, dst_ids, names = src.numpy(), dst.numpy(), np.arange(high + 1, dtype=np.int64)
-    else:
-        (src_ids, dst_ids), names = pack_integer_names([src.numpy(), dst.numpy()], (low, high))
-    return EdgeArrays(src_ids, dst_ids, names, None if weights is None else weights.numpy())
+        names = np.arange(high + 1, dtype=np.int64)
+    else:  # the ids written over the names: the table stays the edges' memory
+        (src_ids, dst_ids), names = pack_integer_names([src, dst], (low, high))
+        src[...], dst[...] = src_ids, dst_ids
+    arrays = EdgeArrays(src, dst, names, None if weights is None else weights.numpy())
+    return arrays, table
 
 
 _INTEGER_VIA_FLOAT = ".*Parsing an integer via a float"

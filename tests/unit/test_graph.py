@@ -197,6 +197,48 @@ def test_counting_sort_of_a_large_graph_in_parallel_parts(undirected):
         np.testing.assert_array_equal(got.numpy(), want)
 
 
+@pytest.mark.parametrize("kernels", ["compiled", "pure torch"])
+@pytest.mark.parametrize(
+    ("n", "e", "hub"),
+    [(50, 400, False), (200_000, 4_500_000, False), (200_000, 2_500_000, True)],
+    ids=["small", "large", "large-with-a-hub"],
+)
+def test_from_edge_table_in_place_matches_the_oracle(monkeypatch, kernels, n, e, hub):
+    """Small graphs and hubs take the placements that write edge ids as they go (the edges
+    copied first); large ones pack the ids into step 1's entries."""
+    if kernels == "pure torch":
+        if e > 1000:
+            pytest.skip("from_edges itself, tested above")
+        monkeypatch.setenv(_compiled.DISABLE_VARIABLE, "1")
+    elif COUNTING_SORT is None:
+        pytest.skip("graphemb_kernels without csc_from_edges")
+    rng = np.random.default_rng(9)
+    src, dst = rng.integers(0, n, e), rng.integers(0, n, e)
+    src[::50] = dst[::50]  # self-loops
+    if hub:
+        dst[: e // 3] = 17  # one bucket holds a third of the graph: no buckets
+    table = torch.from_numpy(np.stack([src, dst]))
+    graph = Graph.from_edge_table_in_place(table, n)
+    for got, want in zip(
+        (graph.indptr, graph.indices, graph.edge_ids),
+        sorted_stored_edges(src, dst, n, undirected=True),
+        strict=True,
+    ):
+        np.testing.assert_array_equal(got.numpy(), want)
+    reused = graph.edge_ids.data_ptr() == table.data_ptr()
+    assert reused == (
+        kernels == "compiled"
+        and hasattr(_compiled.compiled_module(), "CSC_EDGE_IDS_MAY_HOLD_EDGES")
+    )
+
+
+def test_from_edge_table_in_place_checks_ids_before_writing():
+    table = torch.tensor([[0, 1, 2], [1, 5, 0]])
+    with pytest.raises(ValueError, match=r"node id 5 out of range \[0, 3\) at dst\[1\]"):
+        Graph.from_edge_table_in_place(table, 3)
+    assert table.tolist() == [[0, 1, 2], [1, 5, 0]]
+
+
 @pytest.mark.skipif(COUNTING_SORT is None, reason="graphemb_kernels without csc_from_edges")
 def test_counting_sort_names_the_first_bad_id_of_all_parts():
     n, e = 1000, 3_000_000
