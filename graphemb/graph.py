@@ -27,7 +27,7 @@ import torch
 
 from ._checks import as_size, check_node_id_vector, check_node_ids
 from ._compiled import compiled_module, disabled
-from .distributed.huge_pages import empty_rows
+from .distributed.huge_pages import advise_huge_pages, empty_rows
 
 __all__ = ["Graph"]
 
@@ -184,9 +184,11 @@ class Graph:
         memory = edges.view(-1)
 
         def allocate(num_stored: int) -> tuple[torch.Tensor, torch.Tensor]:
-            # indices as _allocate_csc makes them (huge pages), edge ids in the table
-            indices = empty_rows((num_stored,), torch.int64, torch.device("cpu"))
-            return indices, memory[:num_stored]
+            # Indices on ordinary pages, advised for 2 MiB pages once written (below): a
+            # first touch of fresh 2 MiB pages cost ~1.1 s/GB here against ~0.3 s/GB, a
+            # third of reading a 20M-edge file, for gathers ~10% faster (measured: 10M
+            # random reads of 40M indices, 0.137 s against 0.150 s).
+            return torch.empty(num_stored, dtype=torch.int64), memory[:num_stored]
 
         try:
             indptr, indices, edge_ids = counting_sort(edges[0], edges[1], num_nodes, True, allocate)
@@ -194,6 +196,8 @@ class Graph:
             check_node_ids(edges[0], num_nodes, "src")
             check_node_ids(edges[1], num_nodes, "dst")
             raise
+        # khugepaged then moves them to 2 MiB pages in the background (here 16 MB a 10 s)
+        advise_huge_pages(indices)
         return cls(indptr, indices, edge_ids)
 
     @classmethod
