@@ -149,7 +149,7 @@ def _first_edge_line(path: str, delimiter: str | None, header: bool) -> tuple[in
 
 
 # Characters that may be part of a field the compiled parser reads: such a delimiter, or
-# one of more characters, is left to the other paths.
+# one that is not a single printable ASCII character, is left to the other paths.
 _FIELD_CHARACTERS = " \t\r\n#+-.0123456789eE"
 
 
@@ -163,7 +163,12 @@ def _parse_compiled(
     parse = None if module is None or disabled() else getattr(module, "parse_integer_edges", None)
     if parse is None:
         return None
-    if delimiter is not None and (len(delimiter) != 1 or delimiter in _FIELD_CHARACTERS):
+    if delimiter is not None and not (
+        len(delimiter) == 1
+        and delimiter.isascii()
+        and delimiter.isprintable()
+        and delimiter not in _FIELD_CHARACTERS
+    ):
         return None
     parsed = parse(os.fsencode(path), first_line - 1, delimiter or "", columns, weighted)
     if parsed is None:
@@ -204,6 +209,8 @@ def _parse_integers(
                 encoding="utf-8",
             )
     except (ValueError, OverflowError, DeprecationWarning):
+        return None
+    except TypeError:  # a delimiter numpy does not take (more than one character)
         return None
     if columns == 3:
         src, dst = table["src"], table["dst"]

@@ -260,3 +260,17 @@ def test_ids_beyond_int64_and_float_ids_are_names_on_every_path(tmp_path, monkey
     assert edges.node_names.tolist() == ["1", str(2**63), "2", str(-(2**63) - 1), "3", "2.0"]
     for a, b in zip(edges, reference, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("delimiter", [";", "|", "\u00e4", "\x00", "::", "e"])
+def test_other_delimiters_read_as_the_line_by_line_reader(tmp_path, delimiter):
+    """One printable ASCII character that no field holds goes to the compiled parser;
+    others (non-ASCII, control, longer, a letter of a number) to the other paths."""
+    path = tmp_path / "edges.txt"
+    path.write_text(f"1{delimiter}2\n3 {delimiter} 4\n", encoding="utf-8")
+    taken = _parse_compiled(str(path), delimiter, 1, 2, False) is not None
+    assert taken == (delimiter in (";", "|"))
+    edges = parse_edge_list(path, delimiter=delimiter)
+    reference = _parse_lines(str(path), delimiter, 1, 2, False)
+    for a, b in zip(edges, reference, strict=True):
+        np.testing.assert_array_equal(a, b)
