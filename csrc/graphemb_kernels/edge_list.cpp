@@ -136,21 +136,24 @@ inline int end_of_line(const char*& p, const char* end) {
   return 1;
 }
 
-// A decimal int64 at p, `[+-]?[0-9]+`; false (p anywhere) for anything else or an overflow.
+// A decimal int64 at p, `[+-]?0*[0-9]{1,19}`; false (p anywhere) for anything else or an
+// overflow.
 inline bool parse_id(const char*& p, const char* end, int64_t& out) {
   bool negative = false;
   if (p < end && (*p == '-' || *p == '+')) {
     negative = *p == '-';
     ++p;
   }
-  if (p == end || !is_digit(*p)) return false;
+  // Past leading zeros, up to 19 digits fit in uint64 unchecked; more are refused.
+  while (p + 1 < end && p[0] == '0' && is_digit(p[1])) ++p;
+  const char* const first = p;
+  const char* const last = p + std::min<std::ptrdiff_t>(end - p, 19);
   uint64_t value = 0;
-  do {
-    const auto digit = static_cast<uint64_t>(*p - '0');
-    if (value > (std::numeric_limits<uint64_t>::max() - digit) / 10) return false;
-    value = value * 10 + digit;
+  while (p < last && is_digit(*p)) {
+    value = value * 10 + static_cast<uint64_t>(*p - '0');
     ++p;
-  } while (p < end && is_digit(*p));
+  }
+  if (p == first || (p < end && is_digit(*p))) return false;
   const uint64_t limit = (uint64_t{1} << 63) - (negative ? 0 : 1);
   if (value > limit) return false;
   out = negative ? static_cast<int64_t>(uint64_t{0} - value) : static_cast<int64_t>(value);

@@ -155,6 +155,7 @@ REFUSED = {
     "id beyond int64": f"1 {2**63}\n".encode(),
     "id below int64": f"1 {-(2**63) - 1}\n".encode(),
     "float id": b"1 2.0\n",
+    "20 digits": b"1 10000000000000000002\n",
     "four columns": b"1 2\n3 4 5 6\n",
     "one column": b"1 2\n3\n",
     "vertical tab": b"1\x0b2\n",
