@@ -102,8 +102,8 @@ def graph_from_edge_ids(
             f"weights must have one entry per edge, shape ({src_t.numel()},), got "
             f"{tuple(weight_t.shape)}"
         )
-    if weight_t is not None and not directed:  # the reverses' weights (before the build,
-        # which may overwrite the edges)
+    if weight_t is not None and not directed:
+        # The reverses' weights, taken before the build (which may overwrite the edges).
         loops = src_t == dst_t
         weight_t = torch.cat([weight_t, weight_t[~loops] if bool(loops.any()) else weight_t])
     if edge_table is not None and not directed:
