@@ -29,25 +29,42 @@ pandas is optional (both stacks have it; elsewhere its rows are skipped with the
 Timings on a shared machine are noisy: read the ratios, measured in the same run.
 
 Measured here (1M nodes / 20M edges, 263 MiB, 3 rounds a run, 2 cores shared with other
-benchmarks, load averages in brackets; median times, and the median of per-round ratios
-to pandas sep=' '). "Before" is the previous reader (numpy's loadtxt, then a graph build
-allocating all of its arrays), run by its own checkout just before each run of this one:
+benchmarks; median times, and the median of per-round ratios to pandas sep=' '). "Before"
+is the previous reader (numpy's loadtxt, then a graph build allocating all of its arrays),
+run by its own checkout just before runs 1 and 2:
 
-==========================  ==============================  ==============================
-contender                   modern stack, 2 runs            dgl stack, 2 runs
-                            (load 1.1 / 2.9)                (load 4.1 / 4.1)
-==========================  ==============================  ==============================
-pandas sep=' '              1.17 / 1.19 s                   2.43 / 3.06 s
-parse_edge_list             0.24 / 0.47 s (5.3x / 2.6x)     0.46 / 0.46 s (5.4x / 6.7x)
-read_graph                  0.48 / 0.98 s (2.5x / 1.25x)    0.99 / 0.99 s (2.5x / 2.9x)
-read_graph, pure torch      3.79 / 6.43 s (0.31x / 0.18x)   6.23 / 6.18 s (0.39x / 0.48x)
-parse_edge_list, before     0.88 / 0.93 s (1.11x / 1.03x)   0.98 / 0.98 s (2.6x / 2.6x)
-read_graph, before          1.25 / 1.92 s (0.83x / 0.61x)   2.04 / 2.02 s (1.40x / 1.25x)
-==========================  ==============================  ==============================
+==========================  =============  =============  =============
+modern stack (pandas 3.1,   run 1          run 2          run 3
+numpy 2.4), load average    1.1            2.9            3.7
+==========================  =============  =============  =============
+pandas sep=' '              1.17 s         1.19 s         1.13 s
+parse_edge_list             0.24 s  5.3x   0.47 s  2.6x   0.45 s  2.5x
+read_graph                  0.48 s  2.5x   0.98 s  1.25x  0.92 s  1.23x
+read_graph, pure torch      3.79 s  0.31x  6.43 s  0.18x  6.34 s  0.18x
+before: parse_edge_list     0.88 s  1.11x  0.93 s  1.03x
+before: read_graph          1.25 s  0.83x  1.92 s  0.61x
+==========================  =============  =============  =============
 
-Peak memory over the final arrays: read_graph 1.02 (before 1.50), parse_edge_list 1.04
-(1.00: numpy's parser reads in blocks; the compiled one maps the file and gives its pages
-back as it goes), pandas 2.00, pure torch 2.49 (torch's stable sort and its buffers).
+==========================  =============  =============  =============
+dgl stack (pandas 3.0,      run 1          run 2          run 3
+numpy 1.26), load average   4.1            4.1            4.0
+==========================  =============  =============  =============
+pandas sep=' '              2.43 s         3.06 s         2.46 s
+parse_edge_list             0.46 s  5.4x   0.46 s  6.7x   0.41 s  6.0x
+read_graph                  0.99 s  2.5x   0.99 s  2.9x   0.95 s  2.6x
+read_graph, pure torch      6.23 s  0.39x  6.18 s  0.48x  6.24 s  0.39x
+before: parse_edge_list     0.98 s  2.6x   0.98 s  2.6x
+before: read_graph          2.04 s  1.40x  2.02 s  1.25x
+==========================  =============  =============  =============
+
+On the modern stack pandas' own time moves with the load from round to round (0.7 to
+2.1 s): in run 3 one round of three read the graph slower than pandas read the table
+(0.92 s against 0.73 s), the median ratio stays above 1.
+
+Peak memory over the final arrays: read_graph 1.02 (before 1.50: the graph is now built in
+the memory of the parsed edges), parse_edge_list 1.04 (before 1.00: numpy's parser reads in
+blocks; the compiled one maps the file and gives its pages back as it goes), pandas 2.00,
+pure torch 2.49 (torch's stable sort and its buffers).
 
 Where read_graph's time goes (modern stack, load ~1.5, one process): mapping the file and
 counting its lines 0.04-0.09 s, parsing on 2 threads 0.19 s (with the first touch of the
