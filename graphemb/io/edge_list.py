@@ -82,6 +82,12 @@ def read_edge_list(
     GraphFileError
         Naming the line: a wrong number of columns, a weight that is not a number; or a
         file with no edges. Nothing is returned half-read.
+
+    Notes
+    -----
+    Where ``graphemb_kernels`` is built, a file of integer names is parsed on all threads
+    and an undirected graph is built in the memory of the parsed edges: the peak memory
+    is then about that of the graph's arrays (measured in ``benchmarks/bench_read_graph.py``).
     """
     edges, table = _parse(os.fspath(path), delimiter, weighted, header)
     graph, weights = graph_from_edge_ids(

@@ -212,6 +212,8 @@ def test_from_edge_table_in_place_matches_the_oracle(monkeypatch, kernels, n, e,
         monkeypatch.setenv(_compiled.DISABLE_VARIABLE, "1")
     elif COUNTING_SORT is None:
         pytest.skip("graphemb_kernels without csc_from_edges")
+    else:
+        monkeypatch.delenv(_compiled.DISABLE_VARIABLE, raising=False)
     rng = np.random.default_rng(9)
     src, dst = rng.integers(0, n, e), rng.integers(0, n, e)
     src[::50] = dst[::50]  # self-loops

@@ -19,6 +19,13 @@ pytestmark = pytest.mark.skipif(
 PARTS = [1, 2, 3, 7, 64]  # 0: one part per thread, at least 1 MiB each
 
 
+@pytest.fixture(autouse=True)
+def compiled_parser_on(monkeypatch):
+    """The compiled parser in use, whatever the environment says (tests that compare with
+    the other paths switch it off themselves)."""
+    monkeypatch.delenv(_compiled.DISABLE_VARIABLE, raising=False)
+
+
 def random_lines(rng, count, *, weighted, delimiter, blank_lines=("", "# only a comment")):
     """Edge lines with the spellings a plain integer file may have, and their values."""
     big = 2**63 - 1
