@@ -12,42 +12,68 @@ bytes of the arrays the contender returns:
 * ``pandas.read_csv``: the DataFrame's (E, 2) int64 values (``sep=" ", comment="#"``, its fastest
   setting here, and ``sep=r"\\s+", comment="#"``, what graphemb's reader accepts);
 * ``graphemb parse_edge_list``: the edges as node-id arrays plus the node names (what
-  "reading the edge list" yields);
+  "reading the edge list" yields), parsed by the compiled parser
+  (``graphemb_kernels.parse_integer_edges``: the file mapped, cut at line starts, one part
+  per thread) where the module has it, else by numpy's ``loadtxt``;
 * ``graphemb read_graph``: that, then the undirected :class:`graphemb.graph.Graph` (both
   directions: 2E edges in CSC form, indptr + indices + edge ids), built by the compiled
-  counting sort (``graphemb_kernels.csc_from_edges``) where the module has it;
-* ``graphemb read_graph, pure torch``: the same with ``GRAPHEMB_DISABLE_KERNELS=1`` (a
-  stable sort of int32 keys: the path of GPUs and of environments without the module);
+  counting sort (``graphemb_kernels.csc_from_edges``) in the memory of the parsed edges
+  (the (2, E) table becomes the edge ids) where the module has it;
+* ``graphemb read_graph, pure torch``: the same with ``GRAPHEMB_DISABLE_KERNELS=1`` (numpy's
+  parser, a stable sort of int32 keys: the path of GPUs and of environments without the
+  module);
 * with ``--before CHECKOUT``: ``read_graph`` of another checkout's graphemb (the same file,
   the same rounds), for before/after ratios.
 
 pandas is optional (both stacks have it; elsewhere its rows are skipped with the reason).
 Timings on a shared machine are noisy: read the ratios, measured in the same run.
 
-Measured here (1M nodes / 20M edges, 3 rounds a run, 2 cores shared with other
-benchmarks; "before" = the reader that doubled the edge arrays and sorted 40M keys;
-median times, and in brackets the median of per-round ratios to pandas sep=' '):
+Measured here (1M nodes / 20M edges, 263 MiB, 3 rounds a run, 2 cores shared with other
+benchmarks; median times, and the median of per-round ratios to pandas sep=' '). "Before"
+is the previous reader (numpy's loadtxt, then a graph build allocating all of its arrays),
+run by its own checkout just before runs 1 and 2:
 
-=========================  ===========================  ======================================
-contender                  dgl stack, 2 runs            modern stack, 3 runs     peak/arrays
-                           (load 4.6-5.0 / 1.6-2.0)     (load 4.2-5.0 / 1.3-2.0 / 3.8-4.9)
-=========================  ===========================  ======================================
-pandas sep=' '             3.45 / 3.29 s                1.09 / 1.53 / 1.94 s     2.00
-parse_edge_list            1.09 / 1.04 s (3.2x / 3.2x)  0.99 / 0.89 / 0.91 s     1.00
-                                                        (1.09x / 1.68x / 2.18x)
-read_graph, before         4.53 / 4.25 s (0.76x/0.78x)  4.26 / 3.81 / 4.22 s     3.23
-                                                        (0.26x / 0.37x / 0.46x)
-read_graph                 2.22 / 2.11 s (1.53x/1.53x)  2.09 / 1.38 / 2.02 s     1.50
-                                                        (0.62x / 1.16x / 0.98x)
-read_graph, pure torch     6.07 / 5.55 s (0.57x/0.60x)  6.35 / 3.69 / 6.27 s     2.49
-=========================  ===========================  ======================================
+==========================  =============  =============  =============
+modern stack (pandas 3.1,   run 1          run 2          run 3
+numpy 2.4), load average    1.1            2.9            3.7
+==========================  =============  =============  =============
+pandas sep=' '              1.17 s         1.19 s         1.13 s
+parse_edge_list             0.24 s  5.3x   0.47 s  2.6x   0.45 s  2.5x
+read_graph                  0.48 s  2.5x   0.98 s  1.25x  0.92 s  1.23x
+read_graph, pure torch      3.79 s  0.31x  6.43 s  0.18x  6.34 s  0.18x
+before: parse_edge_list     0.88 s  1.11x  0.93 s  1.03x
+before: read_graph          1.25 s  0.83x  1.92 s  0.61x
+==========================  =============  =============  =============
 
-On the dgl stack (pandas 3.0, numpy 1.26) reading the graph meets the target: 1.5x
-pandas' speed at 1.5x its arrays. On the modern stack (pandas 3.1, numpy 2.4) pandas'
-time itself varies from round to round (0.7 to 2.2 s), and read_graph is 0.6-1.2x of it:
-the parse alone is faster than pandas, the build of 40M stored edges (0.4 s warm, plus
-~0.3 s for the first touch of the indices' 2 MiB pages) is what can tip it. The pure-torch
-path (no compiled module) stays above 2x its arrays: torch's stable sort and its buffers.
+==========================  =============  =============  =============
+dgl stack (pandas 3.0,      run 1          run 2          run 3
+numpy 1.26), load average   4.1            4.1            4.0
+==========================  =============  =============  =============
+pandas sep=' '              2.43 s         3.06 s         2.46 s
+parse_edge_list             0.46 s  5.4x   0.46 s  6.7x   0.41 s  6.0x
+read_graph                  0.99 s  2.5x   0.99 s  2.9x   0.95 s  2.6x
+read_graph, pure torch      6.23 s  0.39x  6.18 s  0.48x  6.24 s  0.39x
+before: parse_edge_list     0.98 s  2.6x   0.98 s  2.6x
+before: read_graph          2.04 s  1.40x  2.02 s  1.25x
+==========================  =============  =============  =============
+
+On the modern stack pandas' own time moves with the load from round to round (0.7 to
+2.1 s): in run 3 one round of three read the graph slower than pandas read the table
+(0.92 s against 0.73 s), the median ratio stays above 1.
+
+Peak memory over the final arrays: read_graph 1.02 (before 1.50: the graph is now built in
+the memory of the parsed edges), parse_edge_list 1.04 (before 1.00: numpy's parser reads in
+blocks; the compiled one maps the file and gives its pages back as it goes), pandas 2.00,
+pure torch 2.49 (torch's stable sort and its buffers).
+
+Where read_graph's time goes (modern stack, load ~1.5, one process): mapping the file and
+counting its lines 0.04-0.09 s, parsing on 2 threads 0.19 s (with the first touch of the
+320 MB table), checking that the ids are 0..N-1 0.02 s, the graph build 0.2 s (counts on
+2 threads 0.03 s, first touch of the 320 MB of indices ~0.1 s, the two placement steps
+0.12 s). With the indices on fresh 2 MiB pages from the start (as Graph.from_edges makes
+them), their first touch alone took 0.35 s (0.80 s in all against 0.53 s): this reader
+advises them for 2 MiB pages once written, and khugepaged collapses them in the
+background. The two threads are where the ratio moves with the load: pandas reads on one.
 
     .venv/dgl/bin/python benchmarks/bench_read_graph.py            # 1M nodes, 20M edges
     .venv/dgl/bin/python benchmarks/bench_read_graph.py --quick    # 50k nodes, 500k edges
@@ -82,6 +108,8 @@ else:
     try:
         from graphemb.graph import _compiled_csc
         compiled = _compiled_csc(__import__("torch").device("cpu")) is not None
+        from graphemb._compiled import compiled_module
+        compiled = compiled and hasattr(compiled_module(), "parse_integer_edges")
     except ImportError:  # an older checkout (--before)
         compiled = False
 
@@ -222,7 +250,7 @@ def main() -> None:
             "array_bytes": arrays,
             "peak_over_arrays": peak / arrays,
             "rounds_s": [r["seconds"] for r in runs],
-            "compiled_graph_build": runs[0]["compiled"],
+            "compiled_parse_and_build": runs[0]["compiled"],
         }
         shown = "-" if ratio is None else f"{ratio:.2f}x"
         print(
@@ -233,13 +261,15 @@ def main() -> None:
         "(vs pandas: pandas sep=' ' time / this time, median of per-round ratios; peak: "
         "child's peak RSS above its RSS before reading)"
     )
-    built = summary.get("graphemb read_graph", {}).get("compiled_graph_build")
+    built = summary.get("graphemb read_graph", {}).get("compiled_parse_and_build")
     print(
-        "read_graph's graph build: "
+        "read_graph: "
         + (
-            "compiled counting sort (graphemb_kernels.csc_from_edges)"
+            "compiled parser and counting sort (graphemb_kernels.parse_integer_edges, "
+            "csc_from_edges)"
             if built
-            else "pure torch (graphemb_kernels without csc_from_edges here)"
+            else "numpy's parser or torch's sort (graphemb_kernels without parse_integer_edges "
+            "or csc_from_edges here)"
         )
     )
     line = {

@@ -15,11 +15,15 @@ from torch.utils.cpp_extension import BuildExtension, CppExtension
 setup(
     name="graphemb-kernels",
     version="0.1.0",
-    description="Fused CPU kernels of graphemb: sparse optimizer updates, CSC construction",
+    description="Fused CPU kernels of graphemb: optimizer updates, CSC build, edge-list parsing",
     ext_modules=[
         CppExtension(
             "graphemb_kernels",
-            ["graphemb_kernels/sparse_rows.cpp", "graphemb_kernels/csc.cpp"],
+            [
+                "graphemb_kernels/sparse_rows.cpp",
+                "graphemb_kernels/csc.cpp",
+                "graphemb_kernels/edge_list.cpp",
+            ],
             # at::parallel_for runs on OpenMP; without errno, std::sqrt vectorizes (same values)
             extra_compile_args=["-O3", "-fopenmp", "-fno-math-errno"],
             extra_link_args=["-fopenmp"],

@@ -1,8 +1,9 @@
 """The optional compiled module ``graphemb_kernels`` (built from ``csrc/``), imported once.
 
-Its users check for what they call and keep a pure-torch path for when it is absent:
-:mod:`graphemb.optim.kernels` (fused optimizer updates; it also checks that the module's
-formula table matches the registry) and :class:`graphemb.graph.Graph` (CSC construction).
+Its users check for what they call and keep a pure-torch (or numpy) path for when it is
+absent: :mod:`graphemb.optim.kernels` (fused optimizer updates; it also checks that the
+module's formula table matches the registry), :class:`graphemb.graph.Graph` (CSC
+construction) and :mod:`graphemb.io.edge_list` (parsing integer edge lists on all threads).
 """
 
 from __future__ import annotations

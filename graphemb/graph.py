@@ -27,7 +27,7 @@ import torch
 
 from ._checks import as_size, check_node_id_vector, check_node_ids
 from ._compiled import compiled_module, disabled
-from .distributed.huge_pages import empty_rows
+from .distributed.huge_pages import advise_huge_pages, empty_rows
 
 __all__ = ["Graph"]
 
@@ -149,6 +149,55 @@ class Graph:
             num_stored = src.numel() + (int((src != dst).sum()) if undirected else 0)
             indices, edge_ids = _allocate_csc(num_stored, device)
             indptr = _csc_by_sort(src, dst, num_nodes, indices, edge_ids)
+        return cls(indptr, indices, edge_ids)
+
+    @classmethod
+    def from_edge_table_in_place(cls, edges: torch.Tensor, num_nodes: int) -> Graph:
+        """The undirected graph of the edges ``edges[0, i] - edges[1, i]``, built in their
+        memory: as :meth:`from_edges` with ``undirected=True``, but the table becomes the
+        graph's ``edge_ids`` (the 2E stored edges fill the 2E entries, less one per
+        self-loop), so the build allocates only ``indices``.
+
+        Parameters
+        ----------
+        edges : Tensor of int64, shape (2, E), contiguous, on the CPU
+            Overwritten: do not use it afterwards. Where the compiled counting sort is not
+            available, it is left as it is and the graph has memory of its own.
+        num_nodes : int
+
+        Returns
+        -------
+        Graph
+        """
+        counting_sort = _compiled_csc(edges.device)
+        module = compiled_module()
+        if (
+            counting_sort is None
+            or not getattr(module, "CSC_EDGE_IDS_MAY_HOLD_EDGES", False)
+            or edges.dtype != torch.int64
+            or edges.dim() != 2
+            or edges.shape[0] != 2
+            or not edges.is_contiguous()
+        ):
+            return cls.from_edges(edges[0], edges[1], num_nodes, undirected=True)
+        num_nodes = as_size("num_nodes", num_nodes)
+        memory = edges.view(-1)
+
+        def allocate(num_stored: int) -> tuple[torch.Tensor, torch.Tensor]:
+            # Indices on ordinary pages, advised for 2 MiB pages once written (below): a
+            # first touch of fresh 2 MiB pages cost ~1.1 s/GB here against ~0.3 s/GB, a
+            # third of reading a 20M-edge file, for gathers ~10% faster (measured: 10M
+            # random reads of 40M indices, 0.137 s against 0.150 s).
+            return torch.empty(num_stored, dtype=torch.int64), memory[:num_stored]
+
+        try:
+            indptr, indices, edge_ids = counting_sort(edges[0], edges[1], num_nodes, True, allocate)
+        except IndexError:  # raised before anything is written
+            check_node_ids(edges[0], num_nodes, "src")
+            check_node_ids(edges[1], num_nodes, "dst")
+            raise
+        # khugepaged then moves them to 2 MiB pages in the background (here 16 MB a 10 s)
+        advise_huge_pages(indices)
         return cls(indptr, indices, edge_ids)
 
     @classmethod

@@ -21,9 +21,14 @@
 // graphs whose buckets would be too uneven (a hub node), take the direct placement.
 //
 // src and dst may be strided views (the columns of an (E, 2) table). Every id is checked
-// before anything is allocated or written: one out of range raises IndexError naming the
-// first such edge. The outputs come from `allocate(S)` (S stored edges), which returns
+// (in the first pass, which counts the edges of each column on all threads) before the
+// outputs are allocated or written: one out of range raises IndexError naming the first
+// such edge. The outputs come from `allocate(S)` (S stored edges), which returns
 // (indices, edge_ids): the caller picks their memory (graphemb puts indices on huge pages).
+// edge_ids may be the very memory of src and dst (graphemb's reader builds the graph in
+// the memory of the edges it parsed): every edge is then read before edge_ids is written --
+// step 1 packs the edge id into the indices' entries (where the bits allow; otherwise the
+// edges are first copied).
 
 #include "csc.h"
 
@@ -58,6 +63,25 @@ void check_output(const at::Tensor& t, const char* name, int64_t size) {
                     " of ", size, " elements, got shape ", t.sizes());
 }
 
+// Bits of the largest value in [0, value] (0 for value <= 0).
+int bit_width(int64_t value) {
+  int bits = 0;
+  while (bits < 63 && (int64_t{1} << bits) <= value) ++bits;
+  return bits;
+}
+
+// Whether the memory of a and b overlaps.
+bool overlap(const at::Tensor& a, const at::Tensor& b) {
+  if (a.numel() == 0 || b.numel() == 0) return false;
+  const auto span = [](const at::Tensor& t) {
+    const auto* first = static_cast<const char*>(t.data_ptr());
+    return std::make_pair(first, first + ((t.numel() - 1) * t.stride(0) + 1) * t.element_size());
+  };
+  const auto [a_first, a_end] = span(a);
+  const auto [b_first, b_end] = span(b);
+  return a_first < b_end && b_first < a_end;
+}
+
 // The stored edges in edge-id order, as (column, source node, edge id) to `place`.
 template <typename Place>
 void for_each_stored_edge(const int64_t* s, int64_t s_step, const int64_t* d, int64_t d_step,
@@ -88,24 +112,52 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> csc_from_edges(
   const int64_t num_edges = src.numel();
   const int64_t* s = src.data_ptr<int64_t>();
   const int64_t* d = dst.data_ptr<int64_t>();
-  const int64_t s_step = src.stride(0);
-  const int64_t d_step = dst.stride(0);
+  int64_t s_step = src.stride(0);
+  int64_t d_step = dst.stride(0);
   const auto nodes = static_cast<uint64_t>(num_nodes);
 
-  // Pass 1: stored edges per column (indptr[v + 1]), checking every id.
+  // Pass 1: stored edges per column (indptr[v + 1]), checking every id. In parallel parts
+  // of the edge list (parts after the first count into their own arrays, then added).
   at::Tensor indptr = at::zeros({num_nodes + 1}, src.options());
   int64_t* column = indptr.data_ptr<int64_t>();
-  for (int64_t j = 0; j < num_edges; ++j) {
-    const int64_t u = s[j * s_step];
-    const int64_t v = d[j * d_step];
-    if (static_cast<uint64_t>(u) >= nodes || static_cast<uint64_t>(v) >= nodes) {
-      const bool src_bad = static_cast<uint64_t>(u) >= nodes;
-      TORCH_CHECK_INDEX(false, "graphemb_kernels.csc_from_edges: ", src_bad ? "src[" : "dst[",
-                        j, "] = ", src_bad ? u : v, " is out of range for ", num_nodes,
-                        " nodes");
+  const int64_t count_parts = std::max<int64_t>(
+      1, std::min<int64_t>({at::get_num_threads(), num_edges >> 20,
+                            num_edges / std::max<int64_t>(num_nodes, 1)}));
+  std::vector<std::vector<int64_t>> part_counts(count_parts - 1);
+  std::vector<int64_t> first_bad(count_parts, num_edges);
+  at::parallel_for(0, count_parts, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      int64_t* counts = column;
+      if (p > 0) {
+        part_counts[p - 1].assign(num_nodes + 1, 0);
+        counts = part_counts[p - 1].data();
+      }
+      for (int64_t j = num_edges * p / count_parts, stop = num_edges * (p + 1) / count_parts;
+           j < stop; ++j) {
+        const int64_t u = s[j * s_step];
+        const int64_t v = d[j * d_step];
+        if (static_cast<uint64_t>(u) >= nodes || static_cast<uint64_t>(v) >= nodes) {
+          first_bad[p] = j;
+          break;
+        }
+        ++counts[v + 1];
+        if (undirected && u != v) ++counts[u + 1];
+      }
     }
-    ++column[v + 1];
-    if (undirected && u != v) ++column[u + 1];
+  });
+  const int64_t bad = *std::min_element(first_bad.begin(), first_bad.end());
+  if (bad < num_edges) {
+    const int64_t u = s[bad * s_step];
+    const int64_t v = d[bad * d_step];
+    const bool src_bad = static_cast<uint64_t>(u) >= nodes;
+    TORCH_CHECK_INDEX(false, "graphemb_kernels.csc_from_edges: ", src_bad ? "src[" : "dst[", bad,
+                      "] = ", src_bad ? u : v, " is out of range for ", num_nodes, " nodes");
+  }
+  if (count_parts > 1) {
+    at::parallel_for(1, num_nodes + 1, 1 << 16, [&](int64_t begin, int64_t end) {
+      for (const auto& counts : part_counts)
+        for (int64_t v = begin; v < end; ++v) column[v] += counts[v];
+    });
   }
   for (int64_t v = 0; v < num_nodes; ++v) column[v + 1] += column[v];
   const int64_t stored = column[num_nodes];
@@ -114,8 +166,23 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> csc_from_edges(
   std::tie(indices, edge_ids) = allocate(stored);
   check_output(indices, "indices", stored);
   check_output(edge_ids, "edge_ids", stored);
+  TORCH_CHECK_VALUE(!overlap(indices, src) && !overlap(indices, dst) && !overlap(indices, edge_ids),
+                    "graphemb_kernels.csc_from_edges: allocate must return indices apart from "
+                    "src, dst and edge_ids");
+  // edge_ids may hold src and dst (a reader reusing the memory of the edges it parsed):
+  // then every edge is read before edge_ids is written.
+  const bool shared = overlap(edge_ids, src) || overlap(edge_ids, dst);
   int64_t* out_nodes = indices.data_ptr<int64_t>();
   int64_t* out_ids = edge_ids.data_ptr<int64_t>();
+  // The outputs' first touch (a page fault per page), in parallel and in page order before
+  // the scatters below, which would fault the pages at random from both threads.
+  constexpr int64_t kPage = 4096 / sizeof(int64_t);
+  at::parallel_for(0, (stored + kPage - 1) / kPage, 1 << 12, [&](int64_t begin, int64_t end) {
+    for (int64_t page = begin; page < end; ++page) {
+      out_nodes[page * kPage] = 0;
+      if (!shared) out_ids[page * kPage] = 0;
+    }
+  });
 
   // Columns per bucket: a power of two, about kBucketEdges stored edges a bucket.
   const int64_t per_column = std::max<int64_t>(1, stored / std::max<int64_t>(num_nodes, 1));
@@ -133,6 +200,23 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> csc_from_edges(
   // bucket must stay small (a hub node can make one bucket most of the graph).
   const bool bucketed = num_nodes < (int64_t{1} << kNodeBits) && buckets > 1 &&
                         stored >= (int64_t{1} << 20) && largest <= stored / 8 + kBucketEdges;
+  // With edge_ids holding the edges, step 1 writes indices only, each entry packing the
+  // column in the bucket, the source node and the edge id; step 2 unpacks them into both.
+  const int id_bits = bit_width(stored - 1);
+  const int node_bits = bit_width(num_nodes - 1);
+  const bool packed = shared && bucketed && bucket_bits + node_bits + id_bits <= 63;
+  std::vector<int64_t> src_copy, dst_copy;
+  if (shared && !packed) {  // the other placements write edge_ids as they go: edges copied
+    src_copy.resize(num_edges);
+    dst_copy.resize(num_edges);
+    for (int64_t j = 0; j < num_edges; ++j) {
+      src_copy[j] = s[j * s_step];
+      dst_copy[j] = d[j * d_step];
+    }
+    s = src_copy.data();
+    d = dst_copy.data();
+    s_step = d_step = 1;
+  }
 
   if (!bucketed) {  // each edge straight into the next free slot of its column
     std::vector<int64_t> next(column, column + num_nodes);
@@ -192,12 +276,20 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> csc_from_edges(
         const int64_t u = s[j * s_step];
         const int64_t v = d[j * d_step];
         const int64_t slot = edges[v >> bucket_bits]++;
-        out_nodes[slot] = ((v & in_bucket) << kNodeBits) | u;
-        out_ids[slot] = j;
+        if (packed) {
+          out_nodes[slot] = ((((v & in_bucket) << node_bits) | u) << id_bits) | j;
+        } else {
+          out_nodes[slot] = ((v & in_bucket) << kNodeBits) | u;
+          out_ids[slot] = j;
+        }
         if (undirected && u != v) {
           const int64_t back = reverses[u >> bucket_bits]++;
-          out_nodes[back] = ((u & in_bucket) << kNodeBits) | v;
-          out_ids[back] = id++;
+          if (packed) {
+            out_nodes[back] = ((((u & in_bucket) << node_bits) | v) << id_bits) | id++;
+          } else {
+            out_nodes[back] = ((u & in_bucket) << kNodeBits) | v;
+            out_ids[back] = id++;
+          }
         }
       }
     }
@@ -206,20 +298,32 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> csc_from_edges(
   // parallel where the copies (one per thread) stay small next to the outputs.
   const bool copies_small = largest * at::get_num_threads() <= stored / 4;
   at::parallel_for(0, buckets, copies_small ? 1 : buckets, [&](int64_t begin, int64_t end) {
-    std::vector<int64_t> copy_nodes(largest), copy_ids(largest);
+    std::vector<int64_t> copy_nodes(largest), copy_ids(packed ? 0 : largest);
     std::vector<int64_t> column_next(int64_t{1} << bucket_bits);
     for (int64_t b = begin; b < end; ++b) {
       const int64_t lo = bucket_start(b);
       const int64_t size = bucket_start(b + 1) - lo;
       std::copy(out_nodes + lo, out_nodes + lo + size, copy_nodes.begin());
-      std::copy(out_ids + lo, out_ids + lo + size, copy_ids.begin());
+      if (!packed) std::copy(out_ids + lo, out_ids + lo + size, copy_ids.begin());
       const int64_t first = b << bucket_bits;
       const int64_t width = std::min(num_nodes, first + in_bucket + 1) - first;
       std::copy(column + first, column + first + width, column_next.begin());
+      if (packed) {
+        const int shift = node_bits + id_bits;
+        const int64_t node_mask = (int64_t{1} << node_bits) - 1;
+        const int64_t id_mask = (int64_t{1} << id_bits) - 1;
+        for (int64_t i = 0; i < size; ++i) {
+          const int64_t entry = copy_nodes[i];
+          const int64_t slot = column_next[entry >> shift]++;
+          out_nodes[slot] = (entry >> id_bits) & node_mask;
+          out_ids[slot] = entry & id_mask;
+        }
+        continue;
+      }
       for (int64_t i = 0; i < size; ++i) {
-        const int64_t packed = copy_nodes[i];
-        const int64_t slot = column_next[packed >> kNodeBits]++;
-        out_nodes[slot] = packed & kNodeMask;
+        const int64_t entry = copy_nodes[i];
+        const int64_t slot = column_next[entry >> kNodeBits]++;
+        out_nodes[slot] = entry & kNodeMask;
         out_ids[slot] = copy_ids[i];
       }
     }

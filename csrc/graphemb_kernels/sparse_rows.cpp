@@ -34,6 +34,7 @@
 #include <pybind11/functional.h>
 
 #include "csc.h"
+#include "edge_list.h"
 
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
@@ -546,6 +547,8 @@ formulas() {
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
   module.doc() = "Fused CPU kernels of graphemb: sparse optimizer updates, CSC construction";
   module.attr("API_VERSION") = 2;
+  // csc_from_edges takes an edge_ids that holds src and dst (reads every edge first)
+  module.attr("CSC_EDGE_IDS_MAY_HOLD_EDGES") = true;
   module.def("fused_update", &fused_update,
              "Sum each run's gradient rows, divide by divisor, apply the formula in place",
              pybind11::arg("formula"), pybind11::arg("weight"), pybind11::arg("state"),
@@ -558,5 +561,14 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
              "allocate(S) returns the (indices, edge_ids) to fill",
              pybind11::arg("src"), pybind11::arg("dst"), pybind11::arg("num_nodes"),
              pybind11::arg("undirected"), pybind11::arg("allocate"));
+  module.def("parse_integer_edges", &parse_integer_edges,
+             "Edge lines of integer node names after skip_lines, parsed on all threads "
+             "(parts=0) or in that many parts: "
+             "(edges (2, E), weights or None, smallest id, largest id, whether the ids are all of "
+             "0 .. largest), or None for anything "
+             "that is not a plain integer edge list",
+             pybind11::arg("path"), pybind11::arg("skip_lines"), pybind11::arg("delimiter"),
+             pybind11::arg("columns"), pybind11::arg("weighted"), pybind11::arg("parts") = 0,
+             pybind11::call_guard<pybind11::gil_scoped_release>());
   module.def("formulas", &formulas, "The formula table: (name, state, hyper-parameters)");
 }

@@ -1,18 +1,24 @@
 """Edge lists: one edge per line, ``source target [weight]``, whitespace- or comma-separated.
 
-Files of integer node names take a vectorized path (numpy's C text parser, no Python per
-line); any other file (string names) and every malformed file take a line-by-line path
-that maps names to ids as it goes, and reports the first bad line.
+Files of integer node names take a compiled path where ``graphemb_kernels`` is built (the
+file cut at line starts and parsed on all threads), else a vectorized one (numpy's C text
+parser, no Python per line). The compiled parser takes only plain integer lines and gives
+up on anything else, numpy's on anything it cannot read; any other file (string names)
+and every malformed file then take a line-by-line path that maps names to ids as it goes,
+and reports the first bad line. All three read a file they accept to the same arrays.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from array import array
 from typing import Any, NamedTuple
 
 import numpy as np
+import torch
 
+from .._compiled import compiled_module, disabled
 from .errors import GraphFileError
 from .fields import COMMENT, numbered_lines, split_fields
 from .loaded_graph import LoadedGraph, graph_from_edge_ids
@@ -76,10 +82,21 @@ def read_edge_list(
     GraphFileError
         Naming the line: a wrong number of columns, a weight that is not a number; or a
         file with no edges. Nothing is returned half-read.
+
+    Notes
+    -----
+    Where ``graphemb_kernels`` is built, a file of integer names is parsed on all threads
+    and an undirected graph is built in the memory of the parsed edges: the peak memory
+    is then about that of the graph's arrays (measured in ``benchmarks/bench_read_graph.py``).
     """
-    edges = parse_edge_list(path, delimiter=delimiter, weighted=weighted, header=header)
+    edges, table = _parse(os.fspath(path), delimiter, weighted, header)
     graph, weights = graph_from_edge_ids(
-        edges.src, edges.dst, len(edges.node_names), directed=directed, weights=edges.weights
+        edges.src,
+        edges.dst,
+        len(edges.node_names),
+        directed=directed,
+        weights=edges.weights,
+        edge_table=table,  # the graph is built in the memory of the parsed edges
     )
     return LoadedGraph(graph, edges.node_names, weights)
 
@@ -92,7 +109,14 @@ def parse_edge_list(
     header: bool = False,
 ) -> EdgeArrays:
     """The edges of an edge-list file as id arrays (see :func:`read_edge_list`)."""
-    path = os.fspath(path)
+    return _parse(os.fspath(path), delimiter, weighted, header)[0]
+
+
+def _parse(
+    path: str, delimiter: str | None, weighted: bool | None, header: bool
+) -> tuple[EdgeArrays, torch.Tensor | None]:
+    """The edges, and the (2, E) tensor that ``src`` and ``dst`` are the rows of where the
+    compiled parser read them (else None)."""
     if delimiter is None and path.lower().endswith(".csv"):
         delimiter = ","
     first_line, columns = _first_edge_line(path, delimiter, header)
@@ -102,10 +126,14 @@ def parse_edge_list(
         raise GraphFileError(
             path, f"weighted=True but the first edge has {columns} columns", first_line
         )
+    compiled = _parse_compiled(path, delimiter, first_line, columns, weighted)
+    if compiled is not None:
+        return compiled
+    # no compiled parser, or lines it does not take
     arrays = _parse_integers(path, delimiter, first_line, columns, weighted)
     if arrays is None:  # string names, or a bad line to report
         arrays = _parse_lines(path, delimiter, first_line, columns, weighted)
-    return arrays
+    return arrays, None
 
 
 def _first_edge_line(path: str, delimiter: str | None, header: bool) -> tuple[int, int]:
@@ -126,6 +154,45 @@ def _first_edge_line(path: str, delimiter: str | None, header: bool) -> tuple[in
     raise GraphFileError(path, "no edges in the file")
 
 
+# Characters that may be part of a field the compiled parser reads: such a delimiter, or
+# one that is not a single printable ASCII character, is left to the other paths.
+_FIELD_CHARACTERS = " \t\r\n#+-.0123456789eE"
+
+
+def _parse_compiled(
+    path: str, delimiter: str | None, first_line: int, columns: int, weighted: bool
+) -> tuple[EdgeArrays, torch.Tensor] | None:
+    """The compiled parser (``graphemb_kernels.parse_integer_edges``): the edges and the
+    (2, E) tensor of their ids; None where it is absent or disabled, for a delimiter it
+    does not take, and for any file that is not a plain integer edge list."""
+    module = compiled_module()
+    parse = None if module is None or disabled() else getattr(module, "parse_integer_edges", None)
+    if parse is None:
+        return None
+    if delimiter is not None and not (
+        len(delimiter) == 1
+        and delimiter.isascii()
+        and delimiter.isprintable()
+        and delimiter not in _FIELD_CHARACTERS
+    ):
+        return None
+    parsed = parse(os.fsencode(path), first_line - 1, delimiter or "", columns, weighted)
+    if parsed is None:
+        return None
+    table, weights, low, high, dense = parsed
+    src, dst = table.numpy()
+    if dense:  # every name of 0 .. high is there: the names are the ids
+        names = np.arange(high + 1, dtype=np.int64)
+    else:  # the ids written over the names: the table stays the edges' memory
+        (src_ids, dst_ids), names = pack_integer_names([src, dst], (low, high))
+        src[...], dst[...] = src_ids, dst_ids
+    arrays = EdgeArrays(src, dst, names, None if weights is None else weights.numpy())
+    return arrays, table
+
+
+_INTEGER_VIA_FLOAT = ".*Parsing an integer via a float"
+
+
 def _parse_integers(
     path: str, delimiter: str | None, first_line: int, columns: int, weighted: bool
 ) -> EdgeArrays | None:
@@ -134,16 +201,22 @@ def _parse_integers(
         [("src", np.int64), ("dst", np.int64), ("weight", np.float64)] if columns == 3 else np.int64
     )
     try:
-        table = np.loadtxt(
-            path,
-            dtype=dtype,
-            comments=COMMENT,
-            delimiter=delimiter,
-            skiprows=first_line - 1,
-            ndmin=2 if columns == 2 else 1,
-            encoding="utf-8",
-        )
-    except (ValueError, OverflowError):
+        with warnings.catch_warnings():
+            # numpy < 2 reads an integer field that is not an integer through a float (an
+            # id beyond int64 then becomes a wrong one): such names are the other path's.
+            warnings.filterwarnings("error", _INTEGER_VIA_FLOAT, DeprecationWarning)
+            table = np.loadtxt(
+                path,
+                dtype=dtype,
+                comments=COMMENT,
+                delimiter=delimiter,
+                skiprows=first_line - 1,
+                ndmin=2 if columns == 2 else 1,
+                encoding="utf-8",
+            )
+    except (ValueError, OverflowError, DeprecationWarning):
+        return None
+    except TypeError:  # a delimiter numpy does not take (more than one character)
         return None
     if columns == 3:
         src, dst = table["src"], table["dst"]

@@ -71,6 +71,7 @@ def graph_from_edge_ids(
     *,
     directed: bool,
     weights: np.ndarray | torch.Tensor | None = None,
+    edge_table: torch.Tensor | None = None,
 ) -> tuple[Graph, torch.Tensor | None]:
     """The graph of edges ``src[i] -> dst[i]`` and its edge weights.
 
@@ -83,6 +84,9 @@ def graph_from_edge_ids(
         If False, every edge also gets its reverse (edge id ``E + j`` for the ``j``-th
         non-loop edge); a self-loop is stored once, as networkx's ``to_directed`` does.
     weights : float array or tensor, shape (E,), optional
+    edge_table : Tensor of int64, shape (2, E), optional
+        The memory that ``src`` and ``dst`` are the rows of, which the graph may take
+        (overwriting it: see :meth:`Graph.from_edge_table_in_place`); used when undirected.
 
     Returns
     -------
@@ -98,10 +102,12 @@ def graph_from_edge_ids(
             f"weights must have one entry per edge, shape ({src_t.numel()},), got "
             f"{tuple(weight_t.shape)}"
         )
-    graph = Graph.from_edges(src_t, dst_t, num_nodes, undirected=not directed)
-    if weight_t is None:
-        return graph, None
-    if not directed and graph.num_edges > weight_t.numel():
-        back = weight_t if graph.num_edges == 2 * weight_t.numel() else weight_t[src_t != dst_t]
-        weight_t = torch.cat([weight_t, back])
+    if weight_t is not None and not directed:
+        # The reverses' weights, taken before the build (which may overwrite the edges).
+        loops = src_t == dst_t
+        weight_t = torch.cat([weight_t, weight_t[~loops] if bool(loops.any()) else weight_t])
+    if edge_table is not None and not directed:
+        graph = Graph.from_edge_table_in_place(edge_table, num_nodes)
+    else:
+        graph = Graph.from_edges(src_t, dst_t, num_nodes, undirected=not directed)
     return graph, weight_t

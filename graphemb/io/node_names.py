@@ -19,13 +19,18 @@ __all__ = ["NameIndex", "pack_integer_names"]
 _TABLE_SLACK = 1 << 16
 
 
-def pack_integer_names(columns: Sequence[np.ndarray]) -> tuple[list[np.ndarray], np.ndarray]:
+def pack_integer_names(
+    columns: Sequence[np.ndarray], bounds: tuple[int, int] | None = None
+) -> tuple[list[np.ndarray], np.ndarray]:
     """Contiguous ids for integer node names given in one or more columns.
 
     Parameters
     ----------
     columns : sequence of int64 arrays
         E.g. ``(src_names, dst_names)``, each of shape (E,).
+    bounds : (int, int), optional
+        The smallest and the largest name, where the caller already knows them (saves a
+        pass over the columns); ignored when every column is empty.
 
     Returns
     -------
@@ -44,8 +49,11 @@ def pack_integer_names(columns: Sequence[np.ndarray]) -> tuple[list[np.ndarray],
     nonempty = [c for c in columns if c.size]
     if not nonempty:
         return [np.asarray(c, dtype=np.int64) for c in columns], np.zeros(0, dtype=np.int64)
-    low = min(int(c.min()) for c in nonempty)
-    high = max(int(c.max()) for c in nonempty)
+    if bounds is None:
+        low = min(int(c.min()) for c in nonempty)
+        high = max(int(c.max()) for c in nonempty)
+    else:
+        low, high = bounds
     if low >= 0 and high < sum(c.size for c in columns) + _TABLE_SLACK:
         present = np.zeros(high + 1, dtype=bool)
         for column in columns:

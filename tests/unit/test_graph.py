@@ -167,6 +167,93 @@ def test_counting_sort_checks_ids_before_allocating_and_what_it_is_given():
         Graph.from_edges(src, dst, 3)
 
 
+def sorted_stored_edges(src, dst, num_nodes, undirected):
+    """The oracle above, vectorized for large graphs: numpy's stable sort by destination."""
+    if undirected:
+        loops = src == dst
+        src, dst = np.concatenate([src, dst[~loops]]), np.concatenate([dst, src[~loops]])
+    order = np.argsort(dst, kind="stable")
+    indptr = np.zeros(num_nodes + 1, dtype=np.int64)
+    indptr[1:] = np.cumsum(np.bincount(dst, minlength=num_nodes))
+    return indptr, src[order], order
+
+
+@pytest.mark.skipif(COUNTING_SORT is None, reason="graphemb_kernels without csc_from_edges")
+@pytest.mark.parametrize("undirected", [False, True])
+def test_counting_sort_of_a_large_graph_in_parallel_parts(undirected):
+    """Millions of edges: counted in parts on all threads, placed through buckets (the
+    paths small graphs do not take); a hub node makes one bucket large."""
+    rng = np.random.default_rng(7)
+    n, e = 200_000, 4_500_000
+    src, dst = rng.integers(0, n, e), rng.integers(0, n, e)
+    src[::1000] = dst[::1000]  # self-loops
+    dst[::97] = 12_345  # a hub: 46k in-edges
+    graph = Graph.from_edges(torch.from_numpy(src), torch.from_numpy(dst), n, undirected=undirected)
+    for got, want in zip(
+        (graph.indptr, graph.indices, graph.edge_ids),
+        sorted_stored_edges(src, dst, n, undirected),
+        strict=True,
+    ):
+        np.testing.assert_array_equal(got.numpy(), want)
+
+
+@pytest.mark.parametrize("kernels", ["compiled", "pure torch"])
+@pytest.mark.parametrize(
+    ("n", "e", "hub"),
+    [(50, 400, False), (200_000, 4_500_000, False), (200_000, 2_500_000, True)],
+    ids=["small", "large", "large-with-a-hub"],
+)
+def test_from_edge_table_in_place_matches_the_oracle(monkeypatch, kernels, n, e, hub):
+    """Small graphs and hubs take the placements that write edge ids as they go (the edges
+    copied first); large ones pack the ids into step 1's entries."""
+    if kernels == "pure torch":
+        if e > 1000:
+            pytest.skip("from_edges itself, tested above")
+        monkeypatch.setenv(_compiled.DISABLE_VARIABLE, "1")
+    elif COUNTING_SORT is None:
+        pytest.skip("graphemb_kernels without csc_from_edges")
+    else:
+        monkeypatch.delenv(_compiled.DISABLE_VARIABLE, raising=False)
+    rng = np.random.default_rng(9)
+    src, dst = rng.integers(0, n, e), rng.integers(0, n, e)
+    src[::50] = dst[::50]  # self-loops
+    if hub:
+        dst[: e // 3] = 17  # one bucket holds a third of the graph: no buckets
+    table = torch.from_numpy(np.stack([src, dst]))
+    graph = Graph.from_edge_table_in_place(table, n)
+    for got, want in zip(
+        (graph.indptr, graph.indices, graph.edge_ids),
+        sorted_stored_edges(src, dst, n, undirected=True),
+        strict=True,
+    ):
+        np.testing.assert_array_equal(got.numpy(), want)
+    reused = graph.edge_ids.data_ptr() == table.data_ptr()
+    assert reused == (
+        kernels == "compiled"
+        and hasattr(_compiled.compiled_module(), "CSC_EDGE_IDS_MAY_HOLD_EDGES")
+    )
+
+
+def test_from_edge_table_in_place_checks_ids_before_writing():
+    table = torch.tensor([[0, 1, 2], [1, 5, 0]])
+    with pytest.raises(ValueError, match=r"node id 5 out of range \[0, 3\) at dst\[1\]"):
+        Graph.from_edge_table_in_place(table, 3)
+    assert table.tolist() == [[0, 1, 2], [1, 5, 0]]
+
+
+@pytest.mark.skipif(COUNTING_SORT is None, reason="graphemb_kernels without csc_from_edges")
+def test_counting_sort_names_the_first_bad_id_of_all_parts():
+    n, e = 1000, 3_000_000
+    src = torch.from_numpy(np.random.default_rng(8).integers(0, n, e))
+    dst = src.flip(0).clone()
+    src[2_900_000], dst[2_000_000] = n, -1  # both in the last part
+    with pytest.raises(IndexError, match=r"dst\[2000000\] = -1 is out of range for 1000"):
+        COUNTING_SORT(src, dst, n, True, lambda size: pytest.fail("allocated"))
+    src[7] = n + 5  # in the first part
+    with pytest.raises(IndexError, match=r"src\[7\] = 1005 is out of range for 1000"):
+        COUNTING_SORT(src, dst, n, True, lambda size: pytest.fail("allocated"))
+
+
 def test_from_edges_accepts_arrays_lists_and_numpy_sizes():
     src, dst = random_edges()
     reference = Graph.from_edges(torch.from_numpy(src), torch.from_numpy(dst), 40)
