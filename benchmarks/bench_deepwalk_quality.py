@@ -25,7 +25,10 @@ Macro-F1 on the rest, mean over ``--repeats`` splits. The scorer is written here
 from the library's, so that both trainers are judged by the same independent code.
 
 Prints a row per graph, seed and trainer, ratios "graphemb / gensim" of seconds (same
-graph and seed), then with several ``--seeds`` the mean of each trainer over them; and
+graph and seed), then with several ``--seeds`` the mean of each trainer over them and the
+paired difference to gensim (same graph and seed) with its standard error over the seeds:
+one seed's F1 moves by a point or more (271 test nodes at 90 % labels on Cora), so a
+difference smaller than about twice its standard error is not one; and
 writes a plot of F1 against seconds to ``benchmarks/results/deepwalk_quality.png``. Skips
 gensim, with the reason, when it is not installed (``pip install graphemb[bench]``).
 
@@ -255,6 +258,7 @@ def main() -> None:
     print_table(rows, ratios)
     if len(args.seeds.split(",")) > 1:
         print_table(mean_rows(rows), ratios)
+        print_paired_differences(rows, ratios)
     if args.plot and not args.quick:
         plot(rows, ratios, Path(args.plot))
 
@@ -268,6 +272,39 @@ def mean_rows(rows: list[dict]) -> list[dict]:
         mean = {k: float(np.mean([r[k] for r in mine])) for k in scored}
         means.append({**mean, "graph": key[0], "trainer": key[1], "seed": f"mean of {len(mine)}"})
     return means
+
+
+def print_paired_differences(rows: list[dict], ratios: list[float]) -> None:
+    """Per graph and trainer: the mean over seeds of (trainer - gensim) on the same graph and
+    seed, with its standard error: how far apart the two are against the noise of the seeds
+    (walks, negatives and label splits all change with the seed)."""
+    scored = [f"micro@{r}" for r in ratios] + [f"macro@{r}" for r in ratios]
+    print("paired difference to gensim, mean over seeds +- standard error (points of F1)")
+    print(
+        " | ".join(
+            ["graph", "trainer", "seeds"]
+            + [f"Mi@{r:g}" for r in ratios]
+            + [f"Ma@{r:g}" for r in ratios]
+        )
+    )
+    for graph, trainer in dict.fromkeys((r["graph"], r["trainer"]) for r in rows):
+        if trainer == "gensim":
+            continue
+        pairs = [
+            (row, peer)
+            for row in rows
+            if (row["graph"], row["trainer"]) == (graph, trainer)
+            for peer in rows
+            if peer["trainer"] == "gensim" and (peer["graph"], peer["seed"]) == (graph, row["seed"])
+        ]
+        if len(pairs) < 2:
+            continue
+        cells = [graph, trainer, str(len(pairs))]
+        for key in scored:
+            difference = 100 * np.array([row[key] - peer[key] for row, peer in pairs])
+            error = difference.std(ddof=1) / np.sqrt(len(difference))
+            cells.append(f"{difference.mean():+.2f} +- {error:.2f}")
+        print(" | ".join(cells))
 
 
 def print_table(rows: list[dict], ratios: list[float]) -> None:
