@@ -35,6 +35,7 @@ gensim, with the reason, when it is not installed (``pip install graphemb[bench]
     python benchmarks/bench_deepwalk_quality.py                      # both graphs
     python benchmarks/bench_deepwalk_quality.py --graphs overlapping --num-walks 80
     python benchmarks/bench_deepwalk_quality.py --quick              # seconds
+    python benchmarks/bench_deepwalk_quality.py --rows-from saved_output.txt   # re-plot
 """
 
 from __future__ import annotations
@@ -220,7 +221,17 @@ def main() -> None:
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--plot", default=str(RESULTS / "deepwalk_quality.png"))
+    parser.add_argument(
+        "--rows-from",
+        metavar="OUTPUT",
+        help="tables and plot of the JSON rows a previous run printed (its saved output), "
+        "without training",
+    )
     args = parser.parse_args()
+    if args.rows_from:
+        rows = [json.loads(line) for line in open(args.rows_from) if line.startswith("{")]
+        report(rows, [float(r) for r in args.ratios.split(",")], args.plot)
+        return
     if args.quick:
         args.graphs, args.num_walks, args.walk_length, args.repeats = (
             "overlapping:2000:10",
@@ -255,12 +266,18 @@ def main() -> None:
                 }
                 rows.append(row)
                 print(json.dumps(row), flush=True)
+    report(rows, ratios, None if args.quick else args.plot)
+
+
+def report(rows: list[dict], ratios: list[float], plot_path: str | None) -> None:
+    """The tables of ``rows`` (per seed; with several seeds, the means and the paired
+    differences to gensim) and the plot."""
     print_table(rows, ratios)
-    if len(args.seeds.split(",")) > 1:
+    if len({r["seed"] for r in rows}) > 1:
         print_table(mean_rows(rows), ratios)
         print_paired_differences(rows, ratios)
-    if args.plot and not args.quick:
-        plot(rows, ratios, Path(args.plot))
+    if plot_path:
+        plot(rows, ratios, Path(plot_path))
 
 
 def mean_rows(rows: list[dict]) -> list[dict]:
@@ -330,24 +347,55 @@ def print_table(rows: list[dict], ratios: list[float]) -> None:
 
 
 def plot(rows: list[dict], ratios: list[float], path: Path) -> None:
+    """Per graph, Micro-F1 (top) and Macro-F1 (bottom) against seconds: every seed as a faint
+    point, each trainer's mean over seeds with its standard error, one marker per label
+    ratio."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    graphs = sorted({r["graph"] for r in rows})
-    figure, axes = plt.subplots(1, len(graphs), figsize=(5 * len(graphs), 4), squeeze=False)
-    middle = ratios[len(ratios) // 2]
-    for axis, graph in zip(axes[0], graphs, strict=True):
-        for trainer in sorted({r["trainer"] for r in rows}):
-            mine = [r for r in rows if r["graph"] == graph and r["trainer"] == trainer]
-            axis.scatter(
-                [r["seconds"] for r in mine], [r[f"micro@{middle}"] for r in mine], label=trainer
-            )
-        axis.set_title(f"{graph}: Micro-F1 at {middle:.0%} labels")
-        axis.set_xlabel("seconds (walks + training)")
-        axis.set_ylabel("Micro-F1")
-        axis.legend()
+    graphs = list(dict.fromkeys(r["graph"] for r in rows))
+    trainers = list(dict.fromkeys(r["trainer"] for r in rows))
+    colors = {t: f"C{i}" for i, t in enumerate(trainers)}
+    names = {t: t if t == "gensim" else f"graphemb {t}" for t in trainers}
+    markers = dict(zip(ratios, "os^Dv<>", strict=False))
+    figure, axes = plt.subplots(
+        2, len(graphs), figsize=(4.5 * len(graphs), 7), squeeze=False, sharex="col"
+    )
+    for column, graph in enumerate(graphs):
+        for line, metric in enumerate(("micro", "macro")):
+            axis = axes[line][column]
+            for trainer in trainers:
+                mine = [r for r in rows if (r["graph"], r["trainer"]) == (graph, trainer)]
+                seconds = np.array([r["seconds"] for r in mine])
+                for ratio in ratios:
+                    scores = np.array([r[f"{metric}@{ratio}"] for r in mine])
+                    error = scores.std(ddof=1) / np.sqrt(len(scores)) if len(scores) > 1 else 0
+                    axis.scatter(
+                        seconds,
+                        scores,
+                        color=colors[trainer],
+                        alpha=0.2,
+                        s=12,
+                        marker=markers.get(ratio, "o"),
+                    )
+                    axis.errorbar(
+                        seconds.mean(),
+                        scores.mean(),
+                        yerr=error,
+                        color=colors[trainer],
+                        marker=markers.get(ratio, "o"),
+                        capsize=3,
+                        label=f"{names[trainer]}, {ratio:.0%} labels",
+                    )
+            axis.set_xlim(left=0)
+            axis.set_title(f"{graph}: {metric.capitalize()}-F1")
+            axis.set_ylabel(f"{metric.capitalize()}-F1")
+            if line == 1:
+                axis.set_xlabel("seconds (walks + training)")
+            axis.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=7)
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=80)

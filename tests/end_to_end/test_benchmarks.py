@@ -109,7 +109,7 @@ def test_table_init_benchmark_quick_mode_times_graphemb_torch_and_the_bound():
 
 
 @GRAPHEMB_ONLY
-def test_deepwalk_quality_quick_mode_scores_every_trainer():
+def test_deepwalk_quality_quick_mode_scores_every_trainer(tmp_path):
     pytest.importorskip("gensim", reason="the quality benchmark's peer (graphemb[bench])")
     stdout = _run(
         "bench_deepwalk_quality.py", "--trainers", "gensim,batch", "--seeds", "0,1"
@@ -125,6 +125,15 @@ def test_deepwalk_quality_quick_mode_scores_every_trainer():
         assert row["seconds"] > 0
         assert all(0 < row[key] <= 1 for key in row if key.startswith(("micro@", "macro@")))
     assert "mean of 2" in stdout  # the table of means over seeds
+    paired = stdout.split("paired difference to gensim")[1].splitlines()[2]
+    assert paired.startswith("overlapping:2000:10 | batch | 2 | "), paired
+    # A saved output is re-reported (tables and plot) without training again.
+    saved = tmp_path / "output.txt"
+    saved.write_text(stdout)
+    again = _run("bench_deepwalk_quality.py", "--rows-from", str(saved), "--plot",
+                 str(tmp_path / "quality.png")).stdout  # fmt: skip
+    assert paired in again
+    assert (tmp_path / "quality.png").stat().st_size > 10_000
 
 
 @WITH_DGL_PEERS
