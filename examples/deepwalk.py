@@ -36,14 +36,14 @@ behaviour (mean loss, fixed window, negatives per position).
 
 Measured on Cora's graph (dim 128, 10 walks of 40 nodes per node, window 10, 5 negatives;
 the trainer's step through :func:`graphemb.skipgram.train_node_embeddings`, one process;
-mean of 4 seeds x 3 label splits, scored like gensim by
-benchmarks/bench_deepwalk_quality.py):
+mean of 20 seeds x 3 label splits for the first two rows, of 4 seeds (earlier runs) for the
+others, scored like gensim by benchmarks/bench_deepwalk_quality.py):
 
 ==================================================  ================  ================
 Cora, graph only                                    Micro-F1 at 50%   Macro-F1 at 50%
 ==================================================  ================  ================
 gensim Word2Vec (sg, negative 5), same walks        0.825             0.816
-graphemb default (``batch`` negatives, "cap:1.5")   0.822             0.812
+graphemb default (``batch`` negatives, "cap:1.5")   0.823             0.814
 graphemb, ``walk`` negatives, "cap:2"               0.811             0.801
 graphemb, ``pair`` negatives (word2vec's draws)     0.825             0.815
 ==================================================  ================  ================
