@@ -214,9 +214,8 @@ def _parse_integers(
                 ndmin=2 if columns == 2 else 1,
                 encoding="utf-8",
             )
-    except (ValueError, OverflowError, DeprecationWarning):
-        return None
-    except TypeError:  # a delimiter numpy does not take (more than one character)
+    # TypeError: a delimiter numpy does not take (more than one character)
+    except (ValueError, OverflowError, DeprecationWarning, TypeError):
         return None
     if columns == 3:
         src, dst = table["src"], table["dst"]
