@@ -34,7 +34,7 @@ $(shell mkdir -p $(VENV) && $(PYTHON) -c "import json, tomllib; print(json.dumps
 # Stamps of pattern rules are kept (make would delete them as intermediate files).
 .PRECIOUS: $(VENV)/%/.base $(VENV)/%/.ready $(VENV)/%/.kernels
 
-.PHONY: demo test test-dgl test-modern test-gpu lint envs kernels bench bench-soak clean
+.PHONY: demo test test-dgl test-modern test-gpu bench-gpu lint envs kernels bench bench-soak clean
 
 ## demo: train GraphSAGE with learnable node embeddings on Cora (modern stack, CPU); the
 ## checkpoint it saves resumes with `examples/node_classification.py --checkpoint runs/cora.ckpt --resume`
@@ -59,11 +59,15 @@ test-dgl: $(VENV)/dgl/.ready $(VENV)/dgl/.kernels
 test-modern: $(VENV)/modern/.ready $(VENV)/modern/.kernels
 	$(MODERN_PY) -m pytest $(PYTEST_ARGS)
 
-## test-gpu: on a CUDA machine with torch already installed: the CUDA tests and both
-## examples on the GPU (no venv; installs graphemb's test needs into the current Python)
+## test-gpu: on a CUDA machine with torch, PyG and pytest already installed (no venv, no
+## network needed: graphemb is imported from this checkout): the CUDA tests, both examples
+## on the GPU included. bench-gpu: the GPU parts of the sparse-step and end-to-end benchmarks.
 test-gpu:
-	$(PYTHON) -m pip install --quiet --no-deps -e .
-	$(PYTHON) -m pytest -m cuda -p no:cacheprovider tests $(PYTEST_ARGS)
+	PYTHONPATH=$(CURDIR) $(PYTHON) -m pytest -m cuda -p no:cacheprovider tests $(PYTEST_ARGS)
+
+bench-gpu:
+	cd benchmarks && PYTHONPATH=$(CURDIR) $(PYTHON) bench_partitioned.py --skip-cpu
+	cd benchmarks && PYTHONPATH=$(CURDIR) $(PYTHON) bench_end_to_end.py --device cuda --no-dgl
 
 lint: $(VENV)/modern/.ready
 	$(VENV)/modern/bin/ruff check graphemb tests examples benchmarks

@@ -200,7 +200,10 @@ def graphemb_contender(
     from graphemb.optim import SparseAdam
     from graphemb.sampling import NeighborSampler
 
-    device = torch.device(args.device)
+    # one GPU per rank (NCCL refuses two ranks on one device)
+    device = torch.device("cuda", rank) if args.device == "cuda" else torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
     if getattr(work, "graph", None) is None:  # one graph for every graphemb contender
         work.graph = Graph.from_edges(work.src, work.dst, args.num_nodes).to(device)
     graph = work.graph
@@ -350,6 +353,9 @@ def main(argv=None) -> dict:
     pools = {}
     spec = {k: v for k, v in vars(args).items() if k not in ("json", "trace")}
     for procs in (p for p in args.procs if p > 1):
+        if device.type == "cuda" and procs > torch.cuda.device_count():
+            print(f"# {procs} proc x 1 thr left out: {torch.cuda.device_count()} GPU(s) here")
+            continue
         name = f"graphemb {procs} proc x 1 thr"
         spec_p = dict(spec, contender=name)
         pools[name] = RankPool(build_ranks, procs, spec_p, threads_per_rank=1, timeout=900)

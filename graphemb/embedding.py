@@ -464,7 +464,8 @@ class NodeEmbedding:
                 f"NodeEmbedding {self._name!r}: all_set_embedding got shape "
                 f"{tuple(values.shape)}, expected {expected}"
             )
-        values = values.detach().to(device=self._storage.device, dtype=self._weight.dtype)
+        # Left on its own device: a partitioned GPU table takes only its rows across.
+        values = values.detach().to(dtype=self._weight.dtype)
         self._storage.write_all(self._weight, values)
 
     # ------------------------------------------------------------------ properties

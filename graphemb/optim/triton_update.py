@@ -226,6 +226,8 @@ def _block_size(dim: int, block_size: int | None) -> int:
         or (block_size & (block_size - 1))
     ):
         raise ValueError(f"fused_update: block_size must be a power of two, got {block_size!r}")
+    if block_size > MAX_BLOCK:
+        raise ValueError(f"fused_update: block_size must be at most {MAX_BLOCK}, got {block_size}")
     return block_size
 
 
@@ -449,11 +451,15 @@ def _fused_rows(
             total = tl.load(state_a_ptr + row) + tl.div_rn(
                 tl.sum(squares, axis=0), tl.cast(dim, tl.float32)
             )
+            # Every thread of the program loads the scalar; without the barrier one warp's
+            # store can land before another warp's load (a race seen on an H100).
+            tl.debug_barrier()
             tl.store(state_a_ptr + row, total)
             multiplier = tl.div_rn(lr, tl.sqrt_rn(total) + eps)
 
         if FORMULA == 3:  # Adam: per-row step and float64 bias corrections
             t = tl.load(step_ptr + row) + 1
+            tl.debug_barrier()  # all warps have read the step before it is written
             tl.store(step_ptr + row, t)
             if UPDATE_WEIGHT:
                 # beta ** t by repeated squaring: only float64 multiplications

@@ -322,7 +322,8 @@ class HierarchicalStorage(RowStorage):
     # ------------------------------------------------------------------ whole tables
     def write_all(self, table, values):
         own = self.owned_ids()
-        table.index_copy_(0, self._machine_index(own), values.index_select(0, own))
+        rows = values.index_select(0, own.to(values.device)).to(table.device)
+        table.index_copy_(0, self._machine_index(own), rows)
         self._intra.barrier(f"writing table of {self.name!r}")
 
     # ------------------------------------------------------------------ traffic

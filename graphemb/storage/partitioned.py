@@ -50,5 +50,5 @@ class PartitionedStorage(RowStorage):
         return self.partition.to_local(ids)
 
     def write_all(self, table, values):
-        own = self.partition.global_ids(self.rank)
+        own = self.partition.global_ids(self.rank, device=values.device)
         table.copy_(values.index_select(0, own))
