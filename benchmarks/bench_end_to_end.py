@@ -309,7 +309,7 @@ def main(argv=None) -> dict:
     args = parse_args(argv)
     os.environ["OMP_NUM_THREADS"] = str(args.threads)  # DGL's OpenMP reads it at import
     import torch
-    from harness import phases, timing
+    from harness import phases, report, timing
     from harness.ranks import RankPool
     from harness.report import trace_file
 
@@ -381,8 +381,7 @@ def main(argv=None) -> dict:
         for name, ratio in ratios.items():
             verdict = ""
             if name == one and not args.quick:
-                met = ratio["ratio"] >= TARGET_SPEEDUP
-                verdict = f"  target >= {TARGET_SPEEDUP:g}x: " + ("MET" if met else "NOT MET")
+                verdict = "  " + report.verdict(ratio["ratio"], TARGET_SPEEDUP)
             label = name if " vs " in name else f"{name} over dgl 1 proc"
             print(f"speed-up {label}: {timing.fmt_ratio(ratio)}{verdict}")
 

@@ -28,52 +28,8 @@ bytes of the arrays the contender returns:
 pandas is optional (both stacks have it; elsewhere its rows are skipped with the reason).
 Timings on a shared machine are noisy: read the ratios, measured in the same run.
 
-Measured here (1M nodes / 20M edges, 263 MiB, 3 rounds a run, 2 cores shared with other
-benchmarks; median times, and the median of per-round ratios to pandas sep=' '). "Before"
-is the previous reader (numpy's loadtxt, then a graph build allocating all of its arrays),
-run by its own checkout just before runs 1 and 2:
-
-==========================  =============  =============  =============
-modern stack (pandas 3.1,   run 1          run 2          run 3
-numpy 2.4), load average    1.1            2.9            3.7
-==========================  =============  =============  =============
-pandas sep=' '              1.17 s         1.19 s         1.13 s
-parse_edge_list             0.24 s  5.3x   0.47 s  2.6x   0.45 s  2.5x
-read_graph                  0.48 s  2.5x   0.98 s  1.25x  0.92 s  1.23x
-read_graph, pure torch      3.79 s  0.31x  6.43 s  0.18x  6.34 s  0.18x
-before: parse_edge_list     0.88 s  1.11x  0.93 s  1.03x
-before: read_graph          1.25 s  0.83x  1.92 s  0.61x
-==========================  =============  =============  =============
-
-==========================  =============  =============  =============
-dgl stack (pandas 3.0,      run 1          run 2          run 3
-numpy 1.26), load average   4.1            4.1            4.0
-==========================  =============  =============  =============
-pandas sep=' '              2.43 s         3.06 s         2.46 s
-parse_edge_list             0.46 s  5.4x   0.46 s  6.7x   0.41 s  6.0x
-read_graph                  0.99 s  2.5x   0.99 s  2.9x   0.95 s  2.6x
-read_graph, pure torch      6.23 s  0.39x  6.18 s  0.48x  6.24 s  0.39x
-before: parse_edge_list     0.98 s  2.6x   0.98 s  2.6x
-before: read_graph          2.04 s  1.40x  2.02 s  1.25x
-==========================  =============  =============  =============
-
-On the modern stack pandas' own time moves with the load from round to round (0.7 to
-2.1 s): in run 3 one round of three read the graph slower than pandas read the table
-(0.92 s against 0.73 s), the median ratio stays above 1.
-
-Peak memory over the final arrays: read_graph 1.02 (before 1.50: the graph is now built in
-the memory of the parsed edges), parse_edge_list 1.04 (before 1.00: numpy's parser reads in
-blocks; the compiled one maps the file and gives its pages back as it goes), pandas 2.00,
-pure torch 2.49 (torch's stable sort and its buffers).
-
-Where read_graph's time goes (modern stack, load ~1.5, one process): mapping the file and
-counting its lines 0.04-0.09 s, parsing on 2 threads 0.19 s (with the first touch of the
-320 MB table), checking that the ids are 0..N-1 0.02 s, the graph build 0.2 s (counts on
-2 threads 0.03 s, first touch of the 320 MB of indices ~0.1 s, the two placement steps
-0.12 s). With the indices on fresh 2 MiB pages from the start (as Graph.from_edges makes
-them), their first touch alone took 0.35 s (0.80 s in all against 0.53 s): this reader
-advises them for 2 MiB pages once written, and khugepaged collapses them in the
-background. The two threads are where the ratio moves with the load: pandas reads on one.
+Measurements (both stacks, before and after the compiled reader, where the time goes):
+``benchmarks/results/read_graph.md``.
 
     .venv/dgl/bin/python benchmarks/bench_read_graph.py            # 1M nodes, 20M edges
     .venv/dgl/bin/python benchmarks/bench_read_graph.py --quick    # 50k nodes, 500k edges
@@ -85,13 +41,13 @@ import argparse
 import importlib.util
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
 import numpy as np
+from harness import report, timing
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -210,7 +166,10 @@ def main() -> None:
         contenders = contenders[2:]
 
     print(f"# bench_read_graph: {args.nodes:,} nodes, {args.edges:,} edges, {args.rounds} rounds")
-    print(f"# python {sys.version.split()[0]}, numpy {np.__version__}, load {os.getloadavg()}")
+    print(
+        f"# python {sys.version.split()[0]}, numpy {np.__version__}, "
+        f"load average {report.load_average():.2f}"
+    )
     for name, reason in skipped.items():
         print(f"# skipped {name}: {reason}")
 
@@ -234,14 +193,14 @@ def main() -> None:
     print("-" * len(header))
     for name in contenders:
         runs = results[name]
-        seconds = statistics.median(r["seconds"] for r in runs)
+        seconds = timing.median([r["seconds"] for r in runs])
         peak = max(r["peak_bytes"] for r in runs)
         arrays = runs[0]["output_bytes"]
         ratio = None
         if reference is not None:
             # per-round ratios (same round, same load), then their median
-            ratio = statistics.median(
-                p["seconds"] / r["seconds"] for p, r in zip(results[reference], runs, strict=True)
+            ratio = timing.median(
+                [p["seconds"] / r["seconds"] for p, r in zip(results[reference], runs, strict=True)]
             )
         summary[name] = {
             "median_s": seconds,
@@ -272,18 +231,21 @@ def main() -> None:
             "or csc_from_edges here)"
         )
     )
+    graph = summary.get("graphemb read_graph")
+    if graph is not None and graph["speedup_vs_pandas"] is not None and not args.quick:
+        print(f"read_graph speed vs pandas: {report.verdict(graph['speedup_vs_pandas'], 1.0)}")
+        print(
+            "read_graph peak / arrays: "
+            + report.verdict(graph["peak_over_arrays"], 2.0, at_most=True, unit="x")
+        )
     line = {
         "nodes": args.nodes,
         "edges": args.edges,
         "file_bytes": size,
         "results": summary,
         "skipped": skipped,
-        "load": os.getloadavg(),
     }
-    print("RESULT " + json.dumps(line))
-    if args.json:
-        with open(args.json, "w") as stream:
-            json.dump(line, stream, indent=2)
+    report.emit_summary(line, args.json)
 
 
 if __name__ == "__main__":

@@ -291,7 +291,7 @@ def main(argv=None) -> dict:
         f"minimum (unique remote rows of each machine x {4 * args.dim} B, pulled and pushed): "
         f"{minimum / 1e6:.2f} MB/step = {floor:.2f} of partitioned (no layout sends less)\n"
         f"hierarchical / partitioned = {traffic_ratio:.2f} "
-        f"(target <= {1 / 2:.2f}: {'MET' if traffic_ratio <= 0.5 else 'NOT MET'}"
+        f"({report.verdict(traffic_ratio, 0.5, at_most=True, unit='')}"
         f"{'' if floor <= 0.5 else f'; unreachable here: the minimum is {floor:.2f}'})"
     )
     print("\nStep times (slowest rank per step) and ratios against partitioned")
@@ -306,7 +306,7 @@ def main(argv=None) -> dict:
     )
     print(
         f"exchange time hidden by overlap: {100 * hidden:.0f}% "
-        f"(target >= 50%: {'MET' if hidden >= 0.5 else 'NOT MET'})"
+        f"({report.verdict(100 * hidden, 50, unit='%')})"
     )
     summary = {
         "bytes_across_machines_per_step": cross,

@@ -23,11 +23,10 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
-import statistics
 import time
 
 import torch
+from harness import report, timing
 
 from graphemb import NodeEmbedding
 from graphemb.storage.initialization import uniform_by_id
@@ -91,7 +90,8 @@ def run(args) -> dict:
     times: dict[str, list[float]] = {name: [] for name in makers}
     print(
         f"table {shape[0]:,} x {shape[1]} {args.dtype} = {table_bytes / 1e9:.2f} GB, "
-        f"{torch.get_num_threads()} torch threads, {args.rounds} rounds"
+        f"{torch.get_num_threads()} torch threads, {args.rounds} rounds, "
+        f"load average {report.load_average():.2f}"
     )
     for round_index in range(args.rounds):
         for name, make in makers.items():
@@ -113,12 +113,12 @@ def run(args) -> dict:
     touched.clear()
     results = {}
     for name, ts in times.items():
-        med = statistics.median(ts)
+        med = timing.median(ts)
         result = {"median_s": med, "min_s": min(ts), "gb_per_s": table_bytes / med / 1e9}
         for peer in ("bound", "torch"):
             if peer in times and peer != name:
                 ratios = [t / p for t, p in zip(ts, times[peer], strict=True)]
-                result[f"over_{peer}"] = statistics.median(ratios)
+                result[f"over_{peer}"] = timing.median(ratios)
         results[name] = result
     return {
         "shape": list(shape),
@@ -131,27 +131,28 @@ def run(args) -> dict:
     }
 
 
-def report(summary: dict) -> None:
-    print(f"\n{'contender':<14} {'median s':>9} {'GB/s':>6} {'x bound':>8} {'x torch':>8}")
+def print_results(summary: dict) -> None:
+    """The table, the verdict and the ``BENCH_SUMMARY`` line."""
+    rows = []
     for name, r in summary["results"].items():
         over_bound = f"{r['over_bound']:.2f}" if "over_bound" in r else "-"
         over_torch = f"{r['over_torch']:.2f}" if "over_torch" in r else "-"
-        print(
-            f"{name:<14} {r['median_s']:>9.2f} {r['gb_per_s']:>6.2f} {over_bound:>8} "
-            f"{over_torch:>8}"
-        )
+        rows.append([name, f"{r['median_s']:.2f}", f"{r['gb_per_s']:.2f}", over_bound, over_torch])
+    print()
+    report.print_table(["contender", "median s", "GB/s", "x bound", "x torch"], rows)
     if "graphemb" in summary["results"]:
         scale = 50e6 * 64 * 2 / 1e9 / summary["table_gb"]
         projected = summary["results"]["graphemb"]["median_s"] * scale
+        summary["projected_s_for_50M_x_64_bf16"] = projected
         print(
             f"\ngraphemb at this rate: {projected:.1f} s for 50M x 64 bfloat16 "
-            f"(target <= {TARGET_S:.0f} s)"
+            f"({report.verdict(projected, TARGET_S, at_most=True, unit=' s')})"
         )
-    print("BENCH_SUMMARY " + json.dumps(summary))
+    report.emit_summary(summary, None)
 
 
 def main(argv=None) -> None:
-    report(run(parse_args(argv)))
+    print_results(run(parse_args(argv)))
 
 
 if __name__ == "__main__":

@@ -25,15 +25,14 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import os
-import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 
 import numpy as np
+from harness import report, timing
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -75,7 +74,10 @@ def main() -> None:
         contenders["gensim save_word2vec_format"] = gensim_writer(rows, names)
 
     print(f"# bench_write_embeddings: {args.rows:,} rows x {args.dim}, {args.rounds} rounds")
-    print(f"# python {sys.version.split()[0]}, numpy {np.__version__}, load {os.getloadavg()}")
+    print(
+        f"# python {sys.version.split()[0]}, numpy {np.__version__}, "
+        f"load average {report.load_average():.2f}"
+    )
     for name, reason in skipped.items():
         print(f"# skipped {name}: {reason}")
     seconds: dict[str, list[float]] = {name: [] for name in contenders}
@@ -98,20 +100,22 @@ def main() -> None:
     for name, times in seconds.items():
         ratio = None
         if reference is not None:
-            ratio = statistics.median(g / t for g, t in zip(seconds[reference], times, strict=True))
+            ratio = timing.median([g / t for g, t in zip(seconds[reference], times, strict=True)])
         results[name] = {
-            "median_ms": 1000 * statistics.median(times),
+            "median_ms": 1000 * timing.median(times),
             "speedup_vs_gensim": ratio,
             "rounds_s": times,
             "file_bytes": sizes[name],
         }
         shown = "-" if ratio is None else f"{ratio:.2f}x"
-        print(f"{name:30} {statistics.median(times):9.2f} {shown:>10} {sizes[name] / 2**20:9.1f}")
+        print(f"{name:30} {timing.median(times):9.2f} {shown:>10} {sizes[name] / 2**20:9.1f}")
     print("(vs gensim: gensim's time / this time, median of per-round ratios; every file "
           "read back bit for bit)")  # fmt: skip
-    summary = {"rows": args.rows, "dim": args.dim, "results": results, "skipped": skipped,
-               "load": os.getloadavg()}  # fmt: skip
-    print("BENCH_SUMMARY " + json.dumps(summary))
+    ours = results["graphemb write_embeddings"]["speedup_vs_gensim"]
+    if ours is not None:
+        print(f"write_embeddings speed vs gensim: {report.verdict(ours, 1.0)}")
+    summary = {"rows": args.rows, "dim": args.dim, "results": results, "skipped": skipped}
+    report.emit_summary(summary, None)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import importlib
 import os
 from types import ModuleType
 
-__all__ = ["DISABLE_VARIABLE", "compiled_module", "disabled", "import_failure", "load_module"]
+__all__ = ["DISABLE_VARIABLE", "compiled_module", "disabled", "load_module"]
 
 DISABLE_VARIABLE = "GRAPHEMB_DISABLE_KERNELS"
 """Set to ``1`` (or ``true``) to keep graphemb off its compiled kernels (C++ and Triton)."""
@@ -26,17 +26,12 @@ def load_module() -> tuple[ModuleType | None, str]:
         return None, f"graphemb_kernels is not installed ({error})"
 
 
-_module, _failure = load_module()
+_module, _ = load_module()
 
 
 def compiled_module() -> ModuleType | None:
     """The module ``graphemb_kernels``, or None when it does not import."""
     return _module
-
-
-def import_failure() -> str:
-    """Why the module did not import (``""`` when it did)."""
-    return _failure
 
 
 def disabled() -> bool:

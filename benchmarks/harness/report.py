@@ -189,8 +189,65 @@ def _json_default(value: object) -> object:
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
+QUIET_LOAD = 1.0
+"""A verdict is given only when the 1-minute load average is below this: on a busy machine
+peers slow down by different amounts (DGL's OpenMP threads spin), so a loaded run is
+reported beside a quiet one, never as the claim."""
+
+
+def load_average() -> float:
+    """The 1-minute load average (0.0 where the system has none)."""
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+
+
+def verdict(
+    value: float,
+    target: float,
+    *,
+    at_most: bool = False,
+    unit: str = "x",
+    load: float | None = None,
+) -> str:
+    """The verdict of one target, worded the same in every benchmark.
+
+    Parameters
+    ----------
+    value, target : float
+        The measured figure and the target it is held to.
+    at_most : bool
+        The target is an upper bound (times, memory); default a lower bound (speed-ups).
+    unit : str
+        Printed after both numbers.
+    load : float, optional
+        The load average the figure was measured under (default: now).
+
+    Returns
+    -------
+    str
+        ``"target >= 1.5x: MET (load 0.31)"``, ``"... NOT MET (load 0.31)"``, or on a busy
+        machine ``"target >= 1.5x: no verdict, load 3.20 > 1 (would be MET)"``.
+
+    Examples
+    --------
+    >>> verdict(2.0, 1.5, load=0.3)
+    'target >= 1.5x: MET (load 0.30)'
+    >>> verdict(9.0, 8.0, at_most=True, unit=" s", load=0.3)
+    'target <= 8 s: NOT MET (load 0.30)'
+    >>> verdict(2.0, 1.5, load=2.5)
+    'target >= 1.5x: no verdict, load 2.50 > 1 (would be MET)'
+    """
+    load = load_average() if load is None else load
+    met = value <= target if at_most else value >= target
+    word = "MET" if met else "NOT MET"
+    bound = f"target {'<=' if at_most else '>='} {target:g}{unit}"
+    if load >= QUIET_LOAD:
+        return f"{bound}: no verdict, load {load:.2f} > {QUIET_LOAD:g} (would be {word})"
+    return f"{bound}: {word} (load {load:.2f})"
+
+
 def target_mark(value: float, target: float) -> str:
-    return f"target >= {target:g}x: {'MET' if value >= target else 'NOT MET'}"
+    """:func:`verdict` of a speed-up against a lower bound (``"target >= 4x: MET ..."``)."""
+    return verdict(value, target)
 
 
 def trace_file(directory: str | None, label: str) -> str | None:

@@ -10,7 +10,7 @@
 // One entry point, fused_update(formula, weight, state, index, order, grads, divisor,
 // hyper), the interface of every fused backend (graphemb.optim.kernels on CPU,
 // graphemb.optim.triton_update on GPUs):
-//   formula       position of the formula in graphemb.optim.functional.FORMULAS
+//   formula       position of the formula in this module's table (formulas())
 //   state         the formula's state tables, in the registry's order
 //   index   (M,)  int64: table rows, sorted ascending (runs of equal rows = duplicates)
 //   order   (M,)  int64: grads row of each sorted position (a stable sort keeps the
@@ -19,7 +19,8 @@
 //   divisor       the world size (gradients are averaged over ranks)
 //   hyper         the formula's hyper-parameters, in the registry's order
 // kFormulas below states what each formula takes; formulas() returns it so that Python
-// refuses a module whose table differs from the registry (graphemb/optim/kernels.py).
+// uses a kernel only where its entry equals the registry's, formula by formula, by name
+// (graphemb/optim/kernels.py).
 // Tables are contiguous; rows of different runs are distinct, so runs are updated in
 // parallel without races.
 //
@@ -496,7 +497,7 @@ std::tuple<at::Tensor, at::Tensor> sort_rows(const at::Tensor& ids, int64_t num_
   return {index, order};
 }
 
-// formula: position in graphemb.optim.functional.FORMULAS (= in formula_table()); state and
+// formula: position in formula_table() (Python maps registry names to it); state and
 // hyper in the order the registry gives them.
 void fused_update(int64_t formula, at::Tensor weight, std::vector<at::Tensor> state,
                   at::Tensor index, at::Tensor order, at::Tensor grads, double divisor,
@@ -522,7 +523,8 @@ void fused_update(int64_t formula, at::Tensor weight, std::vector<at::Tensor> st
         case kSgd: sgd<W, C>(call); break;
         case kAdagrad: adagrad<W, C>(call); break;
         case kRowwiseAdagrad: rowwise_adagrad<W, C>(call); break;
-        default: adam<W, C>(call); break;
+        case kAdam: adam<W, C>(call); break;
+        default: TORCH_CHECK(false, "graphemb_kernels.fused_update: no kernel for ", kernel);
       }
     });
   });

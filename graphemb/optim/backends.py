@@ -23,6 +23,7 @@ that gives them (:func:`graphemb.optim.kernels.sort_rows` on CPU, ``torch.sort``
 from __future__ import annotations
 
 import abc
+import warnings
 from collections.abc import Callable, Mapping
 
 import torch
@@ -33,6 +34,7 @@ from .rows import Workspace, coalesce_rows, gather_rows, scatter_rows
 
 __all__ = [
     "FusedBackend",
+    "KernelFallbackWarning",
     "FusedUpdate",
     "TorchBackend",
     "UpdateBackend",
@@ -166,20 +168,40 @@ class FusedBackend(UpdateBackend):
 
 
 def select_backend(
-    weight: torch.Tensor, state: Mapping[str, torch.Tensor], workspace: Workspace
+    weight: torch.Tensor, state: Mapping[str, torch.Tensor], workspace: Workspace, formula: Formula
 ) -> UpdateBackend:
-    """The backend for these tables: the C++ kernels for contiguous CPU tables, Triton for
-    CUDA tables where it runs, else pure torch; pure torch with ``GRAPHEMB_DISABLE_KERNELS``.
+    """The backend of ``formula`` for these tables: the C++ kernels for contiguous CPU
+    tables, Triton for CUDA tables where it runs, else pure torch; pure torch with
+    ``GRAPHEMB_DISABLE_KERNELS``, and for a formula the fused kernel at hand does not
+    compile (with a one-line :class:`KernelFallbackWarning`).
 
     Examples
     --------
+    >>> from graphemb.optim.functional import FORMULAS
     >>> from graphemb.optim.rows import Workspace
-    >>> select_backend(torch.zeros(4, 2, dtype=torch.float64).t(), {}, Workspace()).name
+    >>> table = torch.zeros(4, 2, dtype=torch.float64).t()
+    >>> select_backend(table, {}, Workspace(), FORMULAS["sgd"]).name
     'torch'
     """
     contiguous = all(t.is_contiguous() for t in state.values())
     if contiguous and kernels.usable_for(weight):
-        return FusedBackend("cpu-kernels", kernels.fused_update, kernels.sort_rows)
-    if contiguous and weight.device.type == "cuda" and triton_update.available(weight):
-        return FusedBackend("triton", triton_update.fused_update)
+        if kernels.supports(formula.name):
+            return FusedBackend("cpu-kernels", kernels.fused_update, kernels.sort_rows)
+        _fall_back(formula, kernels.unavailable_reason(formula.name))
+    elif contiguous and weight.device.type == "cuda" and triton_update.available(weight):
+        if triton_update.supports(formula.name):
+            return FusedBackend("triton", triton_update.fused_update)
+        _fall_back(formula, f"the Triton kernel has no branch for {formula.name!r}")
     return TorchBackend(workspace)
+
+
+class KernelFallbackWarning(UserWarning):
+    """A formula is updated in pure torch because the fused kernel at hand lacks it."""
+
+
+def _fall_back(formula: Formula, why: str) -> None:
+    warnings.warn(
+        f"graphemb.optim: {why}; formula {formula.name!r} runs on the pure-torch backend",
+        KernelFallbackWarning,
+        stacklevel=4,
+    )

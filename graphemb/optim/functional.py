@@ -18,12 +18,13 @@ Formulas (``g`` = summed gradient of a row, all operations per element unless no
   ``w -= lr / (1 - b1**t) * m / (sqrt(v) / sqrt(1 - b2**t) + eps)``
 
 Each formula is described once by a :class:`Formula` in :data:`FORMULAS`, the registry
-that every backend reads (:mod:`graphemb.optim.backends`): its name, the number the fused
-kernels dispatch on, its per-row state and its scalar hyper-parameters. The pure-torch
-backend calls the function of this module; the fused backends -- the C++ kernels
-(:mod:`graphemb.optim.kernels`) and the Triton kernel (:mod:`graphemb.optim.triton_update`)
--- take the state tables and the hyper-parameters in the registry's order, and the compiled
-module's own table of formulas must equal the registry or it is not used.
+that every backend reads (:mod:`graphemb.optim.backends`): its name, its per-row state and
+its scalar hyper-parameters. The pure-torch backend calls the function of this module and
+runs every formula; the fused backends -- the C++ kernels (:mod:`graphemb.optim.kernels`)
+and the Triton kernel (:mod:`graphemb.optim.triton_update`) -- know formulas by name, take
+the state tables and the hyper-parameters in the registry's order, and leave a formula they
+do not compile to the pure-torch backend. A new optimizer is a function here, an entry of
+:data:`FORMULAS` and a :class:`~graphemb.optim.optimizer.SparseOptimizer` subclass naming it.
 """
 
 from __future__ import annotations
@@ -162,10 +163,8 @@ class Formula:
     Parameters
     ----------
     name : str
-        The formula's name (also the profiler span ``graphemb_kernels::<name>_`` of the C++
-        kernel).
-    kernel_id : int
-        The number the fused kernels dispatch on: the formula's position in :data:`FORMULAS`.
+        The formula's name: the fused kernels know their formulas by it (also the profiler
+        span ``graphemb_kernels::<name>_`` of the C++ kernel).
     rows_ : callable
         ``rows_(weight, grad, *state, **hyper[, scratch=])``: the formula over gathered rows,
         in place (the functions of this module).
@@ -191,7 +190,6 @@ class Formula:
     """
 
     name: str
-    kernel_id: int
     rows_: Callable[..., None]
     state: tuple[tuple[str, str], ...]
     hyper: tuple[str, ...]
@@ -248,12 +246,11 @@ class Formula:
 FORMULAS: dict[str, Formula] = {
     formula.name: formula
     for formula in (
-        Formula("sgd", 0, sgd_rows_, (), ("lr",)),
-        Formula("adagrad", 1, adagrad_rows_, (("sum", "element"),), ("lr", "eps"), True),
-        Formula("rowwise_adagrad", 2, rowwise_adagrad_rows_, (("sum", "row"),), ("lr", "eps")),
+        Formula("sgd", sgd_rows_, (), ("lr",)),
+        Formula("adagrad", adagrad_rows_, (("sum", "element"),), ("lr", "eps"), True),
+        Formula("rowwise_adagrad", rowwise_adagrad_rows_, (("sum", "row"),), ("lr", "eps")),
         Formula(
             "adam",
-            3,
             adam_rows_,
             (("exp_avg", "element"), ("exp_avg_sq", "element"), ("step", "count")),
             ("lr", "beta1", "beta2", "eps"),
@@ -261,4 +258,4 @@ FORMULAS: dict[str, Formula] = {
         ),
     )
 }
-"""Every update formula by name, in ``kernel_id`` order."""
+"""Every update formula by name."""

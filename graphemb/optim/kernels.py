@@ -6,13 +6,16 @@ pass -- sum of its gradient contributions, division by the world size, the formu
 :mod:`graphemb.optim.functional` on weight and state -- where the pure-torch path moves every
 row through memory about 30 times (gather, seven elementwise passes, scatter).
 
-The module is used only when its own table of formulas (``graphemb_kernels.formulas()``:
-names, state tables, hyper-parameters, by ``kernel_id``) equals the registry
-:data:`~graphemb.optim.functional.FORMULAS`; a module built from other sources (an older
-checkout) is left aside and :func:`unavailable_reason` says why. Without it, on GPUs, or
-with ``GRAPHEMB_DISABLE_KERNELS=1`` in the environment when an optimizer is created,
-optimizers use another backend (:mod:`graphemb.optim.backends`); all are tested against the
-same oracles.
+The module states its own table of formulas (``graphemb_kernels.formulas()``: names, state
+tables, hyper-parameters, by its own position). A formula of the registry
+:data:`~graphemb.optim.functional.FORMULAS` is compiled when the module has an entry of the
+same name with the same state and hyper-parameters (:func:`supports`); any other formula --
+a new one, or one the module was built with differently -- is updated by another backend,
+and the rest keep their kernels. A module with another interface version is left aside
+whole, and :func:`unavailable_reason` says why. Without it, on GPUs, or with
+``GRAPHEMB_DISABLE_KERNELS=1`` in the environment when an optimizer is created, optimizers
+use another backend (:mod:`graphemb.optim.backends`); all are tested against the same
+oracles.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from types import ModuleType
 import torch
 
 from .._compiled import DISABLE_VARIABLE, disabled, load_module
-from .functional import FORMULAS
+from .functional import FORMULAS, Formula
 
 __all__ = [
     "DISABLE_VARIABLE",
@@ -31,6 +34,7 @@ __all__ = [
     "fused_update",
     "module",
     "sort_rows",
+    "supports",
     "unavailable_reason",
     "usable_for",
 ]
@@ -38,42 +42,59 @@ __all__ = [
 _API_VERSION = 2  # graphemb_kernels.API_VERSION of the one-entry-point interface
 
 
-def _registry_table() -> list[tuple[str, list[tuple[str, str]], list[str]]]:
-    """The registry in the form ``graphemb_kernels.formulas()`` returns, by ``kernel_id``."""
-    return [
-        (formula.name, [tuple(item) for item in formula.state], list(formula.hyper))  # type: ignore[misc]
-        for formula in sorted(FORMULAS.values(), key=lambda f: f.kernel_id)
-    ]
+def _registry_entry(formula: Formula) -> tuple[str, list[tuple[str, str]], list[str]]:
+    """``formula`` in the form of an entry of ``graphemb_kernels.formulas()``."""
+    return (formula.name, [(key, kind) for key, kind in formula.state], list(formula.hyper))
 
 
-def _load() -> tuple[ModuleType | None, str]:
+def _load() -> tuple[ModuleType | None, str, dict[str, int], dict[str, str]]:
+    """``(module, why not, {formula: the module's id}, {formula: why it is not compiled})``."""
     candidate, failure = load_module()
     if candidate is None:
-        return None, failure
+        return None, failure, {}, {}
     if getattr(candidate, "API_VERSION", 1) != _API_VERSION or not hasattr(candidate, "formulas"):
-        return None, (
+        return (
+            None,
             f"graphemb_kernels at {candidate.__file__} was built from other sources (API version "
             f"{getattr(candidate, 'API_VERSION', 1)}, expected {_API_VERSION}): rebuild it "
-            "with `pip install --no-build-isolation ./csrc`"
+            "with `pip install --no-build-isolation ./csrc`",
+            {},
+            {},
         )
-    table = [
-        (name, [tuple(item) for item in state], list(hyper))
-        for name, state, hyper in candidate.formulas()
-    ]
-    if table != _registry_table():
-        return None, (
-            f"graphemb_kernels at {candidate.__file__} knows the formulas {table}, the registry "
-            f"graphemb.optim.functional.FORMULAS {_registry_table()}: rebuild it"
-        )
-    return candidate, ""
+    compiled = {
+        name: (position, (name, [tuple(item) for item in state], list(hyper)))
+        for position, (name, state, hyper) in enumerate(candidate.formulas())
+    }
+    ids: dict[str, int] = {}
+    missing: dict[str, str] = {}
+    for name, formula in FORMULAS.items():
+        if name not in compiled:
+            missing[name] = f"graphemb_kernels at {candidate.__file__} has no formula {name!r}"
+        elif compiled[name][1] != _registry_entry(formula):
+            missing[name] = (
+                f"graphemb_kernels at {candidate.__file__} compiles {compiled[name][1]}, the "
+                f"registry says {_registry_entry(formula)}: rebuild it"
+            )
+        else:
+            ids[name] = compiled[name][0]
+    return candidate, "", ids, missing
 
 
-_module, _reason = _load()
+_module, _reason, _compiled_ids, _not_compiled = _load()
 
 
-def unavailable_reason() -> str:
-    """Why the compiled module is not used (``""`` when it is installed and matches)."""
-    return _reason
+def unavailable_reason(formula: str | None = None) -> str:
+    """Why the compiled module (or its kernel of ``formula``) is not used; ``""`` when it is
+    installed (and compiles ``formula`` as the registry states it)."""
+    if _reason or formula is None:
+        return _reason
+    return _not_compiled.get(formula, "" if formula in _compiled_ids else f"no formula {formula!r}")
+
+
+def supports(formula: str) -> bool:
+    """Whether the module compiles ``formula`` (a key of the registry) as the registry states
+    it, and the kernels are not disabled."""
+    return available() and formula in _compiled_ids
 
 
 def available() -> bool:
@@ -83,14 +104,17 @@ def available() -> bool:
     return _module is not None and not disabled()
 
 
-def usable_for(table: torch.Tensor) -> bool:
-    """Whether the kernels can update ``table`` (a contiguous CPU table).
+def usable_for(table: torch.Tensor, formula: str | None = None) -> bool:
+    """Whether the kernels can update ``table`` (a contiguous CPU table), with ``formula``
+    when one is named.
 
     Examples
     --------
     >>> usable_for(torch.zeros(4, 3).t())  # a transposed view is not contiguous
     False
     """
+    if formula is not None and not supports(formula):
+        return False
     return available() and table.device.type == "cpu" and table.is_contiguous()
 
 
@@ -190,13 +214,15 @@ def fused_update(
     """
     if formula not in FORMULAS:
         raise ValueError(f"unknown formula {formula!r}; expected one of {sorted(FORMULAS)}")
+    if formula not in _compiled_ids:
+        raise ValueError(f"graphemb_kernels: {unavailable_reason(formula)}")
     spec = FORMULAS[formula]
     missing = [key for key in spec.state_keys if key not in state]
     missing += [name for name in spec.hyper if name not in hyper]
     if missing:
         raise ValueError(f"graphemb_kernels.{formula}: missing {missing}")
     module().fused_update(
-        spec.kernel_id,
+        _compiled_ids[formula],
         weight,
         [state[key] for key in spec.state_keys],
         index,

@@ -180,7 +180,7 @@ class SparseOptimizer(torch.optim.Optimizer):
             }
             self.state[embedding] = state  # type: ignore[index]  # keyed by embeddings
             self._backends[embedding] = backends.select_backend(
-                embedding.weight, state, self._workspace
+                embedding.weight, state, self._workspace, self._formula
             )
         self.param_groups.append(group)
 

@@ -5,9 +5,9 @@ the owned table rows ``index`` of a step sorted ascending (runs of equal rows ar
 ids, or rows pushed by several ranks) and ``order``, the ``grads`` row of each sorted
 position, one kernel sums the gradient rows of each run in order, divides the sum by
 ``divisor`` (the world size), and applies the formula of the registry
-(:data:`graphemb.optim.functional.FORMULAS`: its ``kernel_id`` selects the kernel's branch,
-its state tables and hyper-parameters are the arguments) to the weight row and its
-optimizer state in place. Tables may be float32, float16 or bfloat16; gradients,
+(:data:`graphemb.optim.functional.FORMULAS`: the formula's name selects the kernel's
+branch, :data:`BRANCHES`; its state tables and hyper-parameters are the arguments) to the
+weight row and its optimizer state in place. Tables may be float32, float16 or bfloat16; gradients,
 state and all arithmetic are float32, and the weight is rounded to the table's dtype once,
 when it is stored.
 
@@ -44,21 +44,26 @@ from __future__ import annotations
 
 import math
 import numbers
-import os
 from collections.abc import Mapping
 from typing import Any
 
 import torch
 
-from . import kernels
+from .._compiled import disabled
 from .functional import FORMULAS, Formula
 
 __all__ = [
+    "BRANCHES",
     "available",
     "fused_update",
     "interpreted",
+    "supports",
     "triton_version",
 ]
+
+BRANCHES = ("sgd", "adagrad", "rowwise_adagrad", "adam")
+"""The formulas the kernel has a branch for, by name; each is a constexpr flag
+``IS_<NAME>`` of the kernel. Another formula is left to the pure-torch backend."""
 
 # Triton 2.x is not used: its interpreter cannot run this kernel (triton 2.2.0, the dgl
 # stack's, fails on integer constants and scalar arithmetic: AttributeError in its Builder),
@@ -147,12 +152,23 @@ def available(tensor: torch.Tensor, *, interpret: bool = False) -> bool:
         return False  # decided before importing Triton: CPU steps never pay for it
     if tensor.dim() != 2 or tensor.dtype not in TABLE_DTYPES or not tensor.is_contiguous():
         return False
-    if os.environ.get(kernels.DISABLE_VARIABLE, "") in ("1", "true"):
+    if disabled():
         return False
     loaded = _load()
     if "kernel" not in loaded:
         return False
     return interpret if loaded["interpreted"] else tensor.device.type == "cuda"
+
+
+def supports(formula: str) -> bool:
+    """Whether the kernel has a branch for ``formula`` (a key of the registry).
+
+    Examples
+    --------
+    >>> supports("adam"), supports("lamb")
+    (True, False)
+    """
+    return formula in BRANCHES
 
 
 def _number(name: str, value: Any, low: float, high: float = math.inf) -> float:
@@ -290,6 +306,11 @@ def fused_update(
         raise ValueError(
             f"fused_update: unknown formula {formula!r}; expected one of {sorted(FORMULAS)}"
         )
+    if not supports(formula):
+        raise ValueError(
+            f"fused_update: the Triton kernel has no branch for {formula!r} (it has {BRANCHES}); "
+            "the pure-torch backend updates it"
+        )
     spec = FORMULAS[formula]
     if not isinstance(weight, torch.Tensor):
         raise TypeError(f"fused_update: weight must be a Tensor, got {type(weight).__name__}")
@@ -370,7 +391,7 @@ def fused_update(
         eps / lr if lr > 0 else 0.0,
     )
     options = {
-        "FORMULA": spec.kernel_id,
+        **branch_flags(formula),
         "BLOCK_D": block,
         # lr == 0: Adam updates its moments only, as functional.adam_rows_ (no 0 * m / 0)
         "UPDATE_WEIGHT": lr != 0.0 or formula != "adam",
@@ -381,6 +402,19 @@ def fused_update(
             launch(*arguments, **options, num_warps=max(1, min(8, block // 256)))
     else:
         launch(*arguments, **options)
+
+
+def branch_flags(formula: str) -> dict[str, bool]:
+    """The kernel's constexpr flags ``IS_<NAME>`` that select ``formula``'s branch.
+
+    Examples
+    --------
+    >>> branch_flags("adam")["IS_ADAM"], branch_flags("adam")["IS_SGD"]
+    (True, False)
+    """
+    if not supports(formula):
+        raise ValueError(f"the Triton kernel has no branch for {formula!r}: {BRANCHES}")
+    return {f"IS_{name.upper()}": name == formula for name in BRANCHES}
 
 
 def _chunk_gradient(
@@ -418,14 +452,26 @@ def _fused_rows(
     one_minus_beta2,
     inv_lr,
     eps_over_lr,
-    FORMULA: tl.constexpr,
+    IS_SGD: tl.constexpr,
+    IS_ADAGRAD: tl.constexpr,
+    IS_ROWWISE_ADAGRAD: tl.constexpr,
+    IS_ADAM: tl.constexpr,
     BLOCK_D: tl.constexpr,
     UPDATE_WEIGHT: tl.constexpr,
 ):
     """One program per sorted position; the first position of a run updates its row.
 
-    FORMULA: the formula's ``kernel_id`` in the registry: 0 SGD, 1 Adagrad, 2 row-wise
-    Adagrad, 3 Adam.
+    Exactly one ``IS_<NAME>`` flag is set (:func:`branch_flags`). The state pointers by
+    formula (a pointer a formula does not use is any valid tensor):
+
+    ===============  ====================  =========================  ===============
+    formula          ``state_a_ptr``       ``state_b_ptr``            ``step_ptr``
+    ===============  ====================  =========================  ===============
+    SGD              --                    --                         --
+    Adagrad          ``sum`` (N, dim)      --                         --
+    row-wise Adagr.  ``sum`` (N,)          --                         --
+    Adam             ``exp_avg`` (N, dim)  ``exp_avg_sq`` (N, dim)    ``step`` (N,) i64
+    ===============  ====================  =========================  ===============
     """
     position = tl.program_id(0)
     row = tl.load(index_ptr + position)
@@ -439,7 +485,7 @@ def _fused_rows(
             end += 1
         base = row * dim  # int64: tables beyond 2**31 elements
 
-        if FORMULA == 2:  # row-wise Adagrad: the row's mean square first, chunk by chunk
+        if IS_ROWWISE_ADAGRAD:  # the row's mean square first, chunk by chunk
             squares = tl.zeros([BLOCK_D], dtype=tl.float32)
             start = 0
             while start < dim:
@@ -457,7 +503,7 @@ def _fused_rows(
             tl.store(state_a_ptr + row, total)
             multiplier = tl.div_rn(lr, tl.sqrt_rn(total) + eps)
 
-        if FORMULA == 3:  # Adam: per-row step and float64 bias corrections
+        if IS_ADAM:  # per-row step and float64 bias corrections
             t = tl.load(step_ptr + row) + 1
             tl.debug_barrier()  # all warps have read the step before it is written
             tl.store(step_ptr + row, t)
@@ -490,10 +536,10 @@ def _fused_rows(
                 order_ptr, grads_ptr, position, end, dim, start, divisor, BLOCK_D
             )
             offsets = base + cols
-            if FORMULA == 1:
+            if IS_ADAGRAD:
                 s = tl.load(state_a_ptr + offsets, mask=mask, other=0.0) + g * g
                 tl.store(state_a_ptr + offsets, s, mask=mask)
-            if FORMULA == 3:
+            if IS_ADAM:
                 m = tl.load(state_a_ptr + offsets, mask=mask, other=0.0)
                 v = tl.load(state_b_ptr + offsets, mask=mask, other=0.0)
                 m = m + one_minus_beta1 * (g - m)  # lerp, as torch's Adam
@@ -502,13 +548,13 @@ def _fused_rows(
                 tl.store(state_b_ptr + offsets, v, mask=mask)
             if UPDATE_WEIGHT:
                 w = tl.load(weight_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
-                if FORMULA == 0:
+                if IS_SGD:
                     w = w - lr * g
-                elif FORMULA == 1:
+                if IS_ADAGRAD:
                     w = w - tl.div_rn(lr * g, tl.sqrt_rn(s) + eps)
-                elif FORMULA == 2:
+                if IS_ROWWISE_ADAGRAD:
                     w = w - g * multiplier
-                else:
+                if IS_ADAM:
                     w = w - tl.div_rn(m, tl.sqrt_rn(v) * scale + shift)
                 if weight_ptr.dtype.element_ty == tl.bfloat16:
                     # round to nearest even by hand: Triton's interpreter truncates instead

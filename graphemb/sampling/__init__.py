@@ -4,11 +4,14 @@ seed batches per rank, and random walks."""
 from .block import Block
 from .loader import SeedLoader
 from .neighbor import NeighborSampler, sample_neighbors
+from .protocol import Batch, BlockSampler
 from .walks import PAD, RandomWalker, random_walks
 
 __all__ = [
     "PAD",
+    "Batch",
     "Block",
+    "BlockSampler",
     "NeighborSampler",
     "RandomWalker",
     "SeedLoader",

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import torch
@@ -31,20 +31,10 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from .._checks import as_size, check_node_id_vector, check_node_ids
 from ..graph import Graph
-from .block import Block
+from .protocol import Batch, BlockSampler
 
 __all__ = ["SeedLoader"]
-
-Batch = tuple[torch.Tensor, torch.Tensor, list[Block]]
 _SHUFFLE, _SAMPLING = 0, 1  # purposes of the derived seeds
-
-
-class BlockSampler(Protocol):
-    """What :class:`SeedLoader` needs of a sampler (e.g. :class:`NeighborSampler`)."""
-
-    def sample_blocks(
-        self, graph: Graph, seeds: torch.Tensor, generator: torch.Generator | None = None
-    ) -> Batch: ...
 
 
 class SeedLoader(IterableDataset[Batch]):

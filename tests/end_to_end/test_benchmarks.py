@@ -94,7 +94,7 @@ def test_benchmark_quick_mode_prints_its_summary(script, args):
 
 @GRAPHEMB_ONLY
 def test_read_graph_benchmark_quick_mode_measures_every_reader():
-    result = _json_line(_run("bench_read_graph.py").stdout, "RESULT ")
+    result = _json_line(_run("bench_read_graph.py").stdout, "BENCH_SUMMARY ")
     assert {"graphemb parse_edge_list", "graphemb read_graph"} <= set(result["results"])
     for name, measured in result["results"].items():
         assert measured["median_s"] > 0 and measured["peak_over_arrays"] > 0, name

@@ -11,6 +11,8 @@ rtol 1e-4 / atol 1e-5.
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 from oracles import DenseLazyReference
@@ -516,42 +518,90 @@ def test_backend_is_chosen_once_when_the_optimizer_takes_the_embedding(monkeypat
     torch.testing.assert_close(emb.weight, ref.weight.detach(), **F32)
 
 
-def test_registry_ids_are_positions_and_name_each_state_kind_once():
+def test_registry_names_each_state_kind_once():
     from graphemb.optim.functional import FORMULAS
 
-    assert [f.kernel_id for f in FORMULAS.values()] == list(range(len(FORMULAS)))
-    for formula in FORMULAS.values():
+    for name, formula in FORMULAS.items():
+        assert formula.name == name
         assert len(set(formula.state_keys)) == len(formula.state)
         assert set(formula.hyper) <= {"lr", "eps", "beta1", "beta2"}, formula.name
 
 
-def test_compiled_module_with_another_formula_table_is_not_used(monkeypatch):
-    """A graphemb_kernels built from other sources (another formula table, the interface of
-    older versions) is left aside with a reason; the pure-torch backend is used instead."""
-    import importlib
+def _fake_kernels(api_version, table):
     import types
 
+    module = types.ModuleType("graphemb_kernels")
+    module.__file__ = "/elsewhere/graphemb_kernels.so"
+    module.API_VERSION = api_version
+    module.formulas = lambda: table
+    return module
+
+
+def test_compiled_module_is_matched_formula_by_formula(monkeypatch):
+    """Formulas are matched by name, each on its own: one the module lacks, or states with
+    other tables, is left to another backend with a reason that names it; the others keep
+    their kernels under the module's own numbers. A module of another interface version is
+    left aside whole."""
+    import importlib
+
     from graphemb.optim import kernels
+    from graphemb.optim.functional import FORMULAS
 
-    def fake_module(api_version, table):
-        module = types.ModuleType("graphemb_kernels")
-        module.__file__ = "/elsewhere/graphemb_kernels.so"
-        module.API_VERSION = api_version
-        module.formulas = lambda: table
-        return module
-
-    good = kernels._registry_table()
-    swapped = [good[0], good[2], good[1], good[3]]  # rowwise and element-wise Adagrad swapped
-    for module, words in [
-        (fake_module(2, swapped), "knows the formulas"),
-        (fake_module(1, good), "API version 1"),
-    ]:
-        monkeypatch.setattr(importlib, "import_module", lambda name, m=module: m)
-        loaded, reason = kernels._load()
-        assert loaded is None and words in reason and "/elsewhere" in reason, reason
-    monkeypatch.setattr(importlib, "import_module", lambda name: fake_module(2, good))
-    loaded, reason = kernels._load()
+    good = [kernels._registry_entry(f) for f in FORMULAS.values()]
+    by_name = {entry[0]: entry for entry in good}
+    other_adagrad = ("adagrad", [("sum", "row")], ["lr", "eps"])  # built from other sources
+    table = [by_name["adam"], other_adagrad, by_name["sgd"]]  # no row-wise Adagrad, reordered
+    monkeypatch.setattr(importlib, "import_module", lambda name: _fake_kernels(2, table))
+    loaded, reason, ids, missing = kernels._load()
     assert loaded is not None and reason == ""
+    assert ids == {"adam": 0, "sgd": 2}
+    assert "has no formula 'rowwise_adagrad'" in missing["rowwise_adagrad"]
+    assert "compiles" in missing["adagrad"] and "/elsewhere" in missing["adagrad"]
+    monkeypatch.setattr(importlib, "import_module", lambda name: _fake_kernels(1, good))
+    loaded, reason, ids, _ = kernels._load()
+    assert loaded is None and "API version 1" in reason and "/elsewhere" in reason
+    assert ids == {}
+
+
+def test_a_new_formula_is_one_function_one_entry_one_class(monkeypatch):
+    """A toy optimizer (sign SGD) added by one registry entry and one class: it trains, with
+    a one-line notice, on the pure-torch backend wherever the fused kernels lack it, and the
+    other optimizers keep theirs. Oracle: the update written out by hand."""
+    from graphemb.optim import SparseOptimizer, SparseSGD, kernels
+    from graphemb.optim.backends import KernelFallbackWarning
+    from graphemb.optim.functional import FORMULAS, Formula
+
+    def sign_sgd_rows_(weight, grad, *, lr):
+        weight.sub_(lr * torch.sign(grad))
+
+    monkeypatch.setitem(FORMULAS, "sign_sgd", Formula("sign_sgd", sign_sgd_rows_, (), ("lr",)))
+
+    class SignSGD(SparseOptimizer):
+        formula = "sign_sgd"
+
+        def __init__(self, params, lr):
+            super().__init__(params, {"lr": lr})
+
+    emb = NodeEmbedding(NUM, DIM, "sign-sgd", init_func=lambda t: t.copy_(initial_table()))
+    expected = initial_table().clone()
+    context = pytest.warns(KernelFallbackWarning, match="'sign_sgd'")
+    with context if kernels.available() else contextlib.nullcontext():
+        opt = SignSGD([emb], lr=0.1)
+    assert opt.update_backend(emb) == "torch"
+    for ids, target in batches(steps=3):
+        rows = emb(ids)
+        rows.retain_grad()
+        loss_of(rows, target).backward()
+        grad = torch.zeros_like(expected).index_add_(0, ids.flatten(), rows.grad.flatten(0, -2))
+        touched = torch.zeros(NUM, dtype=torch.bool)
+        touched[ids.flatten()] = True
+        expected[touched] -= 0.1 * torch.sign(grad[touched])
+        opt.step()
+    torch.testing.assert_close(emb.weight, expected, **F32)
+    other = NodeEmbedding(NUM, DIM, "sgd-beside")
+    assert SparseSGD([other], lr=0.1).update_backend(other) == (
+        "cpu-kernels" if kernels.available() else "torch"
+    )
 
 
 # ---------------------------------------------------------------------- gradient hand-off

@@ -536,7 +536,6 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from graphemb.optim import triton_update
-from graphemb.optim.functional import FORMULAS
 
 loaded = triton_update._load()
 assert not loaded["interpreted"]
@@ -547,9 +546,10 @@ types = ["*fp32", "*fp32", "*fp32", "*i64", "*i64", "*i64", "*fp32", "i32", "i32
 report = []
 for table, formula, block, update, arch, ones in json.loads(sys.argv[1]):
     signature = dict(zip(names, ["*" + table] + types[1:]))
-    signature.update(FORMULA="constexpr", BLOCK_D="constexpr", UPDATE_WEIGHT="constexpr")
-    constants = {"FORMULA": FORMULAS[formula].kernel_id, "BLOCK_D": block,
-                 "UPDATE_WEIGHT": update}
+    flags = triton_update.branch_flags(formula)
+    signature.update({name: "constexpr" for name in flags})
+    signature.update(BLOCK_D="constexpr", UPDATE_WEIGHT="constexpr")
+    constants = {**flags, "BLOCK_D": block, "UPDATE_WEIGHT": update}
     if ones:  # Triton specialises integer arguments equal to 1 into constants
         signature.update(num_positions="constexpr", dim="constexpr")
         constants.update(num_positions=1, dim=1)
