@@ -1,14 +1,18 @@
-"""Argument checks shared by the public API: one place for what counts as a size."""
+"""Argument checks shared by the public API: one place for what counts as a size, a node
+id, a valid lookup."""
 
 from __future__ import annotations
 
 import numbers
 import operator
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
 
 __all__ = [
+    "LookupIds",
     "as_size",
     "check_node_id_vector",
     "check_node_ids",
@@ -208,3 +212,97 @@ def check_probability(name: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
         raise ValueError(f"{name} must be a number in [0, 1), got {value!r}")
     return float(value)
+
+
+class LookupIds:
+    """Validation of the ids of one table's lookups: type, then range.
+
+    The range is checked at once where the lookup waits for the device anyway (CPU ids, a
+    copy to the CPU, the pull of distributed storage). CUDA ids into a single-process CUDA
+    table are checked on the device instead, without waiting for it: the result stays
+    pending until :meth:`raise_pending`, and meanwhile a bad id reads a clamped (valid) row.
+
+    Parameters
+    ----------
+    owner : str
+        How errors name the table (``"NodeEmbedding 'emb'"``).
+    num_rows : int
+        Valid ids are ``[0, num_rows)``.
+    storage : object
+        Where the rows live: its ``device`` and whether it is ``distributed``.
+    """
+
+    def __init__(self, owner: str, num_rows: int, storage: Any) -> None:
+        self._owner = owner
+        self._num_rows = num_rows
+        self._storage = storage
+        # (any bad, first bad id), still on the device; read by raise_pending()
+        self._pending: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def checked_type(self, node_ids: object) -> torch.Tensor:
+        """``node_ids`` if it is an integer tensor, else ``TypeError``."""
+        if not isinstance(node_ids, torch.Tensor):
+            raise TypeError(
+                f"{self._owner}: node ids must be a torch.Tensor of integers, "
+                f"got {type(node_ids).__name__}"
+            )
+        if node_ids.dtype == torch.bool or node_ids.is_floating_point() or node_ids.is_complex():
+            raise TypeError(f"{self._owner}: node ids must be integers, got {node_ids.dtype}")
+        return node_ids
+
+    def flat(self, ids: torch.Tensor) -> torch.Tensor:
+        """``ids`` as int64 (M,) on the storage device, every id in range (or pending)."""
+        flat = ids.reshape(-1)
+        storage = self._storage
+        if not self._deferred(flat):
+            if storage.device.type == "cpu":
+                flat = flat.to(storage.device)  # check on the CPU, after the copy
+            check_node_ids(
+                flat.view(ids.shape),  # positions in the caller's shape
+                self._num_rows,
+                "node_ids",
+                error=IndexError,
+                context=f"{self._owner}: ",
+            )
+            return flat.to(device=storage.device, dtype=torch.int64)
+        flat = flat.to(torch.int64)
+        if flat.numel():
+            lowest, highest = torch.aminmax(flat)
+            bad = (lowest < 0) | (highest >= self._num_rows)
+            first = torch.where(lowest < 0, lowest, highest)
+            if self._pending is not None:  # keep the earliest bad id
+                seen, seen_id = self._pending
+                first = torch.where(seen, seen_id, first)
+                bad = bad | seen
+            self._pending = (bad, first)
+            # Never read out of bounds: a bad id reads a valid row until raise_pending().
+            flat = flat.clamp(0, self._num_rows - 1)
+        return flat
+
+    def _deferred(self, flat_ids: torch.Tensor) -> bool:
+        """Whether checking the range now would make the lookup wait for a GPU that it
+        otherwise never waits for: CUDA ids into a single-process table on their device."""
+        storage = self._storage
+        return (
+            flat_ids.device.type == "cuda"
+            and flat_ids.device == storage.device
+            and not storage.distributed
+        )
+
+    def raise_pending(self, before: Callable[[], None]) -> None:
+        """Read the pending device check (a synchronisation); if an id was out of range,
+        call ``before()`` and raise the ``IndexError`` naming the first one."""
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return
+        bad, first = pending
+        if bool(bad):
+            before()
+            raise IndexError(
+                node_id_message(
+                    int(first),
+                    self._num_rows,
+                    f"{self._owner}: ",
+                    " (in a CUDA lookup since the last check)",
+                )
+            )

@@ -15,10 +15,10 @@ from typing import NamedTuple
 
 import torch
 
-from ._checks import as_size, check_node_ids, node_id_message
+from ._checks import LookupIds, as_size
 from .distributed.coordination import DEFAULT_TIMEOUT, as_timedelta
 from .storage import Partition, RowPrefetch, RowStorage, create_storage
-from .storage.initialization import copy_returned, describe_ids, fill_by_id, takes_ids
+from .storage.initialization import table_initializer
 
 __all__ = ["NodeEmbedding", "RecordedGradients"]
 
@@ -156,7 +156,7 @@ class NodeEmbedding:
         self._storage: RowStorage = create_storage(
             name, num_embeddings, device, partition, timeout, machines, bool(overlap)
         )
-        init = None if init_func is None else _table_init(init_func, name, self._storage)
+        init = None if init_func is None else table_initializer(init_func, name, self._storage)
         self._weight = self._storage.create_table("weight", (embedding_dim,), dtype, init)
         # Lookups under autograd hang off this zero-size leaf, so that backward reaches
         # _TracedLookup.backward, which records the rows' gradient for the optimizer.
@@ -167,9 +167,7 @@ class NodeEmbedding:
         self._early_push: Future | None = None
         self._push_queued = False
         self._prefetches: deque[RowPrefetch] = deque()
-        # Range check of ids looked up on the GPU, pending on the device: (any bad, first
-        # bad id). Read by check_ids(), so that a lookup never waits for the GPU.
-        self._pending_check: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._ids = LookupIds(f"NodeEmbedding {name!r}", num_embeddings, self._storage)
 
     # ------------------------------------------------------------------ lookup
     def __call__(
@@ -204,9 +202,9 @@ class NodeEmbedding:
             next optimizer ``step()`` (before any row changes) and by
             :meth:`all_get_embedding`.
         """
-        ids = self._checked_type(node_ids)
+        ids = self._ids.checked_type(node_ids)
         out_device = ids.device if device is None else torch.device(device)
-        flat = self._checked_flat_ids(ids)
+        flat = self._ids.flat(ids)
         if torch.is_grad_enabled():
             rows = _TracedLookup.apply(self._anchor, self, flat, out_device)
         else:
@@ -252,65 +250,10 @@ class NodeEmbedding:
         TypeError, IndexError
             As a lookup would, before anything starts.
         """
-        flat = self._checked_flat_ids(self._checked_type(node_ids))
+        flat = self._ids.flat(self._ids.checked_type(node_ids))
         prefetched = self._storage.prefetch(flat, "row prefetch")
         self._prefetches.append(prefetched)
         return prefetched
-
-    def _checked_type(self, node_ids: torch.Tensor) -> torch.Tensor:
-        if not isinstance(node_ids, torch.Tensor):
-            raise TypeError(
-                f"NodeEmbedding {self._name!r}: node ids must be a torch.Tensor of integers, "
-                f"got {type(node_ids).__name__}"
-            )
-        if node_ids.dtype == torch.bool or node_ids.is_floating_point() or node_ids.is_complex():
-            raise TypeError(
-                f"NodeEmbedding {self._name!r}: node ids must be integers, got {node_ids.dtype}"
-            )
-        return node_ids
-
-    def _checked_flat_ids(self, ids: torch.Tensor) -> torch.Tensor:
-        """``ids`` as int64 (M,) on the storage device, every id in range.
-
-        Checked at once where the lookup waits for the device anyway (CPU ids, a copy to
-        the CPU, the pull of partitioned storage); on the device otherwise (see __call__).
-        """
-        flat = ids.reshape(-1)
-        storage = self._storage
-        if not self._defers_range_check(flat):
-            if storage.device.type == "cpu":
-                flat = flat.to(storage.device)  # check on the CPU, after the copy
-            check_node_ids(
-                flat.view(ids.shape),  # positions in the caller's shape
-                self._num_embeddings,
-                "node_ids",
-                error=IndexError,
-                context=f"NodeEmbedding {self._name!r}: ",
-            )
-            return flat.to(device=storage.device, dtype=torch.int64)
-        flat = flat.to(torch.int64)
-        if flat.numel():
-            lowest, highest = torch.aminmax(flat)
-            bad = (lowest < 0) | (highest >= self._num_embeddings)
-            first = torch.where(lowest < 0, lowest, highest)
-            if self._pending_check is not None:  # keep the earliest bad id
-                seen, seen_id = self._pending_check
-                first = torch.where(seen, seen_id, first)
-                bad = bad | seen
-            self._pending_check = (bad, first)
-            # Never read out of bounds: a bad id reads a valid row until check_ids() raises.
-            flat = flat.clamp(0, self._num_embeddings - 1)
-        return flat
-
-    def _defers_range_check(self, flat_ids: torch.Tensor) -> bool:
-        """Whether checking the range now would make the lookup wait for a GPU that it
-        otherwise never waits for: CUDA ids into a single-process table on their device."""
-        storage = self._storage
-        return (
-            flat_ids.device.type == "cuda"
-            and flat_ids.device == storage.device
-            and not storage.distributed
-        )
 
     def check_ids(self) -> None:
         """Raise the ``IndexError`` of ids out of range in CUDA lookups since the last check.
@@ -327,18 +270,7 @@ class NodeEmbedding:
             Naming the first out-of-range id. The gradients recorded since the last step
             are discarded (some of them belong to rows read in place of the bad ids).
         """
-        pending, self._pending_check = self._pending_check, None
-        if pending is None:
-            return
-        bad, first = pending
-        if bool(bad):
-            self.clear_gradients()
-            self._raise_bad_id(int(first), " (in a CUDA lookup since the last check)")
-
-    def _raise_bad_id(self, bad: int, when: str) -> None:
-        raise IndexError(
-            node_id_message(bad, self._num_embeddings, f"NodeEmbedding {self._name!r}: ", when)
-        )
+        self._ids.raise_pending(before=self.clear_gradients)
 
     # ------------------------------------------------------------------ gradients
     def _record_gradient(self, flat_ids: torch.Tensor, grad: torch.Tensor) -> None:
@@ -547,34 +479,3 @@ class _TracedLookup(torch.autograd.Function):
         (flat_ids,) = ctx.saved_tensors
         ctx.embedding._record_gradient(flat_ids, grad)
         return None, None, None, None
-
-
-def _table_init(init_func, name: str, storage: RowStorage) -> Callable[[torch.Tensor], None]:
-    """``init(table)`` for ``storage.create_table``: ``init_func`` run on the rows this
-    process creates (see ``init_func`` in :class:`NodeEmbedding`), its failure an error
-    naming the layout, the rows and the way to copy in a full table."""
-    by_id = takes_ids(init_func)
-
-    def init(table: torch.Tensor) -> None:
-        try:
-            if by_id:  # row by row from the ids: in chunks, in parallel
-                fill_by_id(table, init_func, storage.table_ids, zero_first=by_id)
-                return
-            copy_returned(init_func(table), table, "init_func")
-        except Exception as err:
-            rows = describe_ids(storage.table_ids())
-            whole = table.shape[0] == storage.num_embeddings
-            message = (
-                f"NodeEmbedding {name!r}: init_func{'(table, ids)' if by_id else '(table)'} "
-                f"failed on a table of shape {tuple(table.shape)} ({storage.kind} layout, "
-                f"{'every row' if whole else 'this share only'}: global {rows} of "
-                f"{storage.num_embeddings}): {type(err).__name__}: {err}. "
-                "init_func(table, ids) learns the global row ids of the rows it fills; to "
-                "copy in a prepared full table, create the embedding without init_func and "
-                "call all_set_embedding(values) on every rank"
-            )
-            raise (TypeError if isinstance(err, TypeError) else ValueError)(message) from err
-
-    # Local and partitioned tables may then be allocated uninitialised (see fill_by_id).
-    init.zeroes_rows = by_id  # type: ignore[attr-defined]
-    return init

@@ -50,6 +50,7 @@ from typing import Any
 import torch
 
 from .._compiled import disabled
+from . import triton_kernel
 from .functional import FORMULAS, Formula
 
 __all__ = [
@@ -74,14 +75,12 @@ MAX_BLOCK = 1024  # columns per chunk: wider rows take several chunks
 
 # Filled by _load() on first use: importing Triton costs time and fixes the interpreter
 # mode of the whole process, so `import graphemb` must not do it.
-tl: Any = None
 _loaded: dict[str, Any] = {}
 
 
 def _load() -> dict[str, Any]:
     """Import Triton and wrap the kernel, once. The result has no ``"kernel"`` without a
     usable Triton (then ``"too_old"`` holds the version of one that is too old)."""
-    global tl
     if "done" in _loaded:
         return _loaded
     result: dict[str, Any] = {"done": True}
@@ -99,10 +98,7 @@ def _load() -> dict[str, Any]:
         if version < MIN_TRITON:
             result["too_old"] = triton.__version__
         else:
-            tl = triton.language
-            # the kernel calls the helper by its global name: that name must be the jitted one
-            globals()["_chunk_gradient"] = triton.jit(_chunk_gradient)
-            kernel = triton.jit(_fused_rows)  # an interpreted function under TRITON_INTERPRET=1
+            kernel = triton_kernel.jit(triton)
             result.update(
                 version=version, kernel=kernel, interpreted=isinstance(kernel, InterpretedFunction)
             )
@@ -302,6 +298,79 @@ def fused_update(
     RuntimeError
         Without a usable Triton (>= 3.0), or for CPU tensors when Triton is not interpreted.
     """
+    values = _checked_call(formula, weight, state, index, order, grads, divisor, hyper)
+    block = _block_size(weight.shape[1], block_size)
+    loaded = _load()
+    if "kernel" not in loaded:
+        found = loaded.get("too_old")
+        raise RuntimeError(
+            "fused_update needs Triton >= 3.0" + (f" (found {found})" if found else "")
+        )
+    device = weight.device
+    if device.type == "cpu" and not loaded["interpreted"]:
+        raise RuntimeError(
+            "fused_update: CPU tensors need Triton's interpreter: set TRITON_INTERPRET=1 "
+            "before Triton is imported"
+        )
+    positions, dim = index.numel(), weight.shape[1]
+    if positions == 0 or dim == 0:
+        return
+    spec = FORMULAS[formula]
+    divisor = values.pop("divisor")
+
+    lr, eps = values["lr"], values.get("eps", 0.0)
+    beta1, beta2 = values.get("beta1", 0.0), values.get("beta2", 0.0)
+    # the formula's float tables in registry order, then its step counts (Adam)
+    tables = [state[key] for key, kind in spec.state if kind != "count"]
+    counts = [state[key] for key, kind in spec.state if kind == "count"]
+    state_a = tables[0] if tables else weight  # pointers a formula does not use: any tensor
+    state_b = tables[1] if len(tables) > 1 else state_a
+    step = counts[0] if counts else index
+    arguments = (
+        weight,
+        state_a,
+        state_b,
+        step,
+        index,
+        order,
+        grads,
+        positions,
+        dim,
+        divisor,
+        lr,
+        eps,
+        beta2,
+        1.0 - beta1,
+        1.0 - beta2,
+        1.0 / lr if lr > 0 else 0.0,
+        eps / lr if lr > 0 else 0.0,
+    )
+    options = {
+        **branch_flags(formula),
+        "BLOCK_D": block,
+        # lr == 0: Adam updates its moments only, as functional.adam_rows_ (no 0 * m / 0)
+        "UPDATE_WEIGHT": lr != 0.0 or formula != "adam",
+    }
+    launch = loaded["kernel"][(positions,)]
+    if device.type == "cuda":
+        with torch.cuda.device(device):  # Triton launches on the current device
+            launch(*arguments, **options, num_warps=max(1, min(8, block // 256)))
+    else:
+        launch(*arguments, **options)
+
+
+def _checked_call(
+    formula: str,
+    weight: torch.Tensor,
+    state: Mapping[str, torch.Tensor],
+    index: torch.Tensor,
+    order: torch.Tensor,
+    grads: torch.Tensor,
+    divisor: float,
+    hyper: Mapping[str, Any],
+) -> dict[str, float]:
+    """Every check of :func:`fused_update`'s arguments; the hyper-parameters as floats and
+    the divisor (``"divisor"``)."""
     if not isinstance(formula, str) or formula not in FORMULAS:
         raise ValueError(
             f"fused_update: unknown formula {formula!r}; expected one of {sorted(FORMULAS)}"
@@ -346,62 +415,9 @@ def fused_update(
     if divisor == 0.0:
         raise ValueError("fused_update: invalid divisor: 0 (expected a number > 0)")
     values = _hyper_parameters(spec, hyper)
-    block = _block_size(dim, block_size)
     if device.type == "cpu":
         _check_values(index, order, num_rows, grads.shape[0])
-    loaded = _load()
-    if "kernel" not in loaded:
-        found = loaded.get("too_old")
-        raise RuntimeError(
-            "fused_update needs Triton >= 3.0" + (f" (found {found})" if found else "")
-        )
-    if device.type == "cpu" and not loaded["interpreted"]:
-        raise RuntimeError(
-            "fused_update: CPU tensors need Triton's interpreter: set TRITON_INTERPRET=1 "
-            "before Triton is imported"
-        )
-    if positions == 0 or dim == 0:
-        return
-
-    lr, eps = values["lr"], values.get("eps", 0.0)
-    beta1, beta2 = values.get("beta1", 0.0), values.get("beta2", 0.0)
-    # the formula's float tables in registry order, then its step counts (Adam)
-    tables = [state[key] for key, kind in spec.state if kind != "count"]
-    counts = [state[key] for key, kind in spec.state if kind == "count"]
-    state_a = tables[0] if tables else weight  # pointers a formula does not use: any tensor
-    state_b = tables[1] if len(tables) > 1 else state_a
-    step = counts[0] if counts else index
-    arguments = (
-        weight,
-        state_a,
-        state_b,
-        step,
-        index,
-        order,
-        grads,
-        positions,
-        dim,
-        divisor,
-        lr,
-        eps,
-        beta2,
-        1.0 - beta1,
-        1.0 - beta2,
-        1.0 / lr if lr > 0 else 0.0,
-        eps / lr if lr > 0 else 0.0,
-    )
-    options = {
-        **branch_flags(formula),
-        "BLOCK_D": block,
-        # lr == 0: Adam updates its moments only, as functional.adam_rows_ (no 0 * m / 0)
-        "UPDATE_WEIGHT": lr != 0.0 or formula != "adam",
-    }
-    launch = loaded["kernel"][(positions,)]
-    if device.type == "cuda":
-        with torch.cuda.device(device):  # Triton launches on the current device
-            launch(*arguments, **options, num_warps=max(1, min(8, block // 256)))
-    else:
-        launch(*arguments, **options)
+    return {**values, "divisor": divisor}
 
 
 def branch_flags(formula: str) -> dict[str, bool]:
@@ -415,154 +431,3 @@ def branch_flags(formula: str) -> dict[str, bool]:
     if not supports(formula):
         raise ValueError(f"the Triton kernel has no branch for {formula!r}: {BRANCHES}")
     return {f"IS_{name.upper()}": name == formula for name in BRANCHES}
-
-
-def _chunk_gradient(
-    order_ptr, grads_ptr, position, end, dim, start, divisor, BLOCK_D: tl.constexpr
-):
-    """The columns ``start .. start + BLOCK_D`` of a row (and which of them are ``< dim``),
-    and their gradient ``(grads[order[position]] + ... + grads[order[end - 1]]) / divisor``,
-    summed in that order: one chunk of one run."""
-    cols = start + tl.arange(0, BLOCK_D)
-    mask = cols < dim
-    g = tl.zeros([BLOCK_D], dtype=tl.float32)
-    k = position
-    while k < end:
-        source = tl.load(order_ptr + k)
-        g += tl.load(grads_ptr + source * dim + cols, mask=mask, other=0.0)
-        k += 1
-    return cols, mask, tl.div_rn(g, divisor)
-
-
-def _fused_rows(
-    weight_ptr,
-    state_a_ptr,
-    state_b_ptr,
-    step_ptr,
-    index_ptr,
-    order_ptr,
-    grads_ptr,
-    num_positions,
-    dim,
-    divisor,
-    lr,
-    eps,
-    beta2,
-    one_minus_beta1,
-    one_minus_beta2,
-    inv_lr,
-    eps_over_lr,
-    IS_SGD: tl.constexpr,
-    IS_ADAGRAD: tl.constexpr,
-    IS_ROWWISE_ADAGRAD: tl.constexpr,
-    IS_ADAM: tl.constexpr,
-    BLOCK_D: tl.constexpr,
-    UPDATE_WEIGHT: tl.constexpr,
-):
-    """One program per sorted position; the first position of a run updates its row.
-
-    Exactly one ``IS_<NAME>`` flag is set (:func:`branch_flags`). The state pointers by
-    formula (a pointer a formula does not use is any valid tensor):
-
-    ===============  ====================  =========================  ===============
-    formula          ``state_a_ptr``       ``state_b_ptr``            ``step_ptr``
-    ===============  ====================  =========================  ===============
-    SGD              --                    --                         --
-    Adagrad          ``sum`` (N, dim)      --                         --
-    row-wise Adagr.  ``sum`` (N,)          --                         --
-    Adam             ``exp_avg`` (N, dim)  ``exp_avg_sq`` (N, dim)    ``step`` (N,) i64
-    ===============  ====================  =========================  ===============
-    """
-    position = tl.program_id(0)
-    row = tl.load(index_ptr + position)
-    previous = tl.load(index_ptr + position - 1, mask=position > 0, other=-1)
-    if (position == 0) | (previous != row):
-        # the run of `row`: positions [position, end)
-        end = position + 1
-        while (end < num_positions) & (
-            tl.load(index_ptr + end, mask=end < num_positions, other=-1) == row
-        ):
-            end += 1
-        base = row * dim  # int64: tables beyond 2**31 elements
-
-        if IS_ROWWISE_ADAGRAD:  # the row's mean square first, chunk by chunk
-            squares = tl.zeros([BLOCK_D], dtype=tl.float32)
-            start = 0
-            while start < dim:
-                cols, mask, g = _chunk_gradient(
-                    order_ptr, grads_ptr, position, end, dim, start, divisor, BLOCK_D
-                )
-                squares += g * g
-                start += BLOCK_D
-            total = tl.load(state_a_ptr + row) + tl.div_rn(
-                tl.sum(squares, axis=0), tl.cast(dim, tl.float32)
-            )
-            # Every thread of the program loads the scalar; without the barrier one warp's
-            # store can land before another warp's load (a race seen on an H100).
-            tl.debug_barrier()
-            tl.store(state_a_ptr + row, total)
-            multiplier = tl.div_rn(lr, tl.sqrt_rn(total) + eps)
-
-        if IS_ADAM:  # per-row step and float64 bias corrections
-            t = tl.load(step_ptr + row) + 1
-            tl.debug_barrier()  # all warps have read the step before it is written
-            tl.store(step_ptr + row, t)
-            if UPDATE_WEIGHT:
-                # beta ** t by repeated squaring: only float64 multiplications
-                # (scalar arguments are float32 when compiled: the same here when interpreted)
-                base1 = 1.0 - tl.cast(tl.cast(one_minus_beta1, tl.float32), tl.float64)
-                base2 = 1.0 - tl.cast(tl.cast(one_minus_beta2, tl.float32), tl.float64)
-                power1 = base1 * 0.0 + 1.0
-                power2 = base2 * 0.0 + 1.0
-                exponent = t
-                while exponent > 0:
-                    odd = (exponent & 1) == 1
-                    power1 = tl.where(odd, power1 * base1, power1)
-                    power2 = tl.where(odd, power2 * base2, power2)
-                    base1 = base1 * base1
-                    base2 = base2 * base2
-                    exponent = exponent >> 1
-                bias_correction1 = 1.0 - power1
-                bias_correction2_sqrt = tl.sqrt(1.0 - power2)
-                # w -= m / (sqrt(v) * scale + shift), as functional.adam_rows_
-                inv_lr64 = tl.cast(tl.cast(inv_lr, tl.float32), tl.float64)
-                eps_over_lr64 = tl.cast(tl.cast(eps_over_lr, tl.float32), tl.float64)
-                scale = tl.cast(bias_correction1 * inv_lr64 / bias_correction2_sqrt, tl.float32)
-                shift = tl.cast(bias_correction1 * eps_over_lr64, tl.float32)
-
-        start = 0
-        while start < dim:
-            cols, mask, g = _chunk_gradient(
-                order_ptr, grads_ptr, position, end, dim, start, divisor, BLOCK_D
-            )
-            offsets = base + cols
-            if IS_ADAGRAD:
-                s = tl.load(state_a_ptr + offsets, mask=mask, other=0.0) + g * g
-                tl.store(state_a_ptr + offsets, s, mask=mask)
-            if IS_ADAM:
-                m = tl.load(state_a_ptr + offsets, mask=mask, other=0.0)
-                v = tl.load(state_b_ptr + offsets, mask=mask, other=0.0)
-                m = m + one_minus_beta1 * (g - m)  # lerp, as torch's Adam
-                v = v * beta2 + one_minus_beta2 * g * g
-                tl.store(state_a_ptr + offsets, m, mask=mask)
-                tl.store(state_b_ptr + offsets, v, mask=mask)
-            if UPDATE_WEIGHT:
-                w = tl.load(weight_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
-                if IS_SGD:
-                    w = w - lr * g
-                if IS_ADAGRAD:
-                    w = w - tl.div_rn(lr * g, tl.sqrt_rn(s) + eps)
-                if IS_ROWWISE_ADAGRAD:
-                    w = w - g * multiplier
-                if IS_ADAM:
-                    w = w - tl.div_rn(m, tl.sqrt_rn(v) * scale + shift)
-                if weight_ptr.dtype.element_ty == tl.bfloat16:
-                    # round to nearest even by hand: Triton's interpreter truncates instead
-                    bits = tl.cast(w, tl.uint32, bitcast=True)
-                    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
-                    bits = tl.where(w != w, 0x7FC0, bits)  # NaN stays NaN
-                    stored = tl.cast(tl.cast(bits, tl.uint16), tl.bfloat16, bitcast=True)
-                else:
-                    stored = w.to(weight_ptr.dtype.element_ty)
-                tl.store(weight_ptr + offsets, stored, mask=mask)
-            start += BLOCK_D

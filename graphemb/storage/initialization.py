@@ -15,11 +15,20 @@ import math
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 import torch
 
-__all__ = ["RowsById", "copy_returned", "takes_ids", "fill_by_id", "uniform_by_id", "describe_ids"]
+__all__ = [
+    "RowsById",
+    "copy_returned",
+    "describe_ids",
+    "fill_by_id",
+    "table_initializer",
+    "takes_ids",
+    "uniform_by_id",
+]
 
 #: ``fill(rows, ids)``: fill ``rows`` (a slice of a table, shape (M, *row_shape)) in place;
 #: ``ids`` (int64, (M,)) are their global row ids.
@@ -197,3 +206,36 @@ def describe_ids(ids: torch.Tensor, limit: int = 6) -> str:
         return f"rows {first}..{last}"
     shown = ", ".join(str(i) for i in ids[:limit].tolist())
     return f"{count} rows {shown}{', ..., ' + str(last) if count > limit else ''}"
+
+
+def table_initializer(
+    init_func: Callable[..., Any], name: str, storage: Any
+) -> Callable[[torch.Tensor], None]:
+    """``init(table)`` for ``storage.create_table``: ``init_func`` run on the rows this
+    process creates (see ``init_func`` in :class:`NodeEmbedding`), its failure an error
+    naming the layout, the rows and the way to copy in a full table."""
+    by_id = takes_ids(init_func)
+
+    def init(table: torch.Tensor) -> None:
+        try:
+            if by_id:  # row by row from the ids: in chunks, in parallel
+                fill_by_id(table, init_func, storage.table_ids, zero_first=by_id)
+                return
+            copy_returned(init_func(table), table, "init_func")
+        except Exception as err:
+            rows = describe_ids(storage.table_ids())
+            whole = table.shape[0] == storage.num_embeddings
+            message = (
+                f"NodeEmbedding {name!r}: init_func{'(table, ids)' if by_id else '(table)'} "
+                f"failed on a table of shape {tuple(table.shape)} ({storage.kind} layout, "
+                f"{'every row' if whole else 'this share only'}: global {rows} of "
+                f"{storage.num_embeddings}): {type(err).__name__}: {err}. "
+                "init_func(table, ids) learns the global row ids of the rows it fills; to "
+                "copy in a prepared full table, create the embedding without init_func and "
+                "call all_set_embedding(values) on every rank"
+            )
+            raise (TypeError if isinstance(err, TypeError) else ValueError)(message) from err
+
+    # Local and partitioned tables may then be allocated uninitialised (see fill_by_id).
+    init.zeroes_rows = by_id  # type: ignore[attr-defined]
+    return init

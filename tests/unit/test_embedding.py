@@ -196,7 +196,9 @@ def test_bad_all_set_embedding_changes_nothing(values, error, message):
 def deferred_checks(monkeypatch):
     """Run the device-side range check of CUDA lookups (no host sync) on CPU tensors: the
     same torch ops, so its error path is tested without a GPU."""
-    monkeypatch.setattr(NodeEmbedding, "_defers_range_check", lambda self, flat: True)
+    from graphemb._checks import LookupIds
+
+    monkeypatch.setattr(LookupIds, "_deferred", lambda self, flat: True)
 
 
 def test_deferred_bad_id_reads_in_bounds_and_the_step_raises_changing_nothing(deferred_checks):
