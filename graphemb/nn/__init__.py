@@ -23,6 +23,7 @@ block), :class:`GAT`.
 from typing import TYPE_CHECKING, Any
 
 from .blocks import as_blocks, full_block
+from .dropout import Dropout
 from .input import EmbeddingInput
 from .stack import BlockGNN
 
@@ -47,6 +48,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "BlockGNN",
+    "Dropout",
     "EmbeddingInput",
     "GAT",
     "GraphSAGE",
