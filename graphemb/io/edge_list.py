@@ -127,7 +127,9 @@ def _parse(
         raise GraphFileError(
             path, f"weighted=True but the first edge has {columns} columns", first_line
         )
-    parsed = _parse_compiled(path, delimiter, first_line, columns, weighted)
+    parsed: tuple[EdgeArrays, torch.Tensor | None] | None = _parse_compiled(
+        path, delimiter, first_line, columns, weighted
+    )
     if parsed is None:  # no compiled parser, or lines it does not take
         arrays = _parse_integers(path, delimiter, first_line, columns, weighted)
         if arrays is None:  # string names, or a bad line to report
