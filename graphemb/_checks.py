@@ -3,6 +3,7 @@ id, a valid lookup."""
 
 from __future__ import annotations
 
+import math
 import numbers
 import operator
 from collections.abc import Callable
@@ -14,10 +15,12 @@ import torch
 __all__ = [
     "LookupIds",
     "as_size",
+    "check_edge_weight",
     "check_node_id_vector",
     "check_node_ids",
     "check_positive_int",
     "check_probability",
+    "edge_weight_problem",
     "is_integer_like",
     "node_id_message",
 ]
@@ -306,3 +309,57 @@ class LookupIds:
                     " (in a CUDA lookup since the last check)",
                 )
             )
+
+
+def edge_weight_problem(weights: torch.Tensor) -> tuple[int, str] | None:
+    """The first bad edge weight as ``(position, what is wrong)``, or None when every
+    weight is a finite number ``>= 0``.
+
+    Costs one reduction for good weights; the position is searched only when one is bad.
+
+    Examples
+    --------
+    >>> import torch
+    >>> edge_weight_problem(torch.tensor([1.0, 0.0, float("nan")]))
+    (2, 'weight nan is not a finite number')
+    >>> edge_weight_problem(torch.tensor([1.0, 2.5])) is None
+    True
+    """
+    bad = ~torch.isfinite(weights) | (weights < 0)
+    if not bool(bad.any()):
+        return None
+    first = int(torch.argmax(bad.reshape(-1).to(torch.uint8)))
+    value = float(weights.reshape(-1)[first])
+    if not math.isfinite(value):
+        return first, f"weight {value} is not a finite number"
+    return first, f"weight {value} is negative"
+
+
+def check_edge_weight(weights: object, num_edges: int) -> torch.Tensor:
+    """``weights`` as a floating tensor of shape (num_edges,), each finite and ``>= 0``,
+    else the error naming the first bad value and its position (``edge_weight[i]``).
+
+    Integer values become float64; floating tensors keep their dtype.
+
+    Raises
+    ------
+    TypeError
+        Not numbers.
+    ValueError
+        A wrong shape, or a weight that is NaN, infinite or negative.
+    """
+    if not isinstance(weights, torch.Tensor):
+        weights = torch.as_tensor(np.asarray(weights))
+    if weights.dtype == torch.bool or weights.is_complex():
+        raise TypeError(f"edge_weight must hold real numbers, got dtype {weights.dtype}")
+    if not weights.is_floating_point():
+        weights = weights.to(torch.float64)
+    if weights.shape != (num_edges,):
+        raise ValueError(
+            f"edge_weight must have one entry per edge, shape ({num_edges},), got "
+            f"{tuple(weights.shape)}"
+        )
+    problem = edge_weight_problem(weights)
+    if problem is not None:
+        raise ValueError(f"edge_weight[{problem[0]}]: {problem[1]}")
+    return weights

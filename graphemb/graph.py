@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ._checks import as_size, check_node_id_vector, check_node_ids
+from ._checks import as_size, check_edge_weight, check_node_id_vector, check_node_ids
 from ._compiled import compiled_module, disabled
 from .distributed.huge_pages import advise_huge_pages, empty_rows
 
@@ -47,11 +47,16 @@ class Graph:
     edge_ids : Tensor of int64, shape (E,), optional
         Id of each stored edge in the edge list the graph was built from (its position
         there). Default: ``arange(E)``.
+    edge_weight : Tensor of floats, shape (E,), optional
+        Weight of each stored edge (aligned with ``indices``), finite and ``>= 0``;
+        integers become float64. None (default): an unweighted graph, no memory spent.
 
     Attributes
     ----------
     indptr, indices, edge_ids : Tensor
         As above, all on :attr:`device`.
+    edge_weight : Tensor or None
+        As above, on :attr:`device`. Every transform keeps it aligned with the edges.
     """
 
     def __init__(
@@ -59,6 +64,7 @@ class Graph:
         indptr: torch.Tensor,
         indices: torch.Tensor,
         edge_ids: torch.Tensor | None = None,
+        edge_weight: torch.Tensor | None = None,
     ) -> None:
         for name, tensor in (("indptr", indptr), ("indices", indices), ("edge_ids", edge_ids)):
             if tensor is None:
@@ -85,7 +91,13 @@ class Graph:
             if edge_ids is None
             else edge_ids.to(device=device, dtype=torch.int64)
         )
+        self.edge_weight = (
+            None
+            if edge_weight is None
+            else check_edge_weight(edge_weight, indices.numel()).to(device)
+        )
         self._csr: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+        self._csr_weight: torch.Tensor | None = None
 
     # ------------------------------------------------------------------ constructors
     @classmethod
@@ -97,6 +109,7 @@ class Graph:
         device: torch.device | str | None = None,
         *,
         undirected: bool = False,
+        edge_weight: Any = None,
     ) -> Graph:
         """A graph with the edges ``src[i] -> dst[i]``.
 
@@ -113,6 +126,8 @@ class Graph:
             ``k``-th edge ``j`` that is not a self-loop (a self-loop is stored once, as
             networkx's ``to_directed`` does). No doubled copy of ``src`` and ``dst`` is
             made.
+        edge_weight : Tensor, numpy array or sequence of numbers, shape (E,), optional
+            Weight of edge ``i`` (finite, ``>= 0``); a reversed edge gets its edge's weight.
 
         Returns
         -------
@@ -128,6 +143,10 @@ class Graph:
             )
         device = src.device if device is None else torch.device(device)
         src, dst = src.to(device), dst.to(device)
+        if edge_weight is not None:
+            edge_weight = check_edge_weight(edge_weight, src.numel()).to(device)
+            if undirected:  # stored edge E + k reverses the k-th edge that is not a loop
+                edge_weight = torch.cat([edge_weight, edge_weight[src != dst]])
         if num_nodes is None:
             num_nodes = int(torch.maximum(src.max(), dst.max())) + 1 if src.numel() else 0
         num_nodes = as_size("num_nodes", num_nodes)
@@ -149,7 +168,8 @@ class Graph:
             num_stored = src.numel() + (int((src != dst).sum()) if undirected else 0)
             indices, edge_ids = _allocate_csc(num_stored, device)
             indptr = _csc_by_sort(src, dst, num_nodes, indices, edge_ids)
-        return cls(indptr, indices, edge_ids)
+        weight = None if edge_weight is None else edge_weight[edge_ids]
+        return cls(indptr, indices, edge_ids, weight)
 
     @classmethod
     def from_edge_table_in_place(cls, edges: torch.Tensor, num_nodes: int) -> Graph:
@@ -203,13 +223,17 @@ class Graph:
     @classmethod
     def from_dataset(cls, dataset: Any, device: torch.device | str | None = None) -> Graph:
         """The graph of a :mod:`graphemb.datasets` dataset (fields ``src``, ``dst``,
-        ``num_nodes``)."""
-        return cls.from_edges(dataset.src, dataset.dst, dataset.num_nodes, device)
+        ``num_nodes``; its ``edge_weight``, where it has one, weighs the edges)."""
+        weight = getattr(dataset, "edge_weight", None)
+        return cls.from_edges(
+            dataset.src, dataset.dst, dataset.num_nodes, device, edge_weight=weight
+        )
 
     @classmethod
     def from_scipy(cls, matrix: Any, device: torch.device | str | None = None) -> Graph:
         """A graph from a square scipy sparse adjacency matrix: ``matrix[u, v] != 0`` is an
-        edge ``u -> v`` (stored zeros count as edges, as in DGL)."""
+        edge ``u -> v`` (stored zeros count as edges, as in DGL). The values are the edge
+        weights, unless every one is 1 (then the graph is unweighted)."""
         if not hasattr(matrix, "tocoo") or len(getattr(matrix, "shape", ())) != 2:
             raise TypeError(f"expected a scipy sparse matrix, got {type(matrix).__name__}")
         rows, cols = matrix.shape
@@ -218,7 +242,9 @@ class Graph:
         coo = matrix.tocoo()
         src = torch.from_numpy(np.asarray(coo.row, dtype=np.int64))
         dst = torch.from_numpy(np.asarray(coo.col, dtype=np.int64))
-        return cls.from_edges(src, dst, rows, device)
+        values = np.asarray(coo.data, dtype=np.float64)
+        weight = None if bool((values == 1).all()) else values
+        return cls.from_edges(src, dst, rows, device, edge_weight=weight)
 
     @classmethod
     def from_networkx(cls, nx_graph: Any, device: torch.device | str | None = None) -> Graph:
@@ -226,7 +252,8 @@ class Graph:
 
         An undirected networkx graph gives both directions of every edge and one edge
         ``v -> v`` per self-loop, as ``networkx``'s ``to_directed()``, DGL and PyG do.
-        Parallel edges of multigraphs are kept.
+        Parallel edges of multigraphs are kept. The edges' ``"weight"`` attribute (1 where
+        missing) weighs them if any edge has one.
         """
         nodes = list(nx_graph.nodes)
         if sorted(nodes) != list(range(len(nodes))):
@@ -234,19 +261,32 @@ class Graph:
                 "networkx nodes must be the integers 0..N-1; relabel them first "
                 "(networkx.convert_node_labels_to_integers)"
             )
-        edges = list(nx_graph.edges())
-        pairs = torch.tensor(edges, dtype=torch.int64).reshape(-1, 2)
+        edges = list(nx_graph.edges(data="weight"))
+        pairs = torch.tensor([e[:2] for e in edges], dtype=torch.int64).reshape(-1, 2)
+        weight = None
+        if any(e[2] is not None for e in edges):
+            weight = [1.0 if e[2] is None else float(e[2]) for e in edges]
         return cls.from_edges(
-            pairs[:, 0], pairs[:, 1], len(nodes), device, undirected=not nx_graph.is_directed()
+            pairs[:, 0],
+            pairs[:, 1],
+            len(nodes),
+            device,
+            undirected=not nx_graph.is_directed(),
+            edge_weight=None if weight is None else torch.tensor(weight, dtype=torch.float64),
         )
 
     @classmethod
     def from_dgl(cls, dgl_graph: Any, device: torch.device | str | None = None) -> Graph:
-        """A graph from a homogeneous ``DGLGraph`` (edge ids are DGL's)."""
+        """A graph from a homogeneous ``DGLGraph`` (edge ids are DGL's); its edge data
+        ``"w"`` or else ``"weight"``, shape (E,) or (E, 1), weighs the edges."""
         if not hasattr(dgl_graph, "edges") or not hasattr(dgl_graph, "num_nodes"):
             raise TypeError(f"expected a DGLGraph, got {type(dgl_graph).__name__}")
         src, dst = dgl_graph.edges(order="eid")
-        return cls.from_edges(src, dst, dgl_graph.num_nodes(), device)
+        edata = getattr(dgl_graph, "edata", {})
+        weight = next((edata[k] for k in ("w", "weight") if k in edata), None)
+        if weight is not None and weight.dim() == 2 and weight.shape[1] == 1:
+            weight = weight[:, 0]
+        return cls.from_edges(src, dst, dgl_graph.num_nodes(), device, edge_weight=weight)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -294,7 +334,13 @@ class Graph:
         if self._csr is None:
             reverse = self.reverse()
             self._csr = (reverse.indptr, reverse.indices, reverse.edge_ids)
+            self._csr_weight = reverse.edge_weight
         return self._csr
+
+    def csr_edge_weight(self) -> torch.Tensor | None:
+        """:attr:`edge_weight` in the order of :meth:`csr`'s edges (None if unweighted)."""
+        self.csr()
+        return self._csr_weight
 
     # ------------------------------------------------------------------ transforms
     def to(self, device: torch.device | str) -> Graph:
@@ -302,41 +348,65 @@ class Graph:
         device = torch.device(device)
         if device == self.device:
             return self
-        return Graph(self.indptr.to(device), self.indices.to(device), self.edge_ids.to(device))
+        weight = None if self.edge_weight is None else self.edge_weight.to(device)
+        return Graph(
+            self.indptr.to(device), self.indices.to(device), self.edge_ids.to(device), weight
+        )
 
     def reverse(self) -> Graph:
-        """The graph with every edge turned around (edge ids kept)."""
+        """The graph with every edge turned around (edge ids and weights kept)."""
         src, dst = self.edges()
         reverse = Graph.from_edges(dst, src, self.num_nodes)
+        if self.edge_weight is not None:  # reverse.edge_ids: positions in this storage
+            reverse.edge_weight = self.edge_weight[reverse.edge_ids]
         reverse.edge_ids = self.edge_ids[reverse.edge_ids]
         return reverse
 
     def add_reverse_edges(self) -> Graph:
-        """Every edge plus its reverse (edge ids renumbered: ``i`` and ``E + i``)."""
-        src, dst = self._edges_by_id()
-        return Graph.from_edges(torch.cat([src, dst]), torch.cat([dst, src]), self.num_nodes)
+        """Every edge plus its reverse (edge ids renumbered: ``i`` and ``E + i``; the
+        reverse has its edge's weight)."""
+        src, dst, weight = self._edges_by_id()
+        return Graph.from_edges(
+            torch.cat([src, dst]),
+            torch.cat([dst, src]),
+            self.num_nodes,
+            edge_weight=None if weight is None else torch.cat([weight, weight]),
+        )
 
     def remove_self_loops(self) -> Graph:
         """The graph without edges ``v -> v`` (edge ids renumbered)."""
-        src, dst = self._edges_by_id()
+        src, dst, weight = self._edges_by_id()
         keep = src != dst
-        return Graph.from_edges(src[keep], dst[keep], self.num_nodes)
+        return Graph.from_edges(
+            src[keep],
+            dst[keep],
+            self.num_nodes,
+            edge_weight=None if weight is None else weight[keep],
+        )
 
     def add_self_loops(self) -> Graph:
-        """Exactly one edge ``v -> v`` per node: existing self-loops are removed first."""
-        src, dst = self.remove_self_loops()._edges_by_id()
+        """Exactly one edge ``v -> v`` per node: existing self-loops are removed first. In
+        a weighted graph the new loops weigh 1."""
+        src, dst, weight = self.remove_self_loops()._edges_by_id()
         loops = torch.arange(self.num_nodes, device=self.device)
-        return Graph.from_edges(torch.cat([src, loops]), torch.cat([dst, loops]), self.num_nodes)
+        if weight is not None:
+            weight = torch.cat([weight, weight.new_ones(self.num_nodes)])
+        return Graph.from_edges(
+            torch.cat([src, loops]), torch.cat([dst, loops]), self.num_nodes, edge_weight=weight
+        )
 
-    def _edges_by_id(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(src, dst)`` ordered by edge id."""
+    def _edges_by_id(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """``(src, dst, edge_weight)`` ordered by edge id (weight None if unweighted)."""
         src, dst = self.edges()
         order = torch.argsort(self.edge_ids)
-        return src[order], dst[order]
+        weight = None if self.edge_weight is None else self.edge_weight[order]
+        return src[order], dst[order], weight
 
     def __repr__(self) -> str:
+        weighted = "" if self.edge_weight is None else ", weighted"
         return (
-            f"Graph(num_nodes={self.num_nodes}, num_edges={self.num_edges}, device={self.device})"
+            f"Graph(num_nodes={self.num_nodes}, num_edges={self.num_edges}{weighted}, "
+            f"device={self.device})"
         )
 
 

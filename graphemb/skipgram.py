@@ -1008,6 +1008,7 @@ def train_node_embeddings(
     window: int = 10,
     p: float = 1.0,
     q: float = 1.0,
+    weighted: bool = False,
     negatives: int = 5,
     epochs: int = 1,
     sample: float = 1e-3,
@@ -1048,6 +1049,8 @@ def train_node_embeddings(
         Largest context distance (word2vec's ``window``).
     p, q : float
         node2vec's return and in-out parameters.
+    weighted : bool
+        Walks step in proportion to ``graph.edge_weight`` (see ``RandomWalker``).
     negatives : int
         Negatives per (center, context) pair ``K``.
     epochs : int
@@ -1148,6 +1151,7 @@ def train_node_embeddings(
         window=as_size("window", window, minimum=1),
         p=p,
         q=q,
+        weighted=weighted,
         negatives=negatives,
         epochs=epochs,
         sample=sample,
@@ -1205,6 +1209,7 @@ class _Settings:
     progress: bool
     name: str
     duplicates: str
+    weighted: bool = False
 
 
 def _progress_bar(total: int, show: bool) -> Any:
@@ -1264,7 +1269,7 @@ def _train_process(rank: int, world_size: int, graph: Graph, settings: _Settings
     from .sampling.walks import RandomWalker
 
     device = graph.device
-    walker = RandomWalker(graph, settings.p, settings.q)
+    walker = RandomWalker(graph, settings.p, settings.q, weighted=settings.weighted)
     degrees = graph.in_degrees()
     noise = NegativeSampler(degrees if bool((degrees > 0).any()) else torch.ones_like(degrees))
     keep = keep_probabilities(degrees, settings.sample)

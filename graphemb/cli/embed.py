@@ -101,6 +101,13 @@ def _add_arguments(parser: argparse.ArgumentParser, *, node2vec: bool) -> None:
     if node2vec:
         walks.add_argument("--p", type=positive_float, default=1.0, help="return parameter")
         walks.add_argument("--q", type=positive_float, default=1.0, help="in-out parameter")
+    walks.add_argument(
+        "--weighted",
+        action="store_true",
+        default=_trainer_default("weighted"),
+        help="steps in proportion to the edge weights (edge list's third column, .mat/.npz "
+        "matrix values); an edge list without weights is refused",
+    )
     model.add_argument(
         "--sample",
         type=float,
@@ -151,6 +158,11 @@ def run_embed(args: argparse.Namespace) -> int:
     embedding_format(args.output, args.output_format)  # a bad suffix fails before training
     start = time.perf_counter()
     loaded = read_graph(args.input, args.format, directed=args.directed)
+    if args.weighted and loaded.graph.edge_weight is None:
+        raise ValueError(
+            f"--weighted: {args.input} has no edge weights (an edge list needs a third "
+            "column; a .mat/.npz matrix whose values are all 1 is unweighted)"
+        )
     if not args.quiet:
         print(
             f"{args.input}: {loaded.num_nodes} nodes, {loaded.num_edges} directed edges "
@@ -165,6 +177,7 @@ def run_embed(args: argparse.Namespace) -> int:
         window=args.window_size,
         p=getattr(args, "p", 1.0),
         q=getattr(args, "q", 1.0),
+        weighted=args.weighted,
         negatives=args.negatives,
         epochs=args.epochs,
         sample=args.sample,

@@ -21,7 +21,7 @@ import torch
 from .._compiled import compiled_module, disabled
 from .errors import GraphFileError
 from .fields import COMMENT, numbered_lines, split_fields
-from .loaded_graph import LoadedGraph, graph_from_edge_ids
+from .loaded_graph import LoadedGraph, graph_from_edge_ids, refuse_bad_weights
 from .node_names import NameIndex, pack_integer_names
 
 __all__ = ["EdgeArrays", "parse_edge_list", "read_edge_list"]
@@ -80,8 +80,9 @@ def read_edge_list(
     Raises
     ------
     GraphFileError
-        Naming the line: a wrong number of columns, a weight that is not a number; or a
-        file with no edges. Nothing is returned half-read.
+        Naming the line: a wrong number of columns, a weight that is not a number, is NaN,
+        infinite or negative; or a file with no edges, or whose weights are all 0.
+        Nothing is returned half-read.
 
     Notes
     -----
@@ -126,14 +127,31 @@ def _parse(
         raise GraphFileError(
             path, f"weighted=True but the first edge has {columns} columns", first_line
         )
-    compiled = _parse_compiled(path, delimiter, first_line, columns, weighted)
-    if compiled is not None:
-        return compiled
-    # no compiled parser, or lines it does not take
-    arrays = _parse_integers(path, delimiter, first_line, columns, weighted)
-    if arrays is None:  # string names, or a bad line to report
-        arrays = _parse_lines(path, delimiter, first_line, columns, weighted)
-    return arrays, None
+    parsed: tuple[EdgeArrays, torch.Tensor | None] | None = _parse_compiled(
+        path, delimiter, first_line, columns, weighted
+    )
+    if parsed is None:  # no compiled parser, or lines it does not take
+        arrays = _parse_integers(path, delimiter, first_line, columns, weighted)
+        if arrays is None:  # string names, or a bad line to report
+            arrays = _parse_lines(path, delimiter, first_line, columns, weighted)
+        parsed = arrays, None
+    refuse_bad_weights(
+        path,
+        parsed[0].weights,
+        lambda edge: ("", _line_of_edge(path, delimiter, first_line, edge)),
+    )
+    return parsed
+
+
+def _line_of_edge(path: str, delimiter: str | None, first_line: int, edge: int) -> int:
+    """1-based line number of the ``edge``-th edge line (0-based), for error messages."""
+    seen = 0
+    for number, line in numbered_lines(path):
+        if number >= first_line and split_fields(line, delimiter):
+            if seen == edge:
+                return number
+            seen += 1
+    raise AssertionError(f"{path} has no edge {edge}")  # the parsers read it from there
 
 
 def _first_edge_line(path: str, delimiter: str | None, header: bool) -> tuple[int, int]:

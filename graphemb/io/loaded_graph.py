@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from .._checks import check_edge_weight, edge_weight_problem
 from ..graph import Graph
+from .errors import GraphFileError
 from .labels import NodeLabels
 
-__all__ = ["LoadedGraph", "graph_from_edge_ids"]
+__all__ = ["LoadedGraph", "graph_from_edge_ids", "refuse_bad_weights"]
 
 
 @dataclass(frozen=True)
@@ -26,7 +30,8 @@ class LoadedGraph:
         such as :func:`graphemb.io.write_embeddings`.
     weights : Tensor of float64, shape (E,), optional
         Weight of each edge, indexed by edge id (``graph.edge_ids``); None when the input
-        has none.
+        has none. ``graph.edge_weight`` holds the same weights in the graph's storage
+        order (what weighted walks read).
     labels : NodeLabels, optional
         Node labels where the format carries them (``.mat`` ``group``, PyG ``y``).
     features : Tensor, shape (N, F), optional
@@ -84,6 +89,8 @@ def graph_from_edge_ids(
         If False, every edge also gets its reverse (edge id ``E + j`` for the ``j``-th
         non-loop edge); a self-loop is stored once, as networkx's ``to_directed`` does.
     weights : float array or tensor, shape (E,), optional
+        Finite and ``>= 0`` (else a ``ValueError`` naming the first bad one); the graph
+        carries them as its ``edge_weight``.
     edge_table : Tensor of int64, shape (2, E), optional
         The memory that ``src`` and ``dst`` are the rows of, which the graph may take
         (overwriting it: see :meth:`Graph.from_edge_table_in_place`); used when undirected.
@@ -96,12 +103,9 @@ def graph_from_edge_ids(
     """
     src_t = torch.as_tensor(src, dtype=torch.int64)
     dst_t = torch.as_tensor(dst, dtype=torch.int64)
-    weight_t = None if weights is None else torch.as_tensor(weights, dtype=torch.float64)
-    if weight_t is not None and weight_t.shape != src_t.shape:
-        raise ValueError(
-            f"weights must have one entry per edge, shape ({src_t.numel()},), got "
-            f"{tuple(weight_t.shape)}"
-        )
+    weight_t = None
+    if weights is not None:
+        weight_t = check_edge_weight(torch.as_tensor(weights), src_t.numel()).to(torch.float64)
     if weight_t is not None and not directed:
         # The reverses' weights, taken before the build (which may overwrite the edges).
         loops = src_t == dst_t
@@ -110,4 +114,36 @@ def graph_from_edge_ids(
         graph = Graph.from_edge_table_in_place(edge_table, num_nodes)
     else:
         graph = Graph.from_edges(src_t, dst_t, num_nodes, undirected=not directed)
+    if weight_t is not None:  # checked above; by edge id -> storage order
+        graph.edge_weight = weight_t[graph.edge_ids]
     return graph, weight_t
+
+
+def refuse_bad_weights(
+    path: str | os.PathLike[str],
+    weights: np.ndarray | torch.Tensor | None,
+    locate: Callable[[int], tuple[str, int | None]],
+) -> None:
+    """Raise :class:`GraphFileError` on the first NaN, infinite or negative weight, or
+    when every weight is 0 (no weighted walk could take a step).
+
+    Parameters
+    ----------
+    path : str or PathLike
+        Named in the error.
+    weights : float array or tensor, shape (E,), or None
+        Weights in file order; None: nothing to check.
+    locate : callable
+        ``locate(i)`` gives the error's prefix and line for the ``i``-th weight: ``("",
+        line)`` for text files, ``("entry (row, col): ", None)`` for matrices. Called only
+        for a bad weight.
+    """
+    if weights is None:
+        return
+    tensor = torch.as_tensor(weights)
+    problem = edge_weight_problem(tensor)
+    if problem is not None:
+        prefix, line = locate(problem[0])
+        raise GraphFileError(path, prefix + problem[1], line)
+    if tensor.numel() and not bool((tensor > 0).any()):
+        raise GraphFileError(path, "every edge weight is 0: walks would have nowhere to go")

@@ -54,7 +54,8 @@ def from_pyg(data: Any, *, directed: bool = True) -> LoadedGraph:
     ----------
     data : torch_geometric.data.Data
         ``edge_index`` (2, E); optional ``x`` (N, F) features, ``y`` labels ((N,) class
-        ids, negative for unlabelled, or an (N, C) 0/1 matrix), ``edge_weight`` (E,).
+        ids, negative for unlabelled, or an (N, C) 0/1 matrix), ``edge_weight`` (E,) or
+        else a one-dimensional ``edge_attr`` (E,): the edge weights.
     directed : bool
         True (default): the edges as stored (PyG stores both directions of an undirected
         graph). False: every edge also gets its reverse.
@@ -74,6 +75,9 @@ def from_pyg(data: Any, *, directed: bool = True) -> LoadedGraph:
         raise ValueError(f"data.edge_index must be a tensor of shape (2, E), got {shape}")
     count = int(data.num_nodes)
     weight = getattr(data, "edge_weight", None)
+    attr = getattr(data, "edge_attr", None)
+    if weight is None and isinstance(attr, torch.Tensor) and attr.dim() == 1:
+        weight = attr
     graph, weights = graph_from_edge_ids(
         edge_index[0].cpu(),
         edge_index[1].cpu(),

@@ -14,7 +14,7 @@ import numpy as np
 
 from .errors import GraphFileError
 from .labels import NodeLabels
-from .loaded_graph import LoadedGraph, graph_from_edge_ids
+from .loaded_graph import LoadedGraph, graph_from_edge_ids, refuse_bad_weights
 
 __all__ = ["graph_from_adjacency", "read_mat", "read_mat_labels", "read_npz"]
 
@@ -47,8 +47,9 @@ def read_mat(
     Raises
     ------
     GraphFileError
-        No ``network`` variable, a matrix that is not square, or a ``group`` whose row
-        count is not N.
+        No ``network`` variable, a matrix that is not square, a value that is NaN,
+        infinite or negative (naming its ``(row, col)``), values all 0, or a ``group``
+        whose row count is not N.
     """
     path = os.fspath(path)
     variables = _load_mat(path)
@@ -128,7 +129,8 @@ def _dense(matrix: Any) -> np.ndarray:
 def read_npz(path: str | os.PathLike[str], *, directed: bool = False) -> LoadedGraph:
     """A graph from a scipy sparse matrix saved with ``scipy.sparse.save_npz``.
 
-    See :func:`graph_from_adjacency` for ``directed``; node names are ``0 .. N-1``.
+    See :func:`graph_from_adjacency` for ``directed`` and the weights (refused as in
+    :func:`read_mat`); node names are ``0 .. N-1``.
     """
     import scipy.sparse
 
@@ -162,6 +164,12 @@ def graph_from_adjacency(
     LoadedGraph
         Edge ids in the order of the matrix's COO entries (then the added reverses);
         ``weights`` None when every value is 1.
+
+    Raises
+    ------
+    GraphFileError
+        A matrix that is not square; a value that is NaN, infinite or negative (naming
+        ``path`` and the entry's ``(row, col)``); values that are all 0.
     """
     import scipy.sparse
 
@@ -174,6 +182,7 @@ def graph_from_adjacency(
     src = np.asarray(coo.row, dtype=np.int64)
     dst = np.asarray(coo.col, dtype=np.int64)
     values = np.asarray(coo.data, dtype=np.float64)
+    refuse_bad_weights(path, values, lambda i: (f"entry ({src[i]}, {dst[i]}): ", None))
     if not directed:
         forward = src * count + dst
         reverse = dst * count + src

@@ -5,7 +5,9 @@ Walks follow *out*-edges (``graph.csr()``). Every walker takes one step per iter
 loop over the walk's length -- never a loop over walkers -- and all randomness comes from
 one ``torch.Generator`` on the graph's device, so a seeded generator gives the same walks
 on every run. A walker standing on a node without out-neighbours stops there (no restart):
-the rest of its row is :data:`PAD`.
+the rest of its row is :data:`PAD`. Weighted walks (``weighted=True``) follow an out-edge
+with probability proportional to its weight; a node whose out-edges all weigh 0 is a node
+without out-neighbours for them.
 
 Example
 -------
@@ -55,8 +57,18 @@ class RandomWalker:
 
     The first step of a walk is uniform. The biased step uses rejection sampling (as
     KnightKing and PyG's ``torch_cluster`` do): propose a uniform out-neighbour, accept it
-    with probability ``weight / max(1/p, 1, 1/q)``, redraw for the rejected walkers only.
-    No per-edge weights are precomputed, so memory stays at one sorted key per edge.
+    with probability ``bias / max(1/p, 1, 1/q)``, redraw for the rejected walkers only.
+    No per-edge biases are precomputed, so memory stays at one sorted key per edge.
+
+    With ``weighted=True`` (the reference node2vec's ``--weighted``) every step follows
+    out-edge ``e`` with probability proportional to its weight ``w_e``
+    (:attr:`Graph.edge_weight`), times the bias above for node2vec: proposals are drawn
+    in proportion to the weights and accepted as above, which is exact. A weighted step
+    is one binary search of the per-node cumulative weights (float64 prefix sums over
+    the CSR order, 8 bytes per edge; their rounding, about ``2**-53`` times the total
+    weight, shifts the probabilities by that much). Edges of weight 0 are never taken,
+    and a node whose out-edges all weigh 0 ends walks like a node without out-edges; for
+    node2vec's distance they still count as edges (as in the reference implementation).
 
     Parameters
     ----------
@@ -67,6 +79,8 @@ class RandomWalker:
     q : float
         In-out parameter, > 0: small ``q`` pushes walks outwards (DFS-like), large ``q``
         keeps them local (BFS-like).
+    weighted : bool
+        Steps in proportion to the edge weights; the graph must have them.
 
     Examples
     --------
@@ -81,14 +95,24 @@ class RandomWalker:
             [2, 0, 2]])
     """
 
-    def __init__(self, graph: Graph, p: float = 1.0, q: float = 1.0) -> None:
+    def __init__(
+        self, graph: Graph, p: float = 1.0, q: float = 1.0, weighted: bool = False
+    ) -> None:
         if not isinstance(graph, Graph):
             raise TypeError(f"graph must be a graphemb.graph.Graph, got {type(graph).__name__}")
+        if not isinstance(weighted, bool):
+            raise TypeError(f"weighted must be a bool, got {weighted!r}")
+        if weighted and graph.edge_weight is None:
+            raise ValueError(
+                "weighted=True needs a graph with edge weights (Graph.edge_weight is None)"
+            )
         self._p = _positive_number("p", p)
         self._q = _positive_number("q", q)
+        self._weighted = weighted
         self._graph = graph
         self._indptr, self._indices, _ = graph.csr()
         self._degrees = self._indptr[1:] - self._indptr[:-1]
+        weight = graph.csr_edge_weight() if weighted else None
         if not self.uniform:
             if graph.num_nodes > _MAX_KEYED_NODES:
                 raise ValueError(
@@ -96,7 +120,15 @@ class RandomWalker:
                     f"{graph.num_nodes}"
                 )
             # "Is t -> x an edge?" bisects t's neighbour list, which must be sorted.
-            self._indices = _rows_sorted(self._indptr, self._indices, graph.num_nodes)
+            self._indices, weight = _rows_sorted(
+                self._indptr, self._indices, graph.num_nodes, weight
+            )
+        if weight is not None:
+            self._cumulative, self._last = _cumulative_weights(
+                self._indptr, weight, graph.num_nodes
+            )
+            # Walks stop at nodes whose out-edges all weigh 0: their "degree" is 0.
+            self._degrees = torch.where(self._last >= self._indptr[:-1], self._degrees, 0)
 
     @property
     def graph(self) -> Graph:
@@ -109,6 +141,10 @@ class RandomWalker:
     @property
     def q(self) -> float:
         return self._q
+
+    @property
+    def weighted(self) -> bool:
+        return self._weighted
 
     @property
     def uniform(self) -> bool:
@@ -159,7 +195,7 @@ class RandomWalker:
             degree = self._degrees.index_select(0, current)  # index_select: faster than []
             alive &= degree > 0
             if self.uniform or step == 1:
-                following = self._uniform_step(current, degree, generator)
+                following = self._first_order_step(current, degree, generator)
             else:
                 following = self._node2vec_step(previous, current, alive, generator)
             walks[:, step] = torch.where(alive, following, PAD)
@@ -168,6 +204,33 @@ class RandomWalker:
         return walks
 
     # ------------------------------------------------------------------ one step
+    def _first_order_step(
+        self, current: torch.Tensor, degree: torch.Tensor, generator: torch.Generator | None
+    ) -> torch.Tensor:
+        """An out-neighbour of each ``current`` node, uniform or in proportion to the
+        weights (garbage where degree is 0)."""
+        if self._weighted:
+            return self._weighted_step(current, generator)
+        return self._uniform_step(current, degree, generator)
+
+    def _weighted_step(
+        self, current: torch.Tensor, generator: torch.Generator | None
+    ) -> torch.Tensor:
+        """An out-neighbour of each ``current`` node drawn in proportion to the edge
+        weights (garbage where every out-weight is 0)."""
+        uniform = torch.rand(
+            current.numel(), dtype=torch.float64, device=current.device, generator=generator
+        )
+        # The edge e whose cumulative interval [C[e-1], C[e]) holds low + u * (high - low):
+        # a weight-0 edge has an empty interval and is never found.
+        low = self._cumulative.index_select(0, self._indptr.index_select(0, current))
+        high = self._cumulative.index_select(0, self._indptr.index_select(0, current + 1))
+        target = uniform.mul_(high - low).add_(low)
+        edge = torch.searchsorted(self._cumulative, target, right=True).sub_(1)
+        # Rounding may reach the row's end: the last edge of positive weight then.
+        edge = torch.minimum(edge, self._last.index_select(0, current)).clamp_(min=0)
+        return self._indices.index_select(0, edge)
+
     def _uniform_step(
         self, current: torch.Tensor, degree: torch.Tensor, generator: torch.Generator | None
     ) -> torch.Tensor:
@@ -205,7 +268,7 @@ class RandomWalker:
             tried = pending.repeat(trials)  # trial r of walker i at r * count + i
             here = current.index_select(0, tried)
             came_from = previous.index_select(0, tried)
-            proposal = self._uniform_step(here, self._degrees.index_select(0, here), generator)
+            proposal = self._first_order_step(here, self._degrees.index_select(0, here), generator)
             threshold = torch.rand(
                 tried.numel(), dtype=torch.float64, device=current.device, generator=generator
             ).mul_(envelope)
@@ -255,6 +318,8 @@ class RandomWalker:
 
     def __repr__(self) -> str:
         kind = "uniform" if self.uniform else f"node2vec(p={self._p}, q={self._q})"
+        if self._weighted:
+            kind = f"weighted {kind}"
         return f"RandomWalker({kind}, {self._graph!r})"
 
 
@@ -265,11 +330,13 @@ def random_walks(
     *,
     p: float = 1.0,
     q: float = 1.0,
+    weighted: bool = False,
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
     """One random walk of ``walk_length`` steps from each node of ``start``.
 
-    Shorthand for ``RandomWalker(graph, p, q)(start, walk_length, generator=generator)``;
+    Shorthand for ``RandomWalker(graph, p, q, weighted)(start, walk_length,
+    generator=generator)``;
     build a :class:`RandomWalker` once to draw walks repeatedly (node2vec walks sort the
     edges once per walker).
 
@@ -283,6 +350,8 @@ def random_walks(
         Steps per walk ``L``.
     p, q : float
         node2vec's return and in-out parameters; ``p == q == 1`` gives uniform walks.
+    weighted : bool
+        Steps in proportion to ``graph.edge_weight`` (see :class:`RandomWalker`).
     generator : torch.Generator, optional
         On the graph's device.
 
@@ -291,20 +360,44 @@ def random_walks(
     Tensor of int64, shape (W, L + 1)
         Walks, :data:`PAD` after a node without out-neighbours.
     """
-    return RandomWalker(graph, p, q)(start, walk_length, generator=generator)
+    return RandomWalker(graph, p, q, weighted)(start, walk_length, generator=generator)
 
 
-def _rows_sorted(indptr: torch.Tensor, indices: torch.Tensor, num_nodes: int) -> torch.Tensor:
-    """``indices`` with every CSR row sorted (``indices`` itself when they already are)."""
+def _rows_sorted(
+    indptr: torch.Tensor, indices: torch.Tensor, num_nodes: int, weight: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``indices`` with every CSR row sorted (``indices`` itself when they already are),
+    and ``weight`` permuted alike."""
     if indices.numel() < 2:
-        return indices
+        return indices, weight
     rows = torch.repeat_interleave(
         torch.arange(num_nodes, device=indices.device), indptr[1:] - indptr[:-1]
     )
     keys = rows * num_nodes + indices  # row-major order of (row, neighbour)
     if bool((keys[1:] >= keys[:-1]).all()):
-        return indices
-    return torch.sort(keys).values - rows * num_nodes
+        return indices, weight
+    if weight is None:  # no permutation needed: half the sort's memory
+        return torch.sort(keys).values - rows * num_nodes, None
+    order = torch.argsort(keys, stable=True)
+    return indices[order], weight[order]
+
+
+def _cumulative_weights(
+    indptr: torch.Tensor, weight: torch.Tensor, num_nodes: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The float64 prefix sums of the CSR-ordered weights, with a leading 0 (shape
+    (E + 1,): row ``v``'s edge ``e`` spans ``[C[e], C[e + 1])``), and per node the CSR
+    position of its last edge of positive weight (``indptr[v] - 1`` where there is none)."""
+    cumulative = torch.zeros(weight.numel() + 1, dtype=torch.float64, device=weight.device)
+    torch.cumsum(weight.to(torch.float64), 0, out=cumulative[1:])
+    positions = torch.arange(weight.numel(), device=weight.device)
+    rows = torch.repeat_interleave(
+        torch.arange(num_nodes, device=weight.device), indptr[1:] - indptr[:-1]
+    )
+    last = indptr[:-1] - 1
+    positive = weight > 0
+    last = last.scatter_reduce(0, rows[positive], positions[positive], reduce="amax")
+    return cumulative, last
 
 
 def _positive_number(name: str, value: object) -> float:

@@ -179,3 +179,56 @@ def test_a_missing_optional_package_is_named(tmp_path, capsys, monkeypatch):
     err = capsys.readouterr().err
     assert "needs an optional package" in err and "graphemb[examples]" in err
     assert "Traceback" not in err
+
+
+def two_groups_file(tmp_path):
+    """A complete graph of 20 nodes whose weights alone make two groups: 10 within a
+    group, 0.1 across (unweighted, every node looks alike)."""
+    lines = [
+        f"v{u} v{v} {10.0 if (u < 10) == (v < 10) else 0.1}\n"
+        for u in range(20)
+        for v in range(u + 1, 20)
+    ]
+    path = tmp_path / "groups.txt"
+    path.write_text("".join(lines))
+    return path
+
+
+def group_separation(path) -> float:
+    """Mean cosine similarity within the groups minus across them."""
+    from graphemb.io import read_embeddings
+
+    rows, names = read_embeddings(path)
+    rows = rows.double().numpy()
+    rows = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+    group = np.array([int(str(n)[1:]) < 10 for n in names])
+    same = group[:, None] == group[None, :]
+    similarity = rows @ rows.T
+    np.fill_diagonal(same, False)
+    across = group[:, None] != group[None, :]
+    return float(similarity[same].mean() - similarity[across].mean())
+
+
+@pytest.mark.parametrize("command", ["deepwalk", "node2vec"])
+def test_weighted_embeddings_follow_the_weights(tmp_path, command):
+    path = two_groups_file(tmp_path)
+    # a tiny graph: many walks, a large learning rate, no subsampling (20 frequent nodes)
+    common = ["--input", str(path), "--num-walks", "40", "--walk-length", "10",
+              "--dimensions", "16", "--window-size", "3", "--sample", "0", "--lr", "0.2",
+              "--quiet"]  # fmt: skip
+    if command == "node2vec":
+        common += ["--p", "0.5", "--q", "2"]
+    assert main([command, *common, "--output", str(tmp_path / "w.emb"), "--weighted"]) == 0
+    assert main([command, *common, "--output", str(tmp_path / "u.emb")]) == 0
+    weighted, uniform = group_separation(tmp_path / "w.emb"), group_separation(tmp_path / "u.emb")
+    assert weighted > 0.3 and abs(uniform) < 0.15, (weighted, uniform)
+
+
+def test_weighted_on_a_file_without_weights_is_a_usage_error(tmp_path, capsys):
+    path = tmp_path / "plain.txt"
+    path.write_text("a b\nb c\n")
+    argv = ["deepwalk", "--input", str(path), "--output", str(tmp_path / "o.emb"), "--weighted"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"--weighted: {path} has no edge weights" in err and "Traceback" not in err
+    assert not (tmp_path / "o.emb").exists()

@@ -70,7 +70,7 @@ def test_string_names_in_order_of_appearance(tmp_path):
 
 @pytest.mark.parametrize("directed", [False, True])
 def test_weights_follow_their_edges(tmp_path, directed):
-    edges = [("a", "b", 0.5), ("b", "c", 2.0), ("c", "c", -1.25), ("a", "c", 3e-3)]
+    edges = [("a", "b", 0.5), ("b", "c", 2.0), ("c", "c", 1.25), ("a", "c", 3e-3)]
     path = tmp_path / "weighted.csv"
     path.write_text("source,target,weight\n" + "".join(f"{u}, {v},{w}\n" for u, v, w in edges))
 
