@@ -1,5 +1,13 @@
 """Uniform neighbour sampling without replacement, and multi-layer sampling into blocks.
 
+On CPU, where ``graphemb_kernels`` is built with its sampler (csrc/graphemb_kernels/
+sampler.cpp) and ``GRAPHEMB_DISABLE_KERNELS`` is not set, one compiled call draws and
+relabels every layer: Floyd's algorithm per seed on the seed's own random stream (seeded
+from one number drawn from ``generator``, so a sample does not depend on the thread
+count), and a marker array of graph size, kept by the sampler between batches, for the
+relabelling. What follows describes the pure-torch path, used on GPUs and otherwise; both
+draw from the same distribution.
+
 Everything is tensor code over all seeds at once -- no Python loop over seeds or edges --
 and runs unchanged on CPU and CUDA graphs. Randomness comes only from the ``generator``
 argument (or torch's default generator of the graph's device), so a seeded generator
