@@ -139,7 +139,11 @@ def sample_neighbors(
     module = _compiled_sampler(graph)
     if module is not None:
         src, seed_position, positions = module.sample_layer(
-            graph.indptr, graph.indices.contiguous(), seeds, fanout, _draw_key(generator)
+            graph.indptr.contiguous(),
+            graph.indices.contiguous(),
+            seeds,
+            fanout,
+            _draw_key(generator),
         )
     else:
         src, seed_position, positions = _sample_edges(graph, seeds, fanout, generator)
@@ -270,7 +274,7 @@ class NeighborSampler:
         try:
             _check_distinct(seeds, marker)
             layers = module.sample_blocks(
-                graph.indptr,
+                graph.indptr.contiguous(),
                 graph.indices.contiguous(),
                 seeds,
                 list(reversed(self.fanouts)),
