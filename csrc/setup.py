@@ -23,6 +23,7 @@ setup(
                 "graphemb_kernels/sparse_rows.cpp",
                 "graphemb_kernels/csc.cpp",
                 "graphemb_kernels/edge_list.cpp",
+                "graphemb_kernels/sampler.cpp",
             ],
             # at::parallel_for runs on OpenMP; without errno, std::sqrt vectorizes (same values)
             extra_compile_args=["-O3", "-fopenmp", "-fno-math-errno"],

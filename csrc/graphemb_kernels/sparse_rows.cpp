@@ -36,6 +36,7 @@
 
 #include "csc.h"
 #include "edge_list.h"
+#include "sampler.h"
 
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
@@ -572,5 +573,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
              pybind11::arg("path"), pybind11::arg("skip_lines"), pybind11::arg("delimiter"),
              pybind11::arg("columns"), pybind11::arg("weighted"), pybind11::arg("parts") = 0,
              pybind11::call_guard<pybind11::gil_scoped_release>());
+  bind_sampler(module);
   module.def("formulas", &formulas, "The formula table: (name, state, hyper-parameters)");
 }

@@ -63,6 +63,7 @@ class Block:
         # (graph's edge-id table, positions): edge ids gathered on first use
         self._edge_id_source: tuple[torch.Tensor, torch.Tensor] | None = None
         self._adj_t: torch.Tensor | None = None
+        self._row_pointers: torch.Tensor | None = None  # of adj_t, where the sampler has them
         # (reduce, dtype) -> transpose of the aggregation matrix: see aggregation_transpose
         self._transposes: dict[tuple[str, torch.dtype], torch.Tensor] = {}
 
@@ -74,11 +75,14 @@ class Block:
         edge_index: torch.Tensor,
         edge_id_table: torch.Tensor,
         positions: torch.Tensor,
+        row_pointers: torch.Tensor | None = None,
     ) -> Block:
         """A block whose edge ids are ``edge_id_table[positions]``, gathered only when read
-        (most models never read them, and the gather is a pass of random reads)."""
+        (most models never read them, and the gather is a pass of random reads).
+        ``row_pointers`` (D + 1), if given, are the CSR row pointers of :attr:`adj_t`."""
         block = cls(src_nodes, num_dst_nodes, edge_index)
         block._edge_id_source = (edge_id_table, positions)
+        block._row_pointers = row_pointers
         return block
 
     @property
@@ -134,9 +138,12 @@ class Block:
         Built on first use (edges are already sorted by destination) and cached.
         """
         if self._adj_t is None:
-            counts = torch.bincount(self.edge_index[1], minlength=self.num_dst_nodes)
+            pointers = self._row_pointers
+            if pointers is None:
+                counts = torch.bincount(self.edge_index[1], minlength=self.num_dst_nodes)
+                pointers = _row_pointers(counts)
             self._adj_t = _csr(
-                _row_pointers(counts),
+                pointers,
                 self.edge_index[0],
                 torch.ones(self.num_edges, device=self.device),
                 (self.num_dst_nodes, self.num_src_nodes),

@@ -1,5 +1,13 @@
 """Uniform neighbour sampling without replacement, and multi-layer sampling into blocks.
 
+On CPU, where ``graphemb_kernels`` is built with its sampler (csrc/graphemb_kernels/
+sampler.cpp) and ``GRAPHEMB_DISABLE_KERNELS`` is not set, one compiled call draws and
+relabels every layer: Floyd's algorithm per seed on the seed's own random stream (seeded
+from one number drawn from ``generator``, so a sample does not depend on the thread
+count), and a marker array of graph size, kept by the sampler between batches, for the
+relabelling. What follows describes the pure-torch path, used on GPUs and otherwise; both
+draw from the same distribution.
+
 Everything is tensor code over all seeds at once -- no Python loop over seeds or edges --
 and runs unchanged on CPU and CUDA graphs. Randomness comes only from the ``generator``
 argument (or torch's default generator of the graph's device), so a seeded generator
@@ -44,17 +52,26 @@ True
 from __future__ import annotations
 
 import numbers
-import os
 import threading
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import torch
 
 from .._checks import check_node_id_vector, check_node_ids
+from .._compiled import compiled_module, disabled
 from ..graph import Graph
+from ._floyd import distinct_offsets
+from ._pieces import (
+    Scratch,
+    copy,
+    flatnonzero,
+    gather,
+    relabel,
+    repeat_counts,
+    repeat_each,
+    run_pieces,
+)
 from .block import Block
 
 __all__ = ["NeighborSampler", "sample_neighbors"]
@@ -119,7 +136,17 @@ def sample_neighbors(
     _check_graph(graph)
     seeds = _check_seeds(graph, seeds)
     _check_generator(graph, generator)
-    src, seed_position, positions = _sample_edges(graph, seeds, fanout, generator)
+    module = _compiled_sampler(graph)
+    if module is not None:
+        src, seed_position, positions = module.sample_layer(
+            graph.indptr.contiguous(),
+            graph.indices.contiguous(),
+            seeds,
+            fanout,
+            _draw_key(generator),
+        )
+    else:
+        src, seed_position, positions = _sample_edges(graph, seeds, fanout, generator)
     return src, seeds.index_select(0, seed_position), graph.edge_ids.index_select(0, positions)
 
 
@@ -207,16 +234,19 @@ class NeighborSampler:
         _check_graph(graph)
         seeds = _check_seeds(graph, seeds)
         _check_generator(graph, generator)
+        module = _compiled_sampler(graph)
+        if module is not None:
+            return self._sample_compiled(module, graph, seeds, generator)
         scratch = self._scratch(graph)
         try:
-            _check_distinct(seeds, scratch)
+            _check_distinct(seeds, scratch.local_id)
             blocks: list[Block] = []
             frontier = seeds
             for fanout in reversed(self.fanouts):
                 src, dst_local, positions = _sample_edges(graph, frontier, fanout, generator)
                 edge_index = torch.empty((2, src.numel()), dtype=torch.int64, device=src.device)
-                src_nodes = _relabel(frontier, src, scratch, edge_index[0])
-                _copy(edge_index[1], dst_local)
+                src_nodes = relabel(frontier, src, scratch, edge_index[0], _SCAN_FRACTION)
+                copy(edge_index[1], dst_local)
                 block = Block._with_edge_positions(
                     src_nodes, frontier.numel(), edge_index, graph.edge_ids, positions
                 )
@@ -227,28 +257,50 @@ class NeighborSampler:
             raise
         return blocks[0].src_nodes, seeds, blocks
 
-    def _scratch(self, graph: Graph) -> _Scratch:
+    def _sample_compiled(
+        self,
+        module: Any,
+        graph: Graph,
+        seeds: torch.Tensor,
+        generator: torch.Generator | None,
+    ) -> tuple[torch.Tensor, torch.Tensor, list[Block]]:
+        """``sample_blocks`` by ``graphemb_kernels.sample_blocks``: all layers in one call,
+        relabelled with a marker array of graph size (-1 between calls)."""
+        marker = getattr(self._local, "marker", None)
+        if marker is None or marker.numel() != graph.num_nodes:
+            dtype = torch.int32 if graph.num_nodes < 2**31 else torch.int64
+            marker = torch.full((graph.num_nodes,), -1, dtype=dtype)
+            self._local.marker = marker
+        try:
+            _check_distinct(seeds, marker)
+            layers = module.sample_blocks(
+                graph.indptr.contiguous(),
+                graph.indices.contiguous(),
+                seeds,
+                list(reversed(self.fanouts)),
+                _draw_key(generator),
+                marker,
+                _SCAN_FRACTION,
+            )
+        except BaseException:
+            self._local.marker = None  # may be left dirty: rebuild on the next call
+            raise
+        blocks: list[Block] = []
+        num_dst = seeds.numel()
+        for src_nodes, edge_index, positions, row_pointers in layers:
+            block = Block._with_edge_positions(
+                src_nodes, num_dst, edge_index, graph.edge_ids, positions, row_pointers
+            )
+            blocks.insert(0, block)
+            num_dst = src_nodes.numel()
+        return blocks[0].src_nodes, seeds, blocks
+
+    def _scratch(self, graph: Graph) -> Scratch:
         scratch = getattr(self._local, "scratch", None)
-        if scratch is None or not scratch.fits(graph):
-            scratch = _Scratch(graph.num_nodes, graph.device)
+        if scratch is None or not scratch.fits(graph.num_nodes, graph.device):
+            scratch = Scratch(graph.num_nodes, graph.device)
             self._local.scratch = scratch
         return scratch
-
-
-class _Scratch:
-    """Arrays of graph size reused across calls (allocating them per layer would cost
-    O(num_nodes) each time): ``marks`` is all False between uses, ``local_id`` holds
-    garbage outside the entries a call writes before it reads them."""
-
-    def __init__(self, num_nodes: int, device: torch.device) -> None:
-        self.marks = torch.zeros(num_nodes, dtype=torch.bool, device=device)
-        # int32 where it fits: the relabel's random reads then touch half the memory
-        # (measured ~1.5x faster gathers, the cast to int64 included)
-        dtype = torch.int32 if num_nodes < 2**31 else torch.int64
-        self.local_id = torch.empty(num_nodes, dtype=dtype, device=device)
-
-    def fits(self, graph: Graph) -> bool:
-        return self.marks.numel() == graph.num_nodes and self.marks.device == graph.device
 
 
 def _sample_edges(
@@ -273,7 +325,7 @@ def _sample_edges(
             counts[rows] = degree[rows]
         totals.append(counts[rows].sum())
 
-    _run_pieces(read_degrees, num_seeds, device, row_size=2)
+    run_pieces(read_degrees, num_seeds, device, row_size=2)
     start = ends[:, 0]
     total = int(sum(totals)) if totals else 0
     if total == 0:
@@ -284,26 +336,26 @@ def _sample_edges(
         # permutation of the slots and keeps those below d: its whole segment, with no
         # separate code path (and no pass to pick rows) for the two cases.
         wide = torch.empty_like(degree)
-        _run_pieces(
+        run_pieces(
             lambda rows: torch.clamp(degree[rows], min=fanout, out=wide[rows]), num_seeds, device
         )
-        position = _distinct_offsets(wide, fanout, generator, start)
+        position = distinct_offsets(wide, fanout, generator, start)
         if total == num_seeds * fanout:  # every seed has >= fanout in-edges
             position = position.view(-1)
-            seed_position = _repeat_each(num_seeds, fanout, device)
+            seed_position = repeat_each(num_seeds, fanout, device)
         else:
             keep = torch.empty((num_seeds, fanout), dtype=torch.bool, device=device)
-            _run_pieces(
+            run_pieces(
                 lambda rows: torch.lt(position[rows], ends[rows, 1:], out=keep[rows]),
                 num_seeds,
                 device,
                 row_size=fanout,
             )  # slot offset < degree
             # (masked_select makes extra copies on CPU: ~2x slower than this)
-            kept = _flatnonzero(keep.view(-1))
-            position = _gather(position.view(-1), kept)
+            kept = flatnonzero(keep.view(-1))
+            position = gather(position.view(-1), kept)
             seed_position = torch.empty_like(kept)
-            _run_pieces(
+            run_pieces(
                 lambda part: torch.div(
                     kept[part], fanout, rounding_mode="floor", out=seed_position[part]
                 ),
@@ -320,8 +372,8 @@ def _sample_edges(
             out_start[rows] -= counts[rows]
             torch.sub(start[rows], out_start[rows], out=shift[rows])
 
-        _run_pieces(shifts, num_seeds, device)
-        seed_position = _repeat_counts(counts, out_start, total, fanout)  # seed of each slot
+        run_pieces(shifts, num_seeds, device)
+        seed_position = repeat_counts(counts, out_start, total, fanout)  # seed of each slot
         position = torch.empty(total, dtype=torch.int64, device=device)
 
         def read_segments(slots: slice) -> None:
@@ -330,26 +382,24 @@ def _sample_edges(
                 slots.start, slots.start + position[slots].numel(), device=device
             )
 
-        _run_pieces(read_segments, total, device)
+        run_pieces(read_segments, total, device)
         over = seeds[:0]
         if fanout > 0:
             above = torch.empty(num_seeds, dtype=torch.bool, device=device)
-            _run_pieces(
+            run_pieces(
                 lambda rows: torch.gt(degree[rows], fanout, out=above[rows]), num_seeds, device
             )
-            over = _flatnonzero(above)
+            over = flatnonzero(above)
         if over.numel():
-            drawn = _distinct_offsets(
-                _gather(degree, over), fanout, generator, _gather(start, over)
-            )
+            drawn = distinct_offsets(gather(degree, over), fanout, generator, gather(start, over))
             columns = torch.arange(fanout, device=device)
 
             def patch(rows: slice) -> None:
                 slots = out_start.index_select(0, over[rows]).unsqueeze(1) + columns
                 position.index_copy_(0, slots.view(-1), drawn[rows].reshape(-1))
 
-            _run_pieces(patch, over.numel(), device, row_size=fanout)
-    return _gather(graph.indices, position), seed_position, position
+            run_pieces(patch, over.numel(), device, row_size=fanout)
+    return gather(graph.indices, position), seed_position, position
 
 
 # The dense layout gives every seed `fanout` slots and runs Floyd's rounds on all of them,
@@ -359,291 +409,6 @@ def _sample_edges(
 # on power-law graphs, where most nodes have few in-edges: 1.5 slots per edge, blocks
 # 15,10,5 ~25% faster; on a uniform graph, 1.02 slots per edge, the dense layout is ahead).
 _DENSE_SLACK = 1.1
-
-# A row's taken offsets fit in the bits of one int64 while its degree is at most 64.
-_BITSET_DEGREE = 64
-
-
-def _distinct_offsets(
-    degree: torch.Tensor, k: int, generator: torch.Generator | None, base: torch.Tensor
-) -> torch.Tensor:
-    """``base[r] + o`` for ``k`` distinct uniform offsets ``o`` in ``[0, degree[r])`` of
-    every row ``r`` (all ``degree >= k``), shape (R, k), row-major.
-
-    Floyd's algorithm: in round ``i``, for ``j = d - k + i``, draw ``t`` uniform in
-    ``[0, j]`` and take ``t`` unless it was taken already, else ``j`` (which cannot have
-    been). Every k-subset comes out with probability ``1 / C(d, k)``; the order within a
-    row is not uniform. Rows of degree <= 64 keep their taken set as the bits of an int64
-    (O(k) per row); larger degrees compare with the earlier rounds (O(k**2) per row).
-    """
-    rows = degree.numel()
-    device = degree.device
-    out = torch.empty((rows, k), dtype=torch.int64, device=device)
-    for columns in _serial_chunks(rows, device):
-        part_degree = degree[columns]
-        chosen = torch.empty((k, part_degree.numel()), dtype=torch.int64, device=device)
-        low, high = (int(v) for v in torch.aminmax(part_degree))
-        if high <= _BITSET_DEGREE:
-            _floyd_bitset(chosen, part_degree, generator)
-        elif low > _BITSET_DEGREE:
-            _floyd_compare(chosen, part_degree, generator)
-        else:
-            small = part_degree <= _BITSET_DEGREE
-            for rows_of, floyd in ((small, _floyd_bitset), (~small, _floyd_compare)):
-                index = _flatnonzero(rows_of)
-                some = torch.empty((k, index.numel()), dtype=torch.int64, device=device)
-                floyd(some, part_degree.index_select(0, index), generator)
-                chosen.index_copy_(1, index, some)
-        # transpose to row-major while the chunk is still in cache
-        _add_column(out[columns], chosen.t(), base[columns])
-    return out
-
-
-def _floyd_bitset(
-    chosen: torch.Tensor, degree: torch.Tensor, generator: torch.Generator | None
-) -> None:
-    """Floyd's rounds into ``chosen`` (k, R) for degrees <= 64, the taken set as the bits
-    of an int64 per row."""
-    k, rows = chosen.shape
-    # Three rounds per random float64: a round's draw floor(u * (j + 1)) uses at most 6 of
-    # u's 53 random bits, and frac(u * (j + 1)) is again uniform on [0, 1), to 2**-47; the
-    # third draw is uniform to ~2**-35. (The generator is the slowest step on CPU.)
-    draws = torch.rand(
-        (-(-k // 3), rows), dtype=torch.float64, device=chosen.device, generator=generator
-    )
-    one = torch.ones((), dtype=torch.int64, device=chosen.device)
-    taken = torch.zeros(rows, dtype=torch.int64, device=chosen.device)
-    size = degree.to(torch.float64)
-    for i in range(k):
-        u = draws[i // 3]
-        t = _floyd_draw(chosen, u, size, i)
-        if i % 3 != 2:
-            u.frac_()
-        if i:
-            clash = torch.bitwise_right_shift(taken, t).bitwise_and_(1).bool()
-            torch.where(clash, degree + (i - k), t, out=t)
-        if i < k - 1:
-            taken.bitwise_or_(torch.bitwise_left_shift(one, t))
-
-
-def _floyd_compare(
-    chosen: torch.Tensor, degree: torch.Tensor, generator: torch.Generator | None
-) -> None:
-    """Floyd's rounds into ``chosen`` (k, R) for any degree, comparing with the earlier
-    rounds; one random float64 per round (53 bits: uniform to ~2**-40 for any degree)."""
-    k, rows = chosen.shape
-    draws = torch.rand((k, rows), dtype=torch.float64, device=chosen.device, generator=generator)
-    size = degree.to(torch.float64)
-    for i in range(k):
-        t = _floyd_draw(chosen, draws[i], size, i)
-        if i:
-            clash = (chosen[:i] == t).any(0)
-            torch.where(clash, degree + (i - k), t, out=t)
-
-
-def _floyd_draw(chosen: torch.Tensor, u: torch.Tensor, size: torch.Tensor, i: int) -> torch.Tensor:
-    """Round ``i``'s draw, ``floor(u * (j + 1))`` uniform in ``[0, j]``, written to
-    ``chosen[i]`` and returned; ``u`` becomes ``u * (j + 1)``."""
-    t = chosen[i]
-    # u < 1, so u * (j + 1) < j + 1 exactly; the cast truncates (floor for u >= 0)
-    t.copy_(u.mul_(size + (i - chosen.shape[0] + 1)))
-    return t
-
-
-# Floyd's rounds are many light passes over the rows. On CPU they run on chunks small
-# enough for torch to keep each pass on the calling thread: a pass split over threads ends
-# in a barrier, and when another process holds a core every barrier waits for the
-# scheduler (measured: ~10x slower per pass on 2 busy cores). GPUs take all rows at once.
-_SERIAL_ROWS = 16384
-
-
-def _serial_chunks(rows: int, device: torch.device) -> list[slice]:
-    step = rows if device.type == "cuda" else _SERIAL_ROWS
-    return [slice(begin, begin + step) for begin in range(0, rows, max(step, 1))]
-
-
-def _flatnonzero(mask: torch.Tensor) -> torch.Tensor:
-    """Positions of the True entries of a 1-D bool tensor, increasing, int64.
-
-    On CPU numpy's ``flatnonzero`` (vectorised) is 3-20x faster than ``torch.nonzero``
-    (measured on 1M entries: 0.35-2.2 ms against 6-7 ms, torch 2.2 and 2.13); relabelling
-    scans a byte per graph node with it every layer.
-    """
-    if mask.device.type != "cpu":
-        return torch.nonzero(mask).squeeze(1)
-    return torch.from_numpy(np.flatnonzero(mask.numpy()))
-
-
-def _relabel(
-    dst_nodes: torch.Tensor, src: torch.Tensor, scratch: _Scratch, src_local: torch.Tensor
-) -> torch.Tensor:
-    """``src_nodes``: the destination nodes then the other sources in increasing id order;
-    the local id of every entry of ``src`` is written to ``src_local``."""
-    marks, local_id = scratch.marks, scratch.local_id
-    num_dst = dst_nodes.numel()
-    if src.numel() * _SCAN_FRACTION >= marks.numel():
-        _fill(marks, src, True)
-        _fill(marks, dst_nodes, False)
-        new = _flatnonzero(marks)  # sorted, without the dst nodes
-        if new.numel() * 8 > marks.numel():  # all False again: a memset beats scattered writes
-            _run_pieces(lambda part: marks[part].zero_(), marks.numel(), marks.device)
-        else:
-            _fill(marks, new, False)
-    else:
-        candidates = torch.unique(src)  # sorted
-        marks.index_fill_(0, dst_nodes, True)
-        new = candidates[~marks.index_select(0, candidates)]
-        marks.index_fill_(0, dst_nodes, False)
-    _number(local_id, dst_nodes, 0)
-    _number(local_id, new, num_dst)
-    _gather(local_id, src, out=src_local)
-    src_nodes = torch.empty(num_dst + new.numel(), dtype=torch.int64, device=src.device)
-    _copy(src_nodes[:num_dst], dst_nodes)
-    _copy(src_nodes[num_dst:], new)
-    return src_nodes
-
-
-# ---------------------------------------------------------------------------- serial passes
-# Every pass over a CPU tensor of more than 32768 elements (torch's grain size) is split
-# by torch over its intra-op threads and ends in a barrier; when other processes hold
-# the cores, each barrier waits for the scheduler (measured on 2 cores under load: the
-# whole sampler ~8x slower with 2 threads than with 1). So the sampler cuts its large
-# passes into pieces below that size, which torch runs on the calling thread, and spreads
-# the pieces over a few worker threads of its own: torch releases the GIL inside a pass,
-# and waiting for the workers blocks instead of spinning.
-_PIECE_SIZE = 16384  # elements
-_POOL: tuple[int, int, ThreadPoolExecutor] | None = None  # (pid, workers, pool)
-_POOL_LOCK = threading.Lock()
-
-
-def _run_pieces(
-    work: Callable[[slice], object], size: int, device: torch.device, row_size: int = 1
-) -> None:
-    """``work(piece)`` for slices covering ``range(size)``, each below torch's grain size
-    (``row_size`` elements per index); spread over ``torch.get_num_threads()`` threads on
-    CPU; one slice on a GPU or with one thread (torch splits nothing then). The pieces
-    must write disjoint memory."""
-    if device.type == "cuda" or torch.get_num_threads() == 1:  # no barrier to avoid
-        if size:
-            work(slice(0, size))
-        return
-    step = max(_PIECE_SIZE // row_size, 1)
-    pieces = [slice(begin, begin + step) for begin in range(0, size, step)]
-    threads = min(torch.get_num_threads(), len(pieces))
-    if threads <= 1:
-        for piece in pieces:
-            work(piece)
-        return
-    pool = _worker_pool(threads - 1)
-    shares = [pieces[first::threads] for first in range(threads)]
-    futures = [pool.submit(_run_all, work, share) for share in shares[1:]]
-    _run_all(work, shares[0])  # the calling thread takes a share too
-    for future in futures:
-        future.result()  # re-raises a worker's error
-
-
-def _run_all(work: Callable[[slice], object], pieces: list[slice]) -> None:
-    for piece in pieces:
-        work(piece)
-
-
-def _worker_pool(workers: int) -> ThreadPoolExecutor:
-    """A pool of at least ``workers`` threads, made anew in a forked child (DataLoader
-    workers): a parent's threads do not survive ``fork``."""
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None or _POOL[0] != os.getpid() or _POOL[1] < workers:
-            _POOL = (
-                os.getpid(),
-                workers,
-                ThreadPoolExecutor(max_workers=workers, thread_name_prefix="graphemb-sampler"),
-            )
-        return _POOL[2]
-
-
-def _gather(
-    table: torch.Tensor, index: torch.Tensor, out: torch.Tensor | None = None
-) -> torch.Tensor:
-    """``table[index]`` for 1-D tensors, in pieces; into ``out`` (any dtype) if given."""
-    if out is None:
-        out = torch.empty(index.shape, dtype=table.dtype, device=index.device)
-    target = out
-
-    def gather(part: slice) -> None:
-        if target.dtype == table.dtype:
-            torch.index_select(table, 0, index[part], out=target[part])
-        else:
-            target[part] = table.index_select(0, index[part])
-
-    _run_pieces(gather, index.numel(), index.device)
-    return out
-
-
-def _fill(array: torch.Tensor, index: torch.Tensor, value: bool) -> None:
-    """``array[index] = value`` in pieces (a repeated index writes the same value)."""
-    _run_pieces(lambda part: array.index_fill_(0, index[part], value), index.numel(), index.device)
-
-
-def _number(array: torch.Tensor, index: torch.Tensor, first: int) -> None:
-    """``array[index] = arange(first, first + len(index))`` in pieces (distinct indices)."""
-
-    def number(part: slice) -> None:
-        some = index[part]
-        begin = first + part.start
-        values = torch.arange(begin, begin + some.numel(), dtype=array.dtype, device=some.device)
-        array.index_copy_(0, some, values)
-
-    _run_pieces(number, index.numel(), index.device)
-
-
-def _copy(target: torch.Tensor, source: torch.Tensor) -> None:
-    """``target[:] = source`` for 1-D tensors, in pieces."""
-    _run_pieces(lambda part: target[part].copy_(source[part]), source.numel(), source.device)
-
-
-def _add_column(out: torch.Tensor, matrix: torch.Tensor, column: torch.Tensor) -> None:
-    """``out = matrix + column[:, None]`` for (R, k) ``matrix``, in pieces of rows."""
-    _run_pieces(
-        lambda rows: torch.add(matrix[rows], column[rows].unsqueeze(1), out=out[rows]),
-        out.shape[0],
-        out.device,
-        row_size=max(out.shape[1], 1),
-    )
-
-
-def _repeat_counts(
-    counts: torch.Tensor, out_start: torch.Tensor, total: int, fanout: int
-) -> torch.Tensor:
-    """``arange(len(counts)).repeat_interleave(counts)`` in pieces; ``out_start`` holds
-    the exclusive prefix sums of ``counts`` (at most ``fanout`` each unless -1)."""
-    out = torch.empty(total, dtype=torch.int64, device=counts.device)
-    num_rows = counts.numel()
-
-    def repeat(rows: slice) -> None:
-        stop = min(rows.stop, num_rows)
-        first = 0 if rows.start == 0 else int(out_start[rows.start])
-        last = total if stop == num_rows else int(out_start[stop])
-        out[first:last] = torch.repeat_interleave(
-            torch.arange(rows.start, stop, device=counts.device),
-            counts[rows.start : stop],
-            output_size=last - first,
-        )
-
-    _run_pieces(repeat, num_rows, counts.device, row_size=max(fanout, 1))
-    return out
-
-
-def _repeat_each(count: int, times: int, device: torch.device) -> torch.Tensor:
-    """``arange(count).repeat_interleave(times)``, in pieces."""
-    out = torch.empty((count, times), dtype=torch.int64, device=device)
-
-    def repeat(rows: slice) -> None:
-        part = out[rows]
-        begin = rows.start
-        part.copy_(torch.arange(begin, begin + part.shape[0], device=device).unsqueeze(1))
-
-    _run_pieces(repeat, count, device, row_size=max(times, 1))
-    return out.view(-1)
 
 
 # ---------------------------------------------------------------------------- validation
@@ -692,12 +457,28 @@ def _check_generator(graph: Graph, generator: torch.Generator | None) -> None:
         )
 
 
-def _check_distinct(seeds: torch.Tensor, scratch: _Scratch) -> None:
+def _check_distinct(seeds: torch.Tensor, table: torch.Tensor) -> None:
     """Repeated seeds are found in O(B) without sorting: after scattering every position
-    to its node's slot, a repeated node's slot holds only one of its positions."""
-    positions = torch.arange(seeds.numel(), device=seeds.device, dtype=scratch.local_id.dtype)
-    scratch.local_id.index_copy_(0, seeds, positions)
-    clash = scratch.local_id.index_select(0, seeds) != positions
+    to its node's slot of ``table`` (graph size), a repeated node's slot holds only one
+    of its positions."""
+    positions = torch.arange(seeds.numel(), device=seeds.device, dtype=table.dtype)
+    table.index_copy_(0, seeds, positions)
+    clash = table.index_select(0, seeds) != positions
     if bool(clash.any()):
         repeated = int(seeds[clash][0])
         raise ValueError(f"seeds must be distinct, but node {repeated} appears more than once")
+
+
+def _compiled_sampler(graph: Graph) -> Any:
+    """``graphemb_kernels`` where it samples this graph (CPU, built with the sampler, not
+    disabled by ``GRAPHEMB_DISABLE_KERNELS``), else None."""
+    module = compiled_module()
+    if graph.device.type != "cpu" or module is None or disabled():
+        return None
+    return module if hasattr(module, "sample_blocks") else None
+
+
+def _draw_key(generator: torch.Generator | None) -> int:
+    """One random int64 from ``generator``: the compiled sampler seeds every seed's own
+    random stream from it, so a seeded generator reproduces a sample exactly."""
+    return int(torch.randint(0, 2**62, (), generator=generator))

@@ -26,10 +26,32 @@ import torch
 from helpers import DEVICES
 from scipy import stats
 
+from graphemb._compiled import DISABLE_VARIABLE, compiled_module
 from graphemb.graph import Graph
-from graphemb.sampling import Block, NeighborSampler, SeedLoader, neighbor, sample_neighbors
+from graphemb.sampling import (
+    Block,
+    NeighborSampler,
+    SeedLoader,
+    _floyd,
+    _pieces,
+    neighbor,
+    sample_neighbors,
+)
 
 P_VALUE = 1e-3
+
+
+@pytest.fixture(autouse=True, params=["compiled", "torch"])
+def sampler_path(request, monkeypatch):
+    """Every test runs on the compiled CPU sampler (graphemb_kernels) and on the pure-torch
+    one (also the GPU path): both are held to the same oracles."""
+    if request.param == "torch":
+        monkeypatch.setenv(DISABLE_VARIABLE, "1")
+    elif not hasattr(compiled_module(), "sample_blocks"):
+        pytest.skip("graphemb_kernels with the sampler is not built for this environment")
+    else:
+        monkeypatch.delenv(DISABLE_VARIABLE, raising=False)
+    return request.param
 
 
 def seeded(device, seed=0) -> torch.Generator:
@@ -232,11 +254,11 @@ def test_the_uniformity_tests_pass_floyd_and_reject_biased_samplers():
 def test_every_subset_is_equally_likely(monkeypatch, device, path):
     """Whole subsets (C(d, k) cells, 8000 draws each) of degrees 6 and 7 in one call."""
     if path == "compare":  # the variant of degrees above 64, here on small degrees
-        monkeypatch.setattr(neighbor, "_BITSET_DEGREE", 0)
+        monkeypatch.setattr(_floyd, "_BITSET_DEGREE", 0)
     elif path.startswith("mixed"):  # degree-6 rows use bitsets, degree-7 rows compare
-        monkeypatch.setattr(neighbor, "_BITSET_DEGREE", 6)
+        monkeypatch.setattr(_floyd, "_BITSET_DEGREE", 6)
     if path == "mixed-chunks":  # CPU rows in chunks of 777: chunks of one kind and of both
-        monkeypatch.setattr(neighbor, "_SERIAL_ROWS", 777)
+        monkeypatch.setattr(_floyd, "_SERIAL_ROWS", 777)
     copies = 8000
     # seeds 0..copies-1 have 6 in-edges, copies..2*copies-1 have 7; sources from 2*copies
     dst = torch.cat(
@@ -342,7 +364,7 @@ def test_pieces_and_worker_threads_change_nothing(monkeypatch, slack):
     threads = torch.get_num_threads()
     try:
         for rows, num_threads in ((10**9, 1), (7, 2)):
-            monkeypatch.setattr(neighbor, "_PIECE_SIZE", rows)
+            monkeypatch.setattr(_pieces, "PIECE_SIZE", rows)
             torch.set_num_threads(num_threads)
             sampler = NeighborSampler([4, -1, 3])
             results.append(sampler.sample_blocks(edges.graph, seeds, seeded("cpu")))

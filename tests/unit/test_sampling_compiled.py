@@ -1,0 +1,128 @@
+"""The compiled CPU neighbour sampler (``graphemb_kernels.sample_blocks``) on its own.
+
+tests/unit/test_sampling.py runs every sampling test on both paths; these test what only
+the compiled path has: a hub's draws through whole ``sample_blocks`` calls (chi-square of
+every in-edge's inclusion frequency against ``fanout / degree``), and the marker array it
+keeps between calls (clean after every batch).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+
+from graphemb._compiled import DISABLE_VARIABLE, compiled_module
+from graphemb.graph import Graph
+from graphemb.sampling import NeighborSampler
+
+P_VALUE = 1e-3
+
+pytestmark = pytest.mark.skipif(
+    not hasattr(compiled_module(), "sample_blocks"),
+    reason="graphemb_kernels with the sampler is not built for this environment",
+)
+
+
+@pytest.fixture(autouse=True)
+def kernels_enabled(monkeypatch):
+    monkeypatch.delenv(DISABLE_VARIABLE, raising=False)
+
+
+def inclusion_statistic(counts: np.ndarray, draws: int, k: int) -> float:
+    """Chi-square statistic (``d - 1`` degrees of freedom) of inclusion counts of ``draws``
+    samples of ``k`` out of ``d`` without replacement: Var(c_j) = R p (1 - p) and the counts
+    sum to R k, so on the sum-zero subspace their covariance is R (p - p2) I."""
+    degree = counts.size
+    p, p2 = k / degree, k * (k - 1) / (degree * (degree - 1))
+    return float(((counts - draws * p) ** 2).sum() / (draws * (p - p2)))
+
+
+def hub_inclusion_counts(degree: int, k: int, draws: int) -> np.ndarray:
+    """How often each in-edge of a hub (node 0, sources 1..degree) is sampled over
+    ``draws`` calls of ``sample_blocks`` with seeds 0 .. draws-1 of one generator each."""
+    graph = Graph.from_edges(torch.arange(1, degree + 1), torch.zeros(degree, dtype=torch.int64))
+    sampler = NeighborSampler([k])
+    counts = np.zeros(degree, dtype=np.int64)
+    for seed in range(draws):
+        gen = torch.Generator().manual_seed(seed)
+        _, _, (block,) = sampler.sample_blocks(graph, torch.tensor([0]), gen)
+        ids = block.edge_ids.numpy()
+        assert ids.size == k and np.unique(ids).size == k
+        counts += np.bincount(ids, minlength=degree)
+    return counts
+
+
+@pytest.mark.parametrize("degree, k", [(500, 10), (100, 90)])
+def test_hub_draws_include_every_in_edge_with_probability_fanout_over_degree(degree, k):
+    draws = 1500
+    counts = hub_inclusion_counts(degree, k, draws)
+    assert counts.sum() == draws * k
+    assert stats.chi2.sf(inclusion_statistic(counts, draws, k), degree - 1) > P_VALUE
+    # the same statistic rejects a sampler biased towards the first half of the edges
+    biased = counts.copy()
+    shift = draws * k // (4 * degree)
+    biased[: degree // 2] += shift
+    biased[degree // 2 : degree // 2 * 2] -= shift
+    assert stats.chi2.sf(inclusion_statistic(biased, draws, k), degree - 1) < 1e-6
+
+
+def random_graph(seed: int = 0, num_nodes: int = 3000) -> Graph:
+    rng = np.random.default_rng(seed)
+    src = rng.integers(0, num_nodes, 30000)
+    dst = (rng.pareto(1.2, 30000) * 10).astype(np.int64) % num_nodes  # a few hubs
+    return Graph.from_edges(src, dst, num_nodes)
+
+
+@pytest.mark.parametrize("scan_fraction", [1, 10**9])  # sort-only, scan-only relabelling
+def test_marker_array_is_clean_between_batches(monkeypatch, scan_fraction):
+    """After every batch the marker array is all -1 again, and a sampler that sampled
+    other batches before gives the blocks of a fresh sampler."""
+    from graphemb.sampling import neighbor
+
+    monkeypatch.setattr(neighbor, "_SCAN_FRACTION", scan_fraction)
+    graph = random_graph()
+    sampler = NeighborSampler([5, 4, 3])
+    batches = [torch.arange(0, 300, 7), torch.arange(1, 3000, 13), torch.tensor([2999, 0, 5])]
+    for i, seeds in enumerate(batches):
+        ours = sampler.sample_blocks(graph, seeds, torch.Generator().manual_seed(i))
+        marker = sampler._local.marker
+        assert marker.dtype == torch.int32 and bool((marker == -1).all())
+        fresh = NeighborSampler([5, 4, 3]).sample_blocks(
+            graph, seeds, torch.Generator().manual_seed(i)
+        )
+        for a, b in zip(ours[2], fresh[2], strict=True):
+            assert torch.equal(a.src_nodes, b.src_nodes)
+            assert torch.equal(a.edge_index, b.edge_index)
+            assert torch.equal(a.edge_ids, b.edge_ids)
+    # a refused batch (repeated seed) leaves nothing behind either
+    with pytest.raises(ValueError, match="node 7 appears more than once"):
+        sampler.sample_blocks(graph, torch.tensor([7, 1, 7]))
+    again = sampler.sample_blocks(graph, batches[0], torch.Generator().manual_seed(0))
+    fresh = NeighborSampler([5, 4, 3]).sample_blocks(
+        graph, batches[0], torch.Generator().manual_seed(0)
+    )
+    for a, b in zip(again[2], fresh[2], strict=True):
+        assert torch.equal(a.edge_index, b.edge_index)
+
+
+def test_blocks_do_not_depend_on_the_thread_count():
+    graph = random_graph(1)
+    seeds = torch.arange(0, 3000, 3)
+    threads = torch.get_num_threads()
+    results = []
+    try:
+        for count in (1, 2):
+            torch.set_num_threads(count)
+            gen = torch.Generator().manual_seed(4)
+            results.append(NeighborSampler([8, -1, 6]).sample_blocks(graph, seeds, gen)[2])
+    finally:
+        torch.set_num_threads(threads)
+    for a, b in zip(*results, strict=True):
+        assert torch.equal(a.src_nodes, b.src_nodes) and torch.equal(a.edge_index, b.edge_index)
+        assert torch.equal(a.edge_ids, b.edge_ids)
+        # adj_t from the sampler's row pointers: the transposed adjacency
+        dense = torch.zeros(a.num_dst_nodes, a.num_src_nodes)
+        dense.index_put_((a.edge_index[1], a.edge_index[0]), torch.ones(a.num_edges), True)
+        assert torch.equal(a.adj_t.to_dense(), dense)
