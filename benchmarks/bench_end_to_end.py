@@ -19,10 +19,10 @@ the same graph and the same seed batches:
                        SAGEConv does on block.adj_t: the layers before graphemb's own
                        aggregation (graphemb.nn.aggregation), same run
 
-The graph is bench_sampler.py's power-law graph (sources uniform, in-degrees following a
-power law; default 1M nodes, 20M edges). Prints the median ms per batch of 1024 seeds with
-the per-round spread, the speed-up over DGL (ratio of medians, range of per-round ratios),
-and a per-phase breakdown read from ``torch.profiler`` spans -- sampling, forward (model +
+The graph is one of bench_sampler.py's shapes (--graph: power-law in-degrees with uniform
+sources, the default; power-law out-degrees; or symmetric; default 1M nodes, 20M edges).
+Prints the median ms per batch of 1024 seeds with the per-round spread, the speed-up over
+DGL (ratio of medians, range of per-round ratios), and a per-phase breakdown read from ``torch.profiler`` spans -- sampling, forward (model +
 loss), backward, sparse step, dense step -- with the operators that spent the most time
 in each. ``--device cuda`` runs the layers, the embedding and the sampler on the GPU. The
 last line is ``BENCH_SUMMARY {json}``.
@@ -50,6 +50,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="small graph, few batches")
     parser.add_argument("-n", "--num-nodes", type=int, default=None, help="default 1,000,000")
     parser.add_argument("--avg-degree", type=float, default=20.0, help="mean in-degree")
+    parser.add_argument(
+        "--graph",
+        choices=("powerlaw-in", "powerlaw-out", "symmetric"),
+        default="powerlaw-in",
+        help="bench_sampler.py's shapes: power-law in-degrees (default), power-law "
+        "out-degrees, or both directions of skewed edges",
+    )
     parser.add_argument("--fanouts", default="15,10,5", help="input layer first (DGL's order)")
     parser.add_argument("-b", "--batch-size", type=int, default=1024, help="seeds per batch")
     parser.add_argument("-d", "--dim", type=int, default=64, help="embedding width")
@@ -105,10 +112,9 @@ def make_workload(args) -> SimpleNamespace:
     from bench_sampler import build_graph
 
     src, dst, seconds = build_graph(
-        SimpleNamespace(
-            graph="powerlaw", num_nodes=args.num_nodes, avg_degree=args.avg_degree, seed=args.seed
-        ),
+        SimpleNamespace(num_nodes=args.num_nodes, avg_degree=args.avg_degree, seed=args.seed),
         torch,
+        args.graph,
     )
     generator = torch.Generator().manual_seed(args.seed + 1)
     labels = torch.randint(0, args.classes, (args.num_nodes,), generator=generator)
@@ -334,7 +340,7 @@ def main(argv=None) -> dict:
     )
     work = make_workload(args)
     print(
-        f"# power-law graph: {args.num_nodes:,} nodes, {work.src.numel():,} edges "
+        f"# {args.graph} graph: {args.num_nodes:,} nodes, {work.src.numel():,} edges "
         f"(generated in {work.seconds:.1f} s); fanouts {args.fanouts}, {args.batch_size} "
         f"seeds per batch, embedding {args.dim}, hidden {args.hidden}, {args.classes} classes"
     )
