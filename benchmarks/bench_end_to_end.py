@@ -22,10 +22,10 @@ the same graph and the same seed batches:
 The graph is one of bench_sampler.py's shapes (--graph: power-law in-degrees with uniform
 sources, the default; power-law out-degrees; or symmetric; default 1M nodes, 20M edges).
 Prints the median ms per batch of 1024 seeds with the per-round spread, the speed-up over
-DGL (ratio of medians, range of per-round ratios), and a per-phase breakdown read from ``torch.profiler`` spans -- sampling, forward (model +
-loss), backward, sparse step, dense step -- with the operators that spent the most time
-in each. ``--device cuda`` runs the layers, the embedding and the sampler on the GPU. The
-last line is ``BENCH_SUMMARY {json}``.
+DGL (ratio of medians, range of per-round ratios), and a per-phase breakdown read from
+``torch.profiler`` spans -- sampling, forward (model + loss), backward, sparse step, dense
+step -- with the operators that spent the most time in each. ``--device cuda`` runs the
+layers, the embedding and the sampler on the GPU. The last line is ``BENCH_SUMMARY {json}``.
 """
 
 from __future__ import annotations
