@@ -81,12 +81,22 @@ from .distributed.coordination import DEFAULT_TIMEOUT
 from .embedding import NodeEmbedding
 from .graph import Graph
 from .sampling.walks import PAD
+from .skipgram_compiled import (
+    TrainingDiverged,
+    check_finite,
+    chunk_seed,
+    compiled_trainer,
+    hogwild_pass,
+    init_tables,
+)
 from .storage import Partition
 
 __all__ = [
     "SHARING",
+    "TRAINERS",
     "NegativeSampler",
     "SkipGram",
+    "TrainingDiverged",
     "check_duplicates",
     "context_pairs",
     "diagonal_blocks",
@@ -96,6 +106,9 @@ __all__ = [
     "pair_offsets",
     "subsample_walks",
 ]
+
+#: :func:`train_node_embeddings`' trainers.
+TRAINERS = ("auto", "compiled", "torch")
 
 #: How :meth:`SkipGram.forward` shares negatives: "pair" (word2vec), "batch", "walk",
 #: "position".
@@ -336,6 +349,13 @@ class NegativeSampler:
     @property
     def num_nodes(self) -> int:
         return self._probabilities.numel()
+
+    @property
+    def alias_table(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(nodes, keep, alias_nodes)``, each of shape (n,) for the ``n`` nodes of positive
+        weight: a draw picks a uniform column ``c`` and gives ``nodes[c]`` with probability
+        ``keep[c]`` (float64), else ``alias_nodes[c]`` (int64 node ids)."""
+        return self._nodes, self._keep, self._alias_nodes
 
     @property
     def device(self) -> torch.device:
@@ -1011,7 +1031,8 @@ def train_node_embeddings(
     negatives: int = 5,
     epochs: int = 1,
     sample: float = 1e-3,
-    lr: float = 0.035,
+    lr: float | None = None,
+    trainer: str = "auto",
     sharing: str = "batch",
     walk_negatives: int | None = None,
     matmul_dtype: torch.dtype | str | None = "auto",
@@ -1032,6 +1053,14 @@ def train_node_embeddings(
     over all walks (``epochs`` passes over ``num_walks`` walks per node). Walks are drawn
     ``chunk_walks`` at a time and consumed at once, so memory does not grow with
     ``num_walks`` or the number of nodes beyond the two tables.
+
+    Two trainers: the compiled one (``graphemb_kernels.skipgram_train``,
+    :mod:`graphemb.skipgram_compiled`) is word2vec's own algorithm -- rows updated one
+    (context, node) pair at a time, in ``workers`` lock-free threads -- and is used on
+    CPU graphs whenever the module is built and ``GRAPHEMB_DISABLE_KERNELS`` is not set;
+    the torch trainer (batched steps of :meth:`SkipGram.sgd_step`) runs on CUDA graphs
+    and as the fallback. ``sharing``, ``walk_negatives``, ``matmul_dtype``,
+    ``batch_walks`` and ``duplicates`` are the torch trainer's only.
 
     Parameters
     ----------
@@ -1055,14 +1084,17 @@ def train_node_embeddings(
     sample : float
         Subsampling threshold of frequent nodes (gensim's ``sample``; 0 disables). Node
         frequencies are their expected share of walk tokens, the in-degree share.
-    lr : float
-        Initial learning rate of SGD (word2vec's ``alpha``). Default 0.035, not word2vec's
-        0.025: a batched step caps the move of repeated rows (``duplicates``), so the
-        frequent nodes move less than in word2vec's one-pair-at-a-time updates, and the
-        rare ones need the larger rate to train as far in one pass; together they score
-        as gensim at 0.025 does (benchmarks/bench_deepwalk_quality.py: at 0.025 Macro-F1
-        was 3 points lower on the generated graph, at 0.05 with "cap:8" Cora's graph lost
-        11 points of Micro-F1).
+    lr : float, optional
+        Initial learning rate of SGD (word2vec's ``alpha``). Default: word2vec's 0.025 for
+        the compiled trainer, 0.035 for the torch trainer, whose batched step caps the move
+        of repeated rows (``duplicates``), so the frequent nodes move less than in
+        word2vec's one-pair-at-a-time updates, and the rare ones need the larger rate to
+        train as far in one pass; together they score as gensim at 0.025 does
+        (benchmarks/bench_deepwalk_quality.py: at 0.025 Macro-F1 was 3 points lower on the
+        generated graph, at 0.05 with "cap:8" Cora's graph lost 11 points of Micro-F1).
+    trainer : {"auto", "compiled", "torch"}
+        "auto" (default): the compiled trainer where it can run (CPU graph, module built,
+        not disabled), else the torch trainer; "compiled" raises where it cannot run.
     sharing : {"batch", "pair", "walk", "position"}
         Negatives of :meth:`SkipGram.forward`. ``"pair"`` is word2vec's sampling exactly
         (and its F1), but slow here (about 35x ``"batch"``'s time on Cora's graph).
@@ -1094,11 +1126,13 @@ def train_node_embeddings(
     chunk_walks : int
         Walks drawn at once (memory: ``chunk_walks * walk_length`` int64).
     workers : int
-        Processes (CPU): each trains its share of every chunk of walks, writing into
-        tables in shared memory without locks, as word2vec's threads do. Each uses one
-        core. Starting them costs seconds (an interpreter and torch each), and writers of
-        one table slow each other's steps (hot rows, shared caches): on a 2-core machine
-        2 workers took 6.0 s where 1 took 3.8 s for 10 walks per node on a 10k-node
+        Compiled trainer: threads, each training a share of every chunk of walks on the
+        shared tables without locks (word2vec's threads); with 1 the result depends only on
+        ``seed``. Torch trainer: processes (CPU), each trains its share of every chunk of
+        walks, writing into tables in shared memory without locks, as word2vec's threads do.
+        Each uses one core. Starting them costs seconds (an interpreter and torch each), and
+        writers of one table slow each other's steps (hot rows, shared caches): on a 2-core
+        machine 2 workers took 6.0 s where 1 took 3.8 s for 10 walks per node on a 10k-node
         graph, and 14.2 s against 15.3 s for 40 walks. Use them for long runs.
     seed : int
         Seeds initialisation, walks and negatives.
@@ -1111,6 +1145,11 @@ def train_node_embeddings(
     -------
     Tensor of float32, shape (N, D)
         The center rows (word2vec's input vectors), in node-id order.
+
+    Raises
+    ------
+    TrainingDiverged
+        A score or row came out non-finite (too high ``lr``); nothing is returned.
     """
     if not isinstance(graph, Graph):
         raise TypeError(f"graph must be a graphemb.graph.Graph, got {type(graph).__name__}")
@@ -1120,6 +1159,18 @@ def train_node_embeddings(
     negatives = as_size("negatives", negatives, minimum=1)
     batch_walks = as_size("batch_walks", batch_walks, minimum=1)
     chunk_walks = max(as_size("chunk_walks", chunk_walks, minimum=1), batch_walks)
+    if trainer not in TRAINERS:
+        raise ValueError(f"trainer must be one of {TRAINERS}, got {trainer!r}")
+    kernel = compiled_trainer() if graph.device.type == "cpu" else None
+    if trainer == "compiled" and kernel is None:
+        raise ValueError(
+            "trainer='compiled' needs a CPU graph and graphemb_kernels built with "
+            f"skipgram_train (GRAPHEMB_DISABLE_KERNELS unset); graph on {graph.device}"
+        )
+    if trainer == "torch":
+        kernel = None
+    if lr is None:
+        lr = 0.035 if kernel is None else 0.025
     if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
         raise ValueError(f"lr must be a positive number, got {lr!r}")
     if sharing not in SHARING:
@@ -1162,6 +1213,8 @@ def train_node_embeddings(
         name=name,
         duplicates=duplicates,
     )
+    if kernel is not None:
+        return _train_compiled(kernel, graph, settings, workers)
     if workers == 1:
         return _train_process(0, 1, graph, settings)
     if graph.device.type != "cpu":
@@ -1261,13 +1314,10 @@ def _train_process(rank: int, world_size: int, graph: Graph, settings: _Settings
     step. Returns a copy of the center rows.
     """
     from .optim import SparseSGD
-    from .sampling.walks import RandomWalker
 
     device = graph.device
-    walker = RandomWalker(graph, settings.p, settings.q)
-    degrees = graph.in_degrees()
-    noise = NegativeSampler(degrees if bool((degrees > 0).any()) else torch.ones_like(degrees))
-    keep = keep_probabilities(degrees, settings.sample)
+    walker = _walker(graph, settings)
+    noise, keep = _noise_and_keep(graph, settings)
     model = SkipGram(
         graph.num_nodes,
         settings.dimensions,
@@ -1287,33 +1337,96 @@ def _train_process(rank: int, world_size: int, graph: Graph, settings: _Settings
         matmul_dtype = fast_matmul_dtype(str(device.type))
     generator = torch.Generator(device=device).manual_seed(settings.seed * 1_000_003 + rank)
     order_generator = torch.Generator().manual_seed(settings.seed)  # same order everywhere
-    rounds = settings.epochs * settings.num_walks
-    total = rounds * graph.num_nodes
+    total = settings.epochs * settings.num_walks * graph.num_nodes
     done = 0
     bar = _progress_bar(total, settings.progress and rank == 0)
     with bar as shown:
-        for _ in range(rounds):
-            order = torch.randperm(graph.num_nodes, generator=order_generator)
-            for chunk in order.split(settings.chunk_walks):
-                mine = chunk.tensor_split(world_size)[rank].to(device)
-                walks = walker(mine, settings.walk_length - 1, generator=generator)
-                walks = subsample_walks(walks, keep, generator=generator)
-                for batch in walks.split(settings.batch_walks):
-                    _sgd_step(
-                        model,
-                        optimizer,
-                        batch,
-                        noise,
-                        settings.walk_negatives,
-                        settings.lr,
-                        done / total,
-                        generator,
-                        matmul_dtype,  # type: ignore[arg-type]
-                        settings.duplicates,
-                    )
-                    done += batch.shape[0] * world_size
-                    shown.update(batch.shape[0] * world_size)
+        for index, count, starts in _chunks(graph, settings, order_generator):
+            mine = starts.tensor_split(world_size)[rank].to(device)
+            walks = walker(mine, settings.walk_length - 1, generator=generator)
+            walks = subsample_walks(walks, keep, generator=generator)
+            for batch in walks.split(settings.batch_walks):
+                _sgd_step(
+                    model,
+                    optimizer,
+                    batch,
+                    noise,
+                    settings.walk_negatives,
+                    settings.lr,
+                    done / total,
+                    generator,
+                    matmul_dtype,  # type: ignore[arg-type]
+                    settings.duplicates,
+                )
+                done += batch.shape[0] * world_size
+                shown.update(batch.shape[0] * world_size)
+            where = f"in walk chunk {index + 1} of {count}"
+            check_finite(model.center.weight.detach(), settings.lr, where)
+            check_finite(model.context.weight.detach(), settings.lr, where)
     return model.center.weight.detach().clone()
+
+
+def _walker(graph: Graph, settings: _Settings) -> Any:
+    """The random walker of both trainers."""
+    from .sampling.walks import RandomWalker
+
+    return RandomWalker(graph, settings.p, settings.q)
+
+
+def _noise_and_keep(graph: Graph, settings: _Settings) -> tuple[NegativeSampler, torch.Tensor]:
+    """The noise distribution (in-degree ** 0.75) and the subsampling keep probabilities."""
+    degrees = graph.in_degrees()
+    noise = NegativeSampler(degrees if bool((degrees > 0).any()) else torch.ones_like(degrees))
+    return noise, keep_probabilities(degrees, settings.sample)
+
+
+def _chunks(graph: Graph, settings: _Settings, order_generator: torch.Generator) -> Any:
+    """``(index, count, start nodes)`` of every walk chunk of the run: each round a fresh
+    permutation of the nodes, split into ``chunk_walks``."""
+    per_round = -(-graph.num_nodes // settings.chunk_walks)
+    count = per_round * settings.epochs * settings.num_walks
+    index = 0
+    for _ in range(settings.epochs * settings.num_walks):
+        order = torch.randperm(graph.num_nodes, generator=order_generator)
+        for starts in order.split(settings.chunk_walks):
+            yield index, count, starts
+            index += 1
+
+
+def _train_compiled(kernel: Any, graph: Graph, settings: _Settings, threads: int) -> torch.Tensor:
+    """The compiled Hogwild trainer over every chunk of walks (CPU): returns syn0."""
+    walker = _walker(graph, settings)
+    noise, keep = _noise_and_keep(graph, settings)
+    alias = tuple(t.cpu().contiguous() for t in noise.alias_table)
+    keep = keep.cpu().contiguous()
+    syn0, syn1 = init_tables(graph.num_nodes, settings.dimensions, settings.seed)
+    generator = torch.Generator().manual_seed(settings.seed * 1_000_003)
+    order_generator = torch.Generator().manual_seed(settings.seed)
+    total = settings.epochs * settings.num_walks * graph.num_nodes
+    done = 0
+    with _progress_bar(total, settings.progress) as shown:
+        for index, count, starts in _chunks(graph, settings, order_generator):
+            walks = walker(starts, settings.walk_length - 1, generator=generator)
+            hogwild_pass(
+                kernel,
+                walks,
+                syn0,
+                syn1,
+                keep,
+                alias,  # type: ignore[arg-type]
+                window=settings.window,
+                negatives=settings.negatives,
+                lr=settings.lr,
+                walks_before=done,
+                total_walks=total,
+                threads=threads,
+                seed=chunk_seed(settings.seed, index),
+                chunk=f"walk chunk {index + 1} of {count}",
+            )
+            done += walks.shape[0]
+            shown.update(walks.shape[0])
+    check_finite(syn0, settings.lr, "by the end of training")
+    return syn0
 
 
 def _sgd_step(

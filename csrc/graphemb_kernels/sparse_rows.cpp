@@ -35,6 +35,7 @@
 
 #include "csc.h"
 #include "edge_list.h"
+#include "skipgram.h"
 
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
@@ -569,6 +570,15 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
              "that is not a plain integer edge list",
              pybind11::arg("path"), pybind11::arg("skip_lines"), pybind11::arg("delimiter"),
              pybind11::arg("columns"), pybind11::arg("weighted"), pybind11::arg("parts") = 0,
+             pybind11::call_guard<pybind11::gil_scoped_release>());
+  module.def("skipgram_train", &skipgram_train,
+             "word2vec's skip-gram with negative sampling over walks, Hogwild on threads, "
+             "in place on syn0 and syn1: (non-finite products, products)",
+             pybind11::arg("walks"), pybind11::arg("syn0"), pybind11::arg("syn1"),
+             pybind11::arg("keep"), pybind11::arg("noise_nodes"), pybind11::arg("noise_keep"),
+             pybind11::arg("noise_alias"), pybind11::arg("window"), pybind11::arg("negatives"),
+             pybind11::arg("lr"), pybind11::arg("walks_before"), pybind11::arg("total_walks"),
+             pybind11::arg("threads"), pybind11::arg("seed"),
              pybind11::call_guard<pybind11::gil_scoped_release>());
   module.def("formulas", &formulas, "The formula table: (name, state, hyper-parameters)");
 }

@@ -701,6 +701,7 @@ def test_trainer_draws_k_negatives_per_pair_from_degree_to_the_three_quarters(mo
         sharing="pair",
         sample=0,
         seed=0,
+        trainer="torch",
     )
     walks, negatives = seen[0]
     assert negatives.shape == (*walks.shape, 2 * 2, 4)  # K of their own for every pair
@@ -741,6 +742,7 @@ def test_learning_rate_decays_linearly_over_all_walks(monkeypatch):
         batch_walks=10,
         lr=0.025,
         sample=0,
+        trainer="torch",
     )
     total = 4 * 50
     done = np.cumsum([0] + [count for _, count in rates[:-1]])
