@@ -27,8 +27,10 @@ band ``0 < |i - j| <= radius``). word2vec's semantics are the default: a dynamic
 (:func:`dynamic_radii`), ``K`` negatives of their own per (center, context) pair from
 ``degree ** 0.75`` (``sharing="pair"``), optional subsampling of frequent nodes
 (:func:`keep_probabilities`, :func:`subsample_walks`), plain SGD whose learning rate decays
-linearly over one pass. Cheaper negative layouts are options; the trainer's default is
-``sharing="batch"``: ``W`` blocks of ``M`` negatives per step of ``W`` walks, each center
+linearly over one pass. :func:`train_node_embeddings` runs word2vec's algorithm itself
+(sequential per-pair updates, :mod:`graphemb.skipgram_compiled`) where the compiled module
+is built; its torch trainer (CUDA graphs, fallback) uses cheaper negative layouts, by
+default ``sharing="batch"``: ``W`` blocks of ``M`` negatives per step of ``W`` walks, each center
 scored against a block drawn for another walk (:func:`diagonal_blocks`) and weighted to
 the same expected loss (PyTorch-BigGraph's batch negatives): word2vec's F1 in
 ``benchmarks/bench_deepwalk_quality.py``, in a fraction of gensim's time. ``"walk"``
@@ -94,6 +96,7 @@ from .storage import Partition
 __all__ = [
     "SHARING",
     "TRAINERS",
+    "TRAINER_SHARING",
     "NegativeSampler",
     "SkipGram",
     "TrainingDiverged",
@@ -113,6 +116,9 @@ TRAINERS = ("auto", "compiled", "torch")
 #: How :meth:`SkipGram.forward` shares negatives: "pair" (word2vec), "batch", "walk",
 #: "position".
 SHARING = ("pair", "batch", "walk", "position")
+
+#: The torch trainer's choices of ``sharing`` (word2vec's "pair" is the compiled trainer).
+TRAINER_SHARING = ("batch", "walk", "position")
 
 
 def pair_offsets(window: int) -> torch.Tensor:
@@ -1095,16 +1101,17 @@ def train_node_embeddings(
     trainer : {"auto", "compiled", "torch"}
         "auto" (default): the compiled trainer where it can run (CPU graph, module built,
         not disabled), else the torch trainer; "compiled" raises where it cannot run.
-    sharing : {"batch", "pair", "walk", "position"}
-        Negatives of :meth:`SkipGram.forward`. ``"pair"`` is word2vec's sampling exactly
-        (and its F1), but slow here (about 35x ``"batch"``'s time on Cora's graph).
+    sharing : {"batch", "walk", "position"}
+        Torch trainer: negatives of :meth:`SkipGram.forward`. (``"pair"``, K draws of
+        their own per pair, is the compiled trainer's, with word2vec's sequential
+        updates; summed into one synchronous step it collapsed every row to one norm on
+        a small dense graph, so the torch trainer does not offer it.)
         ``"batch"`` (default) draws one block of ``walk_negatives`` noise nodes per walk of
         a step and scores each center against a block drawn for another walk (the
-        diagonal of :func:`diagonal_blocks`), weighted to the same expected loss: the F1
-        of ``"pair"`` and gensim in benchmarks/bench_deepwalk_quality.py in a fraction of
-        the time. ``"walk"`` scores the centers of a walk against its own block: up to 1.5
-        points lower F1 on Cora and CiteSeer (a block's rows then move with one coherent
-        push from like centers). ``"position"`` is noisier still and trains worse embeddings.
+        diagonal of :func:`diagonal_blocks`), weighted to the same expected loss.
+        ``"walk"`` scores the centers of a walk against its own block: up to 1.5 points
+        lower F1 on Cora and CiteSeer (a block's rows then move with one coherent push from
+        like centers). ``"position"`` is noisier still and trains worse embeddings.
     walk_negatives : int, optional
         Noise nodes per block with ``sharing="batch"`` or ``"walk"`` (one block per walk);
         default ``negatives * (window + 1)``, what a center draws in word2vec on average.
@@ -1173,8 +1180,14 @@ def train_node_embeddings(
         lr = 0.035 if kernel is None else 0.025
     if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
         raise ValueError(f"lr must be a positive number, got {lr!r}")
-    if sharing not in SHARING:
-        raise ValueError(f"sharing must be one of {SHARING}, got {sharing!r}")
+    if sharing == "pair":
+        raise ValueError(
+            "sharing='pair' is not a trainer option: word2vec's per-pair negatives with its "
+            "one-pair-at-a-time updates are the compiled trainer (trainer='compiled', the "
+            "default on CPU); the torch trainer takes 'batch', 'walk' or 'position'"
+        )
+    if sharing not in TRAINER_SHARING:
+        raise ValueError(f"sharing must be one of {TRAINER_SHARING}, got {sharing!r}")
     check_duplicates(duplicates)
     if isinstance(matmul_dtype, str) and matmul_dtype != "auto":
         named = getattr(torch, matmul_dtype, None)

@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Any
 
-from ..skipgram import SHARING, TRAINERS, check_duplicates, train_node_embeddings
+from ..skipgram import TRAINER_SHARING, TRAINERS, check_duplicates, train_node_embeddings
 from .arguments import HelpFormatter, positive_float, positive_int
 
 __all__ = ["add_parsers", "run_embed"]
@@ -124,12 +124,11 @@ def _add_arguments(parser: argparse.ArgumentParser, *, node2vec: bool) -> None:
     )
     model.add_argument(
         "--sharing",
-        choices=SHARING,
+        choices=TRAINER_SHARING,
         default=_trainer_default("sharing"),
         help="torch trainer's negatives: 'batch' = blocks drawn per step, each center scored "
-        "against another walk's block, weighted to word2vec's expected loss (fast, word2vec's F1); "
-        "'pair' = word2vec's own K per pair (slow); 'walk' = each walk's own block (up to "
-        "1.5 points lower F1); 'position' = K per node shared by its pairs (worse embeddings)",
+        "against another walk's block, weighted to word2vec's expected loss; 'walk' = each "
+        "walk's own block; 'position' = K per node shared by its pairs (worse embeddings)",
     )
     model.add_argument(
         "--duplicates",
