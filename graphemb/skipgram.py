@@ -94,7 +94,9 @@ from .skipgram_compiled import (
 from .storage import Partition
 
 __all__ = [
+    "COMPILED_LR",
     "SHARING",
+    "TORCH_LR",
     "TRAINERS",
     "TRAINER_SHARING",
     "NegativeSampler",
@@ -109,6 +111,10 @@ __all__ = [
     "pair_offsets",
     "subsample_walks",
 ]
+
+#: Default learning rates of :func:`train_node_embeddings`: word2vec's for the compiled
+#: trainer; higher for the torch trainer's batched steps (see its ``lr``).
+COMPILED_LR, TORCH_LR = 0.025, 0.035
 
 #: :func:`train_node_embeddings`' trainers.
 TRAINERS = ("auto", "compiled", "torch")
@@ -1177,7 +1183,7 @@ def train_node_embeddings(
     if trainer == "torch":
         kernel = None
     if lr is None:
-        lr = 0.035 if kernel is None else 0.025
+        lr = TORCH_LR if kernel is None else COMPILED_LR
     if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
         raise ValueError(f"lr must be a positive number, got {lr!r}")
     if sharing == "pair":
