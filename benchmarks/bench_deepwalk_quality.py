@@ -2,19 +2,22 @@
 
 For each graph (Cora's graph, labels = its 7 classes; CiteSeer's, 6 classes; a generated
 multi-label graph with overlapping communities, power-law degrees and rare labels, see
-:func:`graphemb.datasets.synthetic.overlapping_communities`):
+:func:`graphemb.datasets.synthetic.overlapping_communities`; ``dense``, a small dense block
+model, and ``hub``, a block model with one node joined to 70 % of the nodes -- shapes
+that batched trainers under-train):
 
 * **gensim** ``Word2Vec(sg=1, negative=K, hs=0, window, sample, min_count=0, epochs=1)``
   with ``--threads`` workers, fed walks drawn by ``graphemb.sampling.walks.RandomWalker``
   (``--num-walks`` per node, ``--walk-length`` nodes); time = walks + string conversion +
   training.
-* **graphemb** :func:`graphemb.skipgram.train_node_embeddings` with the same walk
-  counts, window, negatives and sample, its own default learning rate and duplicates
-  rule (0.035 and "cap:1.5", tuned for its batched steps; gensim keeps word2vec's
-  0.025), ``--workers`` processes,
+* **compiled**: :func:`graphemb.skipgram.train_node_embeddings`' default CPU trainer
+  (word2vec's algorithm in C++, ``--threads`` threads, lr 0.025) with the same walk
+  counts, window, negatives and sample; time = walks + training.
+* **graphemb's torch trainer** (``trainer="torch"``) with its own default learning rate
+  and duplicates rule (0.035 and "cap:1.5", for its batched steps), ``--workers`` processes,
   per ``--trainers`` entry: ``batch`` (the default negatives: blocks per step, each
   center scored against another walk's block), ``walk`` (each walk's own block),
-  ``pair`` (word2vec's per-pair negatives; slow), ``position`` (negatives per position
+  ``position`` (negatives per position
   shared by its pairs); and ``previous``: the previous example's defaults (SparseAdam lr
   0.01 on the mean loss, 256 walks a step, position-shared negatives, fixed window, one
   process); time = walks + training.
@@ -248,7 +251,7 @@ def main() -> None:
         "--trainers",
         default="gensim,compiled,batch",
         help="gensim; compiled (graphemb's default trainer, --threads threads); graphemb's "
-        "torch trainer with sharing batch, walk, pair or position; previous (the old "
+        "torch trainer with sharing batch, walk or position; previous (the old "
         "example defaults)",
     )
     parser.add_argument("--num-walks", type=int, default=10)
