@@ -2,19 +2,22 @@
 
 For each graph (Cora's graph, labels = its 7 classes; CiteSeer's, 6 classes; a generated
 multi-label graph with overlapping communities, power-law degrees and rare labels, see
-:func:`graphemb.datasets.synthetic.overlapping_communities`):
+:func:`graphemb.datasets.synthetic.overlapping_communities`; ``dense``, a small dense block
+model, and ``hub``, a block model with one node joined to 70 % of the nodes -- shapes
+that batched trainers under-train):
 
 * **gensim** ``Word2Vec(sg=1, negative=K, hs=0, window, sample, min_count=0, epochs=1)``
   with ``--threads`` workers, fed walks drawn by ``graphemb.sampling.walks.RandomWalker``
   (``--num-walks`` per node, ``--walk-length`` nodes); time = walks + string conversion +
   training.
-* **graphemb** :func:`graphemb.skipgram.train_node_embeddings` with the same walk
-  counts, window, negatives and sample, its own default learning rate and duplicates
-  rule (0.035 and "cap:1.5", tuned for its batched steps; gensim keeps word2vec's
-  0.025), ``--workers`` processes,
+* **compiled**: :func:`graphemb.skipgram.train_node_embeddings`' default CPU trainer
+  (word2vec's algorithm in C++, ``--threads`` threads, lr 0.025) with the same walk
+  counts, window, negatives and sample; time = walks + training.
+* **graphemb's torch trainer** (``trainer="torch"``) with its own default learning rate
+  and duplicates rule (0.035 and "cap:1.5", for its batched steps), ``--workers`` processes,
   per ``--trainers`` entry: ``batch`` (the default negatives: blocks per step, each
   center scored against another walk's block), ``walk`` (each walk's own block),
-  ``pair`` (word2vec's per-pair negatives; slow), ``position`` (negatives per position
+  ``position`` (negatives per position
   shared by its pairs); and ``previous``: the previous example's defaults (SparseAdam lr
   0.01 on the mean loss, 256 walks a step, position-shared negatives, fixed window, one
   process); time = walks + training.
@@ -48,7 +51,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from graphemb.datasets.synthetic import overlapping_communities
+from graphemb.datasets.synthetic import overlapping_communities, stochastic_block_model
 from graphemb.graph import Graph
 from graphemb.sampling.walks import PAD, RandomWalker
 from graphemb.skipgram import train_node_embeddings
@@ -71,10 +74,38 @@ def load(name: str, seed: int) -> tuple[Graph, np.ndarray]:
         graph_seed = int(parts[2]) if len(parts) > 2 else seed
         data = overlapping_communities(nodes, classes, seed=graph_seed)
         labels = data.labels.numpy()
+    elif name.startswith(("dense", "hub")):
+        return _block_graph(name, seed)
     else:
         raise SystemExit(f"unknown graph {name!r}")
     graph = Graph.from_edges(data.src, data.dst, num_nodes=data.num_nodes)
     return graph, labels
+
+
+def _block_graph(name: str, seed: int) -> tuple[Graph, np.ndarray]:
+    """dense[:N[:C[:degree]]]: a small dense stochastic block model (default 1000 nodes,
+    42 classes, average degree 32, 30 % of edges inside a class); hub[:N[:C[:share]]]:
+    a sparser block model (default 4000 nodes, 20 classes, degree 10, 70 % inside) plus
+    node 0 joined to a random ``share`` (default 0.7) of all nodes."""
+    kind, *parts = name.split(":")
+    if kind == "dense":
+        nodes = int(parts[0]) if parts else 1000
+        classes = int(parts[1]) if len(parts) > 1 else 42
+        degree = float(parts[2]) if len(parts) > 2 else 32.0
+        data = stochastic_block_model(nodes, classes, degree, 0.3, seed=seed)
+        src, dst = data.src, data.dst
+    else:
+        nodes = int(parts[0]) if parts else 4000
+        classes = int(parts[1]) if len(parts) > 1 else 20
+        share = float(parts[2]) if len(parts) > 2 else 0.7
+        data = stochastic_block_model(nodes, classes, 10.0, 0.7, seed=seed)
+        rng = np.random.default_rng(seed)
+        spokes = torch.from_numpy(rng.permutation(np.arange(1, nodes))[: int(share * nodes)])
+        hub = torch.zeros_like(spokes)
+        src = torch.cat([data.src, hub, spokes])
+        dst = torch.cat([data.dst, spokes, hub])
+    labels = np.eye(int(data.labels.max()) + 1, dtype=bool)[data.labels.numpy()]
+    return Graph.from_edges(src, dst, num_nodes=nodes), labels
 
 
 def f1_scores(
@@ -175,6 +206,20 @@ def run_graphemb(graph: Graph, args, sharing: str, seed: int) -> tuple[np.ndarra
     if sharing == "previous":
         return run_previous(graph, args, seed)
     start = time.perf_counter()
+    if sharing == "compiled":  # the default trainer: word2vec's algorithm in C++ threads
+        table = train_node_embeddings(
+            graph,
+            dimensions=args.dimensions,
+            walk_length=args.walk_length,
+            num_walks=args.num_walks,
+            window=args.window,
+            negatives=args.negatives,
+            sample=args.sample,
+            trainer="compiled",
+            workers=args.threads,
+            seed=seed,
+        )
+        return table.numpy(), time.perf_counter() - start
     table = train_node_embeddings(
         graph,
         dimensions=args.dimensions,
@@ -183,6 +228,7 @@ def run_graphemb(graph: Graph, args, sharing: str, seed: int) -> tuple[np.ndarra
         window=args.window,
         negatives=args.negatives,
         sample=args.sample,
+        trainer="torch",
         sharing=sharing,
         batch_walks=args.batch_walks,
         workers=args.workers if sharing != "position" else 1,
@@ -194,12 +240,19 @@ def run_graphemb(graph: Graph, args, sharing: str, seed: int) -> tuple[np.ndarra
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--graphs", default="cora,overlapping", help="comma-separated")
+    parser.add_argument(
+        "--graphs",
+        default="cora,overlapping",
+        help="comma-separated: cora, citeseer, overlapping[:N[:C[:seed]]], "
+        "dense[:N[:C[:degree]]] (small dense block model), hub[:N[:C[:share]]] (one hub "
+        "joined to a share of the nodes)",
+    )
     parser.add_argument(
         "--trainers",
-        default="gensim,batch,previous",
-        help="gensim; graphemb with sharing batch, walk, pair or position; previous (the "
-        "old example defaults)",
+        default="gensim,compiled,batch",
+        help="gensim; compiled (graphemb's default trainer, --threads threads); graphemb's "
+        "torch trainer with sharing batch, walk or position; previous (the old "
+        "example defaults)",
     )
     parser.add_argument("--num-walks", type=int, default=10)
     parser.add_argument("--walk-length", type=int, default=40)
@@ -208,7 +261,9 @@ def main() -> None:
     parser.add_argument("--negatives", type=int, default=5)
     parser.add_argument("--sample", type=float, default=1e-3)
     parser.add_argument("--batch-walks", type=int, default=32)
-    parser.add_argument("--threads", type=int, default=2, help="gensim's worker threads")
+    parser.add_argument(
+        "--threads", type=int, default=2, help="gensim's and the compiled trainer's threads"
+    )
     parser.add_argument(
         "--workers",
         type=int,

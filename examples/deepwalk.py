@@ -88,6 +88,7 @@ from graphemb.optim import SparseAdagrad, SparseAdam, SparseSGD
 from graphemb.sampling.walks import RandomWalker
 from graphemb.skipgram import (
     SHARING,
+    TORCH_LR,
     NegativeSampler,
     SkipGram,
     dynamic_radii,
@@ -201,7 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--lr",
         type=float,
         default=None,
-        help=f"learning rate (default {TRAINER['lr']} with sgd, 0.01 otherwise; 0.1 with --quick)",
+        help=f"learning rate (default {TORCH_LR} with sgd, 0.01 otherwise; 0.1 with --quick)",
     )
     train.add_argument("--seed", type=int, default=0, help="seeds tables, walks, negatives, splits")
     train.add_argument("--num-threads", type=int, default=1, help="torch threads per process")
@@ -252,7 +253,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "dim": 128,
         "walk_length": 40,
         "batch_walks": 32 if args.optimizer == "sgd" else 256,
-        "lr": TRAINER["lr"] if args.optimizer == "sgd" else 0.01,
+        "lr": TORCH_LR if args.optimizer == "sgd" else 0.01,
         "sharing": TRAINER["sharing"] if args.optimizer == "sgd" else "position",
         "sample": 1e-3 if args.optimizer == "sgd" else 0.0,
         "repeats": 5,

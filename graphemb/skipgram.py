@@ -27,8 +27,10 @@ band ``0 < |i - j| <= radius``). word2vec's semantics are the default: a dynamic
 (:func:`dynamic_radii`), ``K`` negatives of their own per (center, context) pair from
 ``degree ** 0.75`` (``sharing="pair"``), optional subsampling of frequent nodes
 (:func:`keep_probabilities`, :func:`subsample_walks`), plain SGD whose learning rate decays
-linearly over one pass. Cheaper negative layouts are options; the trainer's default is
-``sharing="batch"``: ``W`` blocks of ``M`` negatives per step of ``W`` walks, each center
+linearly over one pass. :func:`train_node_embeddings` runs word2vec's algorithm itself
+(sequential per-pair updates, :mod:`graphemb.skipgram_compiled`) where the compiled module
+is built; its torch trainer (CUDA graphs, fallback) uses cheaper negative layouts, by
+default ``sharing="batch"``: ``W`` blocks of ``M`` negatives per step of ``W`` walks, each center
 scored against a block drawn for another walk (:func:`diagonal_blocks`) and weighted to
 the same expected loss (PyTorch-BigGraph's batch negatives): word2vec's F1 in
 ``benchmarks/bench_deepwalk_quality.py``, in a fraction of gensim's time. ``"walk"``
@@ -81,12 +83,25 @@ from .distributed.coordination import DEFAULT_TIMEOUT
 from .embedding import NodeEmbedding
 from .graph import Graph
 from .sampling.walks import PAD
+from .skipgram_compiled import (
+    TrainingDiverged,
+    check_finite,
+    chunk_seed,
+    compiled_trainer,
+    hogwild_pass,
+    init_tables,
+)
 from .storage import Partition
 
 __all__ = [
+    "COMPILED_LR",
     "SHARING",
+    "TORCH_LR",
+    "TRAINERS",
+    "TRAINER_SHARING",
     "NegativeSampler",
     "SkipGram",
+    "TrainingDiverged",
     "check_duplicates",
     "context_pairs",
     "diagonal_blocks",
@@ -97,9 +112,19 @@ __all__ = [
     "subsample_walks",
 ]
 
+#: Default learning rates of :func:`train_node_embeddings`: word2vec's for the compiled
+#: trainer; higher for the torch trainer's batched steps (see its ``lr``).
+COMPILED_LR, TORCH_LR = 0.025, 0.035
+
+#: :func:`train_node_embeddings`' trainers.
+TRAINERS = ("auto", "compiled", "torch")
+
 #: How :meth:`SkipGram.forward` shares negatives: "pair" (word2vec), "batch", "walk",
 #: "position".
 SHARING = ("pair", "batch", "walk", "position")
+
+#: The torch trainer's choices of ``sharing`` (word2vec's "pair" is the compiled trainer).
+TRAINER_SHARING = ("batch", "walk", "position")
 
 
 def pair_offsets(window: int) -> torch.Tensor:
@@ -336,6 +361,13 @@ class NegativeSampler:
     @property
     def num_nodes(self) -> int:
         return self._probabilities.numel()
+
+    @property
+    def alias_table(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(nodes, keep, alias_nodes)``, each of shape (n,) for the ``n`` nodes of positive
+        weight: a draw picks a uniform column ``c`` and gives ``nodes[c]`` with probability
+        ``keep[c]`` (float64), else ``alias_nodes[c]`` (int64 node ids)."""
+        return self._nodes, self._keep, self._alias_nodes
 
     @property
     def device(self) -> torch.device:
@@ -1012,7 +1044,8 @@ def train_node_embeddings(
     negatives: int = 5,
     epochs: int = 1,
     sample: float = 1e-3,
-    lr: float = 0.035,
+    lr: float | None = None,
+    trainer: str = "auto",
     sharing: str = "batch",
     walk_negatives: int | None = None,
     matmul_dtype: torch.dtype | str | None = "auto",
@@ -1033,6 +1066,14 @@ def train_node_embeddings(
     over all walks (``epochs`` passes over ``num_walks`` walks per node). Walks are drawn
     ``chunk_walks`` at a time and consumed at once, so memory does not grow with
     ``num_walks`` or the number of nodes beyond the two tables.
+
+    Two trainers: the compiled one (``graphemb_kernels.skipgram_train``,
+    :mod:`graphemb.skipgram_compiled`) is word2vec's own algorithm -- rows updated one
+    (context, node) pair at a time, in ``workers`` lock-free threads -- and is used on
+    CPU graphs whenever the module is built and ``GRAPHEMB_DISABLE_KERNELS`` is not set;
+    the torch trainer (batched steps of :meth:`SkipGram.sgd_step`) runs on CUDA graphs
+    and as the fallback. ``sharing``, ``walk_negatives``, ``matmul_dtype``,
+    ``batch_walks`` and ``duplicates`` are the torch trainer's only.
 
     Parameters
     ----------
@@ -1058,24 +1099,28 @@ def train_node_embeddings(
     sample : float
         Subsampling threshold of frequent nodes (gensim's ``sample``; 0 disables). Node
         frequencies are their expected share of walk tokens, the in-degree share.
-    lr : float
-        Initial learning rate of SGD (word2vec's ``alpha``). Default 0.035, not word2vec's
-        0.025: a batched step caps the move of repeated rows (``duplicates``), so the
-        frequent nodes move less than in word2vec's one-pair-at-a-time updates, and the
-        rare ones need the larger rate to train as far in one pass; together they score
-        as gensim at 0.025 does (benchmarks/bench_deepwalk_quality.py: at 0.025 Macro-F1
-        was 3 points lower on the generated graph, at 0.05 with "cap:8" Cora's graph lost
-        11 points of Micro-F1).
-    sharing : {"batch", "pair", "walk", "position"}
-        Negatives of :meth:`SkipGram.forward`. ``"pair"`` is word2vec's sampling exactly
-        (and its F1), but slow here (about 35x ``"batch"``'s time on Cora's graph).
+    lr : float, optional
+        Initial learning rate of SGD (word2vec's ``alpha``). Default: word2vec's 0.025 for
+        the compiled trainer, 0.035 for the torch trainer, whose batched step caps the move
+        of repeated rows (``duplicates``), so the frequent nodes move less than in
+        word2vec's one-pair-at-a-time updates, and the rare ones need the larger rate to
+        train as far in one pass; together they score as gensim at 0.025 does
+        (benchmarks/bench_deepwalk_quality.py: at 0.025 Macro-F1 was 3 points lower on the
+        generated graph, at 0.05 with "cap:8" Cora's graph lost 11 points of Micro-F1).
+    trainer : {"auto", "compiled", "torch"}
+        "auto" (default): the compiled trainer where it can run (CPU graph, module built,
+        not disabled), else the torch trainer; "compiled" raises where it cannot run.
+    sharing : {"batch", "walk", "position"}
+        Torch trainer: negatives of :meth:`SkipGram.forward`. (``"pair"``, K draws of
+        their own per pair, is the compiled trainer's, with word2vec's sequential
+        updates; summed into one synchronous step it collapsed every row to one norm on
+        a small dense graph, so the torch trainer does not offer it.)
         ``"batch"`` (default) draws one block of ``walk_negatives`` noise nodes per walk of
         a step and scores each center against a block drawn for another walk (the
-        diagonal of :func:`diagonal_blocks`), weighted to the same expected loss: the F1
-        of ``"pair"`` and gensim in benchmarks/bench_deepwalk_quality.py in a fraction of
-        the time. ``"walk"`` scores the centers of a walk against its own block: up to 1.5
-        points lower F1 on Cora and CiteSeer (a block's rows then move with one coherent
-        push from like centers). ``"position"`` is noisier still and trains worse embeddings.
+        diagonal of :func:`diagonal_blocks`), weighted to the same expected loss.
+        ``"walk"`` scores the centers of a walk against its own block: up to 1.5 points
+        lower F1 on Cora and CiteSeer (a block's rows then move with one coherent push from
+        like centers). ``"position"`` is noisier still and trains worse embeddings.
     walk_negatives : int, optional
         Noise nodes per block with ``sharing="batch"`` or ``"walk"`` (one block per walk);
         default ``negatives * (window + 1)``, what a center draws in word2vec on average.
@@ -1097,11 +1142,13 @@ def train_node_embeddings(
     chunk_walks : int
         Walks drawn at once (memory: ``chunk_walks * walk_length`` int64).
     workers : int
-        Processes (CPU): each trains its share of every chunk of walks, writing into
-        tables in shared memory without locks, as word2vec's threads do. Each uses one
-        core. Starting them costs seconds (an interpreter and torch each), and writers of
-        one table slow each other's steps (hot rows, shared caches): on a 2-core machine
-        2 workers took 6.0 s where 1 took 3.8 s for 10 walks per node on a 10k-node
+        Compiled trainer: threads, each training a share of every chunk of walks on the
+        shared tables without locks (word2vec's threads); with 1 the result depends only on
+        ``seed``. Torch trainer: processes (CPU), each trains its share of every chunk of
+        walks, writing into tables in shared memory without locks, as word2vec's threads do.
+        Each uses one core. Starting them costs seconds (an interpreter and torch each), and
+        writers of one table slow each other's steps (hot rows, shared caches): on a 2-core
+        machine 2 workers took 6.0 s where 1 took 3.8 s for 10 walks per node on a 10k-node
         graph, and 14.2 s against 15.3 s for 40 walks. Use them for long runs.
     seed : int
         Seeds initialisation, walks and negatives.
@@ -1114,6 +1161,11 @@ def train_node_embeddings(
     -------
     Tensor of float32, shape (N, D)
         The center rows (word2vec's input vectors), in node-id order.
+
+    Raises
+    ------
+    TrainingDiverged
+        A score or row came out non-finite (too high ``lr``); nothing is returned.
     """
     if not isinstance(graph, Graph):
         raise TypeError(f"graph must be a graphemb.graph.Graph, got {type(graph).__name__}")
@@ -1123,10 +1175,28 @@ def train_node_embeddings(
     negatives = as_size("negatives", negatives, minimum=1)
     batch_walks = as_size("batch_walks", batch_walks, minimum=1)
     chunk_walks = max(as_size("chunk_walks", chunk_walks, minimum=1), batch_walks)
+    if trainer not in TRAINERS:
+        raise ValueError(f"trainer must be one of {TRAINERS}, got {trainer!r}")
+    kernel = compiled_trainer() if graph.device.type == "cpu" else None
+    if trainer == "compiled" and kernel is None:
+        raise ValueError(
+            "trainer='compiled' needs a CPU graph and graphemb_kernels built with "
+            f"skipgram_train (GRAPHEMB_DISABLE_KERNELS unset); graph on {graph.device}"
+        )
+    if trainer == "torch":
+        kernel = None
+    if lr is None:
+        lr = TORCH_LR if kernel is None else COMPILED_LR
     if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
         raise ValueError(f"lr must be a positive number, got {lr!r}")
-    if sharing not in SHARING:
-        raise ValueError(f"sharing must be one of {SHARING}, got {sharing!r}")
+    if sharing == "pair":
+        raise ValueError(
+            "sharing='pair' is not a trainer option: word2vec's per-pair negatives with its "
+            "one-pair-at-a-time updates are the compiled trainer (trainer='compiled', the "
+            "default on CPU); the torch trainer takes 'batch', 'walk' or 'position'"
+        )
+    if sharing not in TRAINER_SHARING:
+        raise ValueError(f"sharing must be one of {TRAINER_SHARING}, got {sharing!r}")
     check_duplicates(duplicates)
     if isinstance(matmul_dtype, str) and matmul_dtype != "auto":
         named = getattr(torch, matmul_dtype, None)
@@ -1166,6 +1236,8 @@ def train_node_embeddings(
         name=name,
         duplicates=duplicates,
     )
+    if kernel is not None:
+        return _train_compiled(kernel, graph, settings, workers)
     if workers == 1:
         return _train_process(0, 1, graph, settings)
     if graph.device.type != "cpu":
@@ -1266,13 +1338,10 @@ def _train_process(rank: int, world_size: int, graph: Graph, settings: _Settings
     step. Returns a copy of the center rows.
     """
     from .optim import SparseSGD
-    from .sampling.walks import RandomWalker
 
     device = graph.device
-    walker = RandomWalker(graph, settings.p, settings.q, weighted=settings.weighted)
-    degrees = graph.in_degrees()
-    noise = NegativeSampler(degrees if bool((degrees > 0).any()) else torch.ones_like(degrees))
-    keep = keep_probabilities(degrees, settings.sample)
+    walker = _walker(graph, settings)
+    noise, keep = _noise_and_keep(graph, settings)
     model = SkipGram(
         graph.num_nodes,
         settings.dimensions,
@@ -1292,33 +1361,96 @@ def _train_process(rank: int, world_size: int, graph: Graph, settings: _Settings
         matmul_dtype = fast_matmul_dtype(str(device.type))
     generator = torch.Generator(device=device).manual_seed(settings.seed * 1_000_003 + rank)
     order_generator = torch.Generator().manual_seed(settings.seed)  # same order everywhere
-    rounds = settings.epochs * settings.num_walks
-    total = rounds * graph.num_nodes
+    total = settings.epochs * settings.num_walks * graph.num_nodes
     done = 0
     bar = _progress_bar(total, settings.progress and rank == 0)
     with bar as shown:
-        for _ in range(rounds):
-            order = torch.randperm(graph.num_nodes, generator=order_generator)
-            for chunk in order.split(settings.chunk_walks):
-                mine = chunk.tensor_split(world_size)[rank].to(device)
-                walks = walker(mine, settings.walk_length - 1, generator=generator)
-                walks = subsample_walks(walks, keep, generator=generator)
-                for batch in walks.split(settings.batch_walks):
-                    _sgd_step(
-                        model,
-                        optimizer,
-                        batch,
-                        noise,
-                        settings.walk_negatives,
-                        settings.lr,
-                        done / total,
-                        generator,
-                        matmul_dtype,  # type: ignore[arg-type]
-                        settings.duplicates,
-                    )
-                    done += batch.shape[0] * world_size
-                    shown.update(batch.shape[0] * world_size)
+        for index, count, starts in _chunks(graph, settings, order_generator):
+            mine = starts.tensor_split(world_size)[rank].to(device)
+            walks = walker(mine, settings.walk_length - 1, generator=generator)
+            walks = subsample_walks(walks, keep, generator=generator)
+            for batch in walks.split(settings.batch_walks):
+                _sgd_step(
+                    model,
+                    optimizer,
+                    batch,
+                    noise,
+                    settings.walk_negatives,
+                    settings.lr,
+                    done / total,
+                    generator,
+                    matmul_dtype,  # type: ignore[arg-type]
+                    settings.duplicates,
+                )
+                done += batch.shape[0] * world_size
+                shown.update(batch.shape[0] * world_size)
+            where = f"in walk chunk {index + 1} of {count}"
+            check_finite(model.center.weight.detach(), settings.lr, where)
+            check_finite(model.context.weight.detach(), settings.lr, where)
     return model.center.weight.detach().clone()
+
+
+def _walker(graph: Graph, settings: _Settings) -> Any:
+    """The random walker of both trainers."""
+    from .sampling.walks import RandomWalker
+
+    return RandomWalker(graph, settings.p, settings.q, weighted=settings.weighted)
+
+
+def _noise_and_keep(graph: Graph, settings: _Settings) -> tuple[NegativeSampler, torch.Tensor]:
+    """The noise distribution (in-degree ** 0.75) and the subsampling keep probabilities."""
+    degrees = graph.in_degrees()
+    noise = NegativeSampler(degrees if bool((degrees > 0).any()) else torch.ones_like(degrees))
+    return noise, keep_probabilities(degrees, settings.sample)
+
+
+def _chunks(graph: Graph, settings: _Settings, order_generator: torch.Generator) -> Any:
+    """``(index, count, start nodes)`` of every walk chunk of the run: each round a fresh
+    permutation of the nodes, split into ``chunk_walks``."""
+    per_round = -(-graph.num_nodes // settings.chunk_walks)
+    count = per_round * settings.epochs * settings.num_walks
+    index = 0
+    for _ in range(settings.epochs * settings.num_walks):
+        order = torch.randperm(graph.num_nodes, generator=order_generator)
+        for starts in order.split(settings.chunk_walks):
+            yield index, count, starts
+            index += 1
+
+
+def _train_compiled(kernel: Any, graph: Graph, settings: _Settings, threads: int) -> torch.Tensor:
+    """The compiled Hogwild trainer over every chunk of walks (CPU): returns syn0."""
+    walker = _walker(graph, settings)
+    noise, keep = _noise_and_keep(graph, settings)
+    alias = tuple(t.cpu().contiguous() for t in noise.alias_table)
+    keep = keep.cpu().contiguous()
+    syn0, syn1 = init_tables(graph.num_nodes, settings.dimensions, settings.seed)
+    generator = torch.Generator().manual_seed(settings.seed * 1_000_003)
+    order_generator = torch.Generator().manual_seed(settings.seed)
+    total = settings.epochs * settings.num_walks * graph.num_nodes
+    done = 0
+    with _progress_bar(total, settings.progress) as shown:
+        for index, count, starts in _chunks(graph, settings, order_generator):
+            walks = walker(starts, settings.walk_length - 1, generator=generator)
+            hogwild_pass(
+                kernel,
+                walks,
+                syn0,
+                syn1,
+                keep,
+                alias,  # type: ignore[arg-type]
+                window=settings.window,
+                negatives=settings.negatives,
+                lr=settings.lr,
+                walks_before=done,
+                total_walks=total,
+                threads=threads,
+                seed=chunk_seed(settings.seed, index),
+                chunk=f"walk chunk {index + 1} of {count}",
+            )
+            done += walks.shape[0]
+            shown.update(walks.shape[0])
+    check_finite(syn0, settings.lr, "by the end of training")
+    return syn0
 
 
 def _sgd_step(

@@ -37,6 +37,7 @@
 #include "csc.h"
 #include "edge_list.h"
 #include "sampler.h"
+#include "skipgram.h"
 
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
@@ -574,5 +575,14 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
              pybind11::arg("columns"), pybind11::arg("weighted"), pybind11::arg("parts") = 0,
              pybind11::call_guard<pybind11::gil_scoped_release>());
   bind_sampler(module);
+  module.def("skipgram_train", &skipgram_train,
+             "word2vec's skip-gram with negative sampling over walks, Hogwild on threads, "
+             "in place on syn0 and syn1: (non-finite products, products)",
+             pybind11::arg("walks"), pybind11::arg("syn0"), pybind11::arg("syn1"),
+             pybind11::arg("keep"), pybind11::arg("noise_nodes"), pybind11::arg("noise_keep"),
+             pybind11::arg("noise_alias"), pybind11::arg("window"), pybind11::arg("negatives"),
+             pybind11::arg("lr"), pybind11::arg("walks_before"), pybind11::arg("total_walks"),
+             pybind11::arg("threads"), pybind11::arg("seed"),
+             pybind11::call_guard<pybind11::gil_scoped_release>());
   module.def("formulas", &formulas, "The formula table: (name, state, hyper-parameters)");
 }

@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Any
 
-from ..skipgram import SHARING, check_duplicates, train_node_embeddings
+from ..skipgram import TRAINER_SHARING, TRAINERS, check_duplicates, train_node_embeddings
 from .arguments import HelpFormatter, positive_float, positive_int
 
 __all__ = ["add_parsers", "run_embed"]
@@ -118,32 +118,40 @@ def _add_arguments(parser: argparse.ArgumentParser, *, node2vec: bool) -> None:
         "--lr",
         type=positive_float,
         default=_trainer_default("lr"),
-        help="initial learning rate (word2vec's 0.025 is too low for batched steps)",
+        help="initial learning rate (default: word2vec's 0.025 for the compiled trainer, "
+        "0.035 for the torch trainer's batched steps)",
+    )
+    model.add_argument(
+        "--trainer",
+        choices=TRAINERS,
+        default=_trainer_default("trainer"),
+        help="'compiled' = word2vec's algorithm in C++ threads (--workers of them); 'torch' "
+        "= batched torch steps (CUDA, or without the compiled module); 'auto' = compiled "
+        "where it can run",
     )
     model.add_argument(
         "--sharing",
-        choices=SHARING,
+        choices=TRAINER_SHARING,
         default=_trainer_default("sharing"),
-        help="negatives: 'batch' = blocks drawn per step, each center scored against "
-        "another walk's block, weighted to word2vec's expected loss (fast, word2vec's F1); "
-        "'pair' = word2vec's own K per pair (slow); 'walk' = each walk's own block (up to "
-        "1.5 points lower F1); 'position' = K per node shared by its pairs (worse embeddings)",
+        help="torch trainer's negatives: 'batch' = blocks drawn per step, each center scored "
+        "against another walk's block, weighted to word2vec's expected loss; 'walk' = each "
+        "walk's own block; 'position' = K per node shared by its pairs (worse embeddings)",
     )
     model.add_argument(
         "--duplicates",
         type=_duplicates_rule,
         default=_trainer_default("duplicates"),
         metavar="RULE",
-        help="how a node repeated within a step moves: 'sum', 'mean', 'sqrt' or 'cap:C' "
-        "(the sum, at most C times the mean)",
+        help="torch trainer: how a node repeated within a step moves: 'sum', 'mean', 'sqrt' "
+        "or 'cap:C' (the sum, at most C times the mean)",
     )
     run = parser.add_argument_group("run")
     run.add_argument(
         "--workers",
         type=positive_int,
-        default=1,
-        help="processes training in parallel on tables in shared memory (each starts in "
-        "seconds: worth it for long runs, not for small graphs)",
+        default=_trainer_default("workers"),
+        help="compiled trainer: threads updating the tables without locks; torch trainer: "
+        "processes on tables in shared memory (each starts in seconds)",
     )
     run.add_argument("--seed", type=int, default=0, help="seed of walks and initialisation")
     run.add_argument("--quiet", action="store_true", help="no progress bar or summary on stderr")
@@ -169,6 +177,8 @@ def run_embed(args: argparse.Namespace) -> int:
             f"({time.perf_counter() - start:.1f} s)",
             file=sys.stderr,
         )
+    # A diverged run raises TrainingDiverged (a ValueError) before anything is written:
+    # graphemb.cli.main prints it and exits with 2.
     rows = train_node_embeddings(
         loaded.graph,
         dimensions=args.dimensions,
@@ -182,6 +192,7 @@ def run_embed(args: argparse.Namespace) -> int:
         epochs=args.epochs,
         sample=args.sample,
         lr=args.lr,
+        trainer=args.trainer,
         sharing=args.sharing,
         duplicates=args.duplicates,
         workers=args.workers,

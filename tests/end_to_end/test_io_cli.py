@@ -232,3 +232,27 @@ def test_weighted_on_a_file_without_weights_is_a_usage_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"--weighted: {path} has no edge weights" in err and "Traceback" not in err
     assert not (tmp_path / "o.emb").exists()
+
+
+@pytest.mark.parametrize("trainer", ["compiled", "torch"])
+def test_a_diverging_run_writes_nothing_and_exits_2(tmp_path, capsys, trainer):
+    from graphemb.skipgram_compiled import compiled_trainer
+
+    if trainer == "compiled" and compiled_trainer() is None:
+        pytest.skip("graphemb_kernels.skipgram_train is not built")
+    ring = "\n".join(f"{i} {(i + 1) % 30}\n{i} {(i + 7) % 30}" for i in range(30))
+    (tmp_path / "g.edgelist").write_text(ring + "\n")
+    out = tmp_path / "g.npy"
+    argv = ["deepwalk", "--input", str(tmp_path / "g.edgelist"), "--output", str(out)]
+    argv += ["--lr", "1e6", "--trainer", trainer, "--num-walks", "10", "--walk-length", "20"]
+    argv += ["--quiet"]
+
+    assert main(argv) == 2
+
+    err = capsys.readouterr().err
+    assert "diverged in walk chunk" in err and "lower lr" in err, err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert not out.exists()
+    # The same graph at the default rate trains and writes finite rows.
+    assert main(argv[:5] + argv[7:]) == 0
+    assert np.isfinite(np.load(out)).all()

@@ -1,0 +1,237 @@
+// word2vec's skip-gram with negative sampling on random walks, Hogwild (skipgram.cpp).
+//
+// What word2vec.c (and gensim's sg=1, negative=K path) does, one walk at a time:
+//
+//   1. the walk's tokens are subsampled: a node is kept with probability keep[node]
+//      (graphemb.skipgram.keep_probabilities, gensim's formula); one uniform draw per
+//      token whose keep < 1, none otherwise; the kept tokens are closed up;
+//   2. for each position t of the kept walk (the predicted node w, output row syn1[w]):
+//      a reduced window r uniform in 1..window (one draw), then for each context c at
+//      t - r .. t + r (c != t, inside the walk), in that order, the input row syn0[c] is
+//      trained against syn1[w] (label 1) and K noise nodes (label 0) drawn from the alias
+//      table of unigram ** 0.75 (two draws each: a column, then its coin); a noise node
+//      equal to w is skipped, as in word2vec.c. For each (target, label):
+//          f = syn0[c] . syn1[target];  g = (label - sigmoid(f)) * alpha
+//          neu1e += g * syn1[target];   syn1[target] += g * syn0[c]
+//      and after the K + 1 targets syn0[c] += neu1e.
+//
+// The sigmoid is exact (1 / (1 + exp(-f)) in float32), not word2vec's 1000-entry table
+// clipped at |f| = 6: as cheap here (one exp per K + 1 dot products of D floats) and
+// without the table's steps.
+//
+// alpha decays linearly with the walks done: lr * max(1 - done / total, 1e-4), done
+// counting the walks of earlier calls (walks_before) and those finished by every thread of
+// this call (an atomic counter), read when a walk starts.
+//
+// Threads split the walks into contiguous ranges and update the shared float32 tables
+// without locks (Hogwild, as word2vec's threads do). Thread i draws from its own
+// splitmix64 stream whose state starts at mix(seed ^ (i * 0x9E3779B97F4A7C15)), mix being
+// splitmix64's output function; with one thread the result is deterministic (and
+// reproducible by a float64 reference, tests/unit/test_skipgram_compiled.py). A uniform
+// integer below n is the high 64 bits of x * n (x the 64-bit draw), a uniform number in
+// [0, 1) is (x >> 11) * 2^-53.
+//
+// Returns (non-finite dot products seen, (context, target) products computed): the caller
+// stops the run on the first non-finite one (a diverged run writes NaN everywhere later).
+
+#include "skipgram.h"
+
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+namespace {
+
+constexpr uint64_t kGamma = 0x9E3779B97F4A7C15ULL;
+
+inline uint64_t mix(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+struct SplitMix64 {
+  uint64_t state;
+  uint64_t next() {
+    state += kGamma;
+    return mix(state);
+  }
+  uint64_t below(uint64_t n) {
+    return static_cast<uint64_t>((static_cast<unsigned __int128>(next()) * n) >> 64);
+  }
+  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
+};
+
+struct Tables {
+  const int64_t* walks;
+  int64_t length;
+  float* syn0;
+  float* syn1;
+  int64_t dim;
+  const double* keep;
+  const int64_t* noise_nodes;
+  const double* noise_keep;
+  const int64_t* noise_alias;
+  uint64_t noise_size;
+  int64_t window;
+  int64_t negatives;
+  double lr;
+  int64_t walks_before;
+  int64_t total_walks;
+};
+
+struct Counts {
+  int64_t nonfinite = 0;
+  int64_t products = 0;
+};
+
+// One (context row, target row, label) update; returns f.
+inline float train_pair(float* __restrict in, float* __restrict out, float* __restrict neu1e,
+                        int64_t dim, float label, float alpha) {
+  float f = 0.0f;
+#pragma omp simd reduction(+ : f)
+  for (int64_t d = 0; d < dim; ++d) f += in[d] * out[d];
+  const float g = (label - 1.0f / (1.0f + std::exp(-f))) * alpha;
+#pragma omp simd
+  for (int64_t d = 0; d < dim; ++d) {
+    neu1e[d] += g * out[d];
+    out[d] += g * in[d];
+  }
+  return f;
+}
+
+void train_range(const Tables& t, int64_t first, int64_t last, uint64_t seed, int thread,
+                 std::atomic<int64_t>* done, Counts* counts) {
+  SplitMix64 rng{mix(seed ^ (static_cast<uint64_t>(thread) * kGamma))};
+  std::vector<int64_t> kept(t.length);
+  std::vector<float> neu1e(t.dim);
+  const int64_t dim = t.dim;
+  int64_t nonfinite = 0, products = 0;
+  for (int64_t w = first; w < last; ++w) {
+    const double progress = static_cast<double>(t.walks_before + done->load()) /
+                            static_cast<double>(t.total_walks);
+    const float alpha = static_cast<float>(t.lr * std::max(1.0 - progress, 1e-4));
+    const int64_t* walk = t.walks + w * t.length;
+    int64_t size = 0;
+    for (int64_t i = 0; i < t.length && walk[i] >= 0; ++i) {
+      const double keep = t.keep[walk[i]];
+      if (keep >= 1.0 || rng.uniform() < keep) kept[size++] = walk[i];
+    }
+    for (int64_t pos = 0; pos < size; ++pos) {
+      const int64_t word = kept[pos];
+      float* out_word = t.syn1 + word * dim;
+      const int64_t radius = 1 + static_cast<int64_t>(rng.below(t.window));
+      const int64_t lo = std::max<int64_t>(pos - radius, 0);
+      const int64_t hi = std::min<int64_t>(pos + radius, size - 1);
+      for (int64_t c = lo; c <= hi; ++c) {
+        if (c == pos) continue;
+        float* in = t.syn0 + kept[c] * dim;
+        std::fill(neu1e.begin(), neu1e.end(), 0.0f);
+        float f = train_pair(in, out_word, neu1e.data(), dim, 1.0f, alpha);
+        nonfinite += !std::isfinite(f);
+        ++products;
+        for (int64_t k = 0; k < t.negatives; ++k) {
+          const uint64_t column = rng.below(t.noise_size);
+          const int64_t target = rng.uniform() < t.noise_keep[column] ? t.noise_nodes[column]
+                                                                      : t.noise_alias[column];
+          if (target == word) continue;
+          f = train_pair(in, t.syn1 + target * dim, neu1e.data(), dim, 0.0f, alpha);
+          nonfinite += !std::isfinite(f);
+          ++products;
+        }
+        const float* step = neu1e.data();
+#pragma omp simd
+        for (int64_t d = 0; d < dim; ++d) in[d] += step[d];
+      }
+    }
+    done->fetch_add(1, std::memory_order_relaxed);
+  }
+  counts->nonfinite = nonfinite;
+  counts->products = products;
+}
+
+void check_tensor(const at::Tensor& t, const char* name, at::ScalarType dtype, int64_t dims) {
+  TORCH_CHECK_TYPE(t.scalar_type() == dtype, "graphemb_kernels.skipgram_train: ", name,
+                   " must be ", dtype, ", got ", t.scalar_type());
+  TORCH_CHECK_VALUE(t.device().is_cpu() && t.is_contiguous() && t.dim() == dims,
+                    "graphemb_kernels.skipgram_train: ", name, " must be a contiguous CPU tensor "
+                    "of ", dims, " dimension(s), got shape ", t.sizes(), " on ", t.device());
+}
+
+}  // namespace
+
+std::tuple<int64_t, int64_t> skipgram_train(const at::Tensor& walks, const at::Tensor& syn0,
+                                            const at::Tensor& syn1, const at::Tensor& keep,
+                                            const at::Tensor& noise_nodes,
+                                            const at::Tensor& noise_keep,
+                                            const at::Tensor& noise_alias, int64_t window,
+                                            int64_t negatives, double lr, int64_t walks_before,
+                                            int64_t total_walks, int64_t threads, uint64_t seed) {
+  check_tensor(walks, "walks", at::kLong, 2);
+  check_tensor(syn0, "syn0", at::kFloat, 2);
+  check_tensor(syn1, "syn1", at::kFloat, 2);
+  check_tensor(keep, "keep", at::kDouble, 1);
+  check_tensor(noise_nodes, "noise_nodes", at::kLong, 1);
+  check_tensor(noise_keep, "noise_keep", at::kDouble, 1);
+  check_tensor(noise_alias, "noise_alias", at::kLong, 1);
+  const int64_t num_nodes = syn0.size(0);
+  TORCH_CHECK_VALUE(syn1.sizes() == syn0.sizes(), "graphemb_kernels.skipgram_train: syn1 ",
+                    syn1.sizes(), " and syn0 ", syn0.sizes(), " differ in shape");
+  TORCH_CHECK_VALUE(keep.size(0) == num_nodes, "graphemb_kernels.skipgram_train: keep has ",
+                    keep.size(0), " entries for ", num_nodes, " nodes");
+  const int64_t columns = noise_nodes.size(0);
+  TORCH_CHECK_VALUE(columns > 0 && noise_keep.size(0) == columns &&
+                        noise_alias.size(0) == columns,
+                    "graphemb_kernels.skipgram_train: the alias table's three arrays must have "
+                    "the same positive length, got ",
+                    columns, ", ", noise_keep.size(0), ", ", noise_alias.size(0));
+  TORCH_CHECK_VALUE(window >= 1 && negatives >= 0 && threads >= 1 && total_walks >= 1 &&
+                        walks_before >= 0,
+                    "graphemb_kernels.skipgram_train: need window >= 1, negatives >= 0, "
+                    "threads >= 1, total_walks >= 1, walks_before >= 0; got ",
+                    window, ", ", negatives, ", ", threads, ", ", total_walks, ", ",
+                    walks_before);
+  // Every id is checked before any row is written.
+  for (const auto& [t, name] : {std::pair{walks, "walks"}, std::pair{noise_nodes, "noise_nodes"},
+                                std::pair{noise_alias, "noise_alias"}}) {
+    if (t.numel() == 0) continue;
+    const int64_t low = t.min().item<int64_t>(), high = t.max().item<int64_t>();
+    TORCH_CHECK_INDEX(low >= (t.is_same(walks) ? -1 : 0) && high < num_nodes,
+                      "graphemb_kernels.skipgram_train: ", name, " holds ids in [", low, ", ",
+                      high, "], outside [0, ", num_nodes, ")", t.is_same(walks) ? " (or -1)" : "");
+  }
+  const int64_t count = walks.size(0);
+  Tables tables{walks.data_ptr<int64_t>(),
+                walks.size(1),
+                syn0.data_ptr<float>(),
+                syn1.data_ptr<float>(),
+                syn0.size(1),
+                keep.data_ptr<double>(),
+                noise_nodes.data_ptr<int64_t>(),
+                noise_keep.data_ptr<double>(),
+                noise_alias.data_ptr<int64_t>(),
+                static_cast<uint64_t>(columns),
+                window,
+                negatives,
+                lr,
+                walks_before,
+                total_walks};
+  const int64_t used = std::max<int64_t>(1, std::min<int64_t>(threads, count));
+  std::atomic<int64_t> done{0};
+  std::vector<Counts> counts(used);
+  std::vector<std::thread> pool;
+  for (int64_t i = 1; i < used; ++i) {
+    pool.emplace_back(train_range, std::cref(tables), count * i / used, count * (i + 1) / used,
+                      seed, static_cast<int>(i), &done, &counts[i]);
+  }
+  train_range(tables, 0, count / used, seed, 0, &done, &counts[0]);
+  for (auto& worker : pool) worker.join();
+  int64_t nonfinite = 0, products = 0;
+  for (const auto& c : counts) {
+    nonfinite += c.nonfinite;
+    products += c.products;
+  }
+  return {nonfinite, products};
+}

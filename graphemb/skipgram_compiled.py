@@ -1,0 +1,173 @@
+"""The compiled Hogwild skip-gram trainer (``graphemb_kernels.skipgram_train``) and
+:class:`TrainingDiverged`.
+
+``graphemb_kernels.skipgram_train`` does what word2vec's skip-gram with negative sampling
+does (word2vec.c, gensim's ``sg=1``): per walk, frequent nodes subsampled, then for every
+position a reduced window drawn uniformly in ``1 .. window``, and every context's input
+row (``syn0``) trained at once against the position's output row (``syn1``, label 1) and
+``K`` noise nodes (label 0) from the unigram ** 0.75 alias table, the input row's change
+accumulated and added after its ``K + 1`` targets. Threads take contiguous shares of the
+walks and write the shared float32 tables without locks. The learning rate decays
+linearly with the walks done over the whole run (:func:`hogwild_pass` is called chunk by
+chunk with the count of walks before it). See ``csrc/graphemb_kernels/skipgram.cpp``.
+
+:func:`graphemb.skipgram.train_node_embeddings` uses it on CPU graphs when the module is
+built and ``GRAPHEMB_DISABLE_KERNELS`` is not set.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from ._compiled import compiled_module, disabled
+
+__all__ = [
+    "TrainingDiverged",
+    "chunk_seed",
+    "compiled_trainer",
+    "hogwild_pass",
+    "init_tables",
+    "learning_rate",
+]
+
+_MASK64 = (1 << 64) - 1
+
+
+class TrainingDiverged(ValueError):
+    """Training produced a non-finite score or embedding row (the learning rate is too
+    high for the graph, or the initial rows too large): the run stops rather than return
+    or write NaN."""
+
+
+def compiled_trainer() -> Any:
+    """``graphemb_kernels.skipgram_train`` when the module has it and
+    ``GRAPHEMB_DISABLE_KERNELS`` is not set, else None."""
+    module = compiled_module()
+    if module is None or disabled():
+        return None
+    return getattr(module, "skipgram_train", None)
+
+
+def learning_rate(lr: float, done: int, total: int) -> float:
+    """word2vec's linearly decaying rate after ``done`` of ``total`` walks:
+    ``lr * max(1 - done / total, 1e-4)``."""
+    return lr * max(1.0 - done / total, 1e-4)
+
+
+def chunk_seed(seed: int, chunk: int) -> int:
+    """The 64-bit seed the kernel gets for walk chunk ``chunk`` of a run seeded ``seed``
+    (thread ``i`` of the call mixes in ``i`` itself)."""
+    return ((seed & 0xFFFFFFFF) << 32 ^ chunk) & _MASK64
+
+
+def init_tables(num_nodes: int, dimensions: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """word2vec's initial tables: input rows uniform in ``[-0.5 / D, 0.5 / D)``, output
+    rows zero.
+
+    Returns
+    -------
+    syn0, syn1 : Tensor of float32, shape (N, D)
+    """
+    generator = torch.Generator().manual_seed(seed)
+    syn0 = torch.rand(num_nodes, dimensions, generator=generator).sub_(0.5).div_(dimensions)
+    return syn0, torch.zeros(num_nodes, dimensions)
+
+
+def hogwild_pass(
+    kernel: Any,
+    walks: torch.Tensor,
+    syn0: torch.Tensor,
+    syn1: torch.Tensor,
+    keep: torch.Tensor,
+    alias: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+    *,
+    window: int,
+    negatives: int,
+    lr: float,
+    walks_before: int,
+    total_walks: int,
+    threads: int,
+    seed: int,
+    chunk: str = "",
+) -> int:
+    """Train ``syn0`` and ``syn1`` in place on one chunk of walks.
+
+    Parameters
+    ----------
+    kernel : callable
+        :func:`compiled_trainer`'s function.
+    walks : Tensor of int64, shape (W, T)
+        Node ids, :data:`graphemb.sampling.walks.PAD` after a walk's end.
+    syn0, syn1 : Tensor of float32, shape (N, D)
+        Input and output rows, contiguous, on CPU.
+    keep : Tensor of float64, shape (N,)
+        Subsampling keep probabilities (:func:`graphemb.skipgram.keep_probabilities`).
+    alias : (nodes, keep, alias_nodes)
+        The noise distribution's alias table
+        (:attr:`graphemb.skipgram.NegativeSampler.alias_table`).
+    window, negatives : int
+        Largest context distance, noise nodes per (context, node) pair.
+    lr : float
+        Initial learning rate of the whole run.
+    walks_before, total_walks : int
+        Walks trained before this chunk, and in the whole run (the rate's decay).
+    threads : int
+        Hogwild threads.
+    seed : int
+        The chunk's seed (:func:`chunk_seed`).
+    chunk : str
+        How error messages name this chunk (e.g. "walk chunk 3 of 12").
+
+    Returns
+    -------
+    int
+        The (context, target) products computed.
+
+    Raises
+    ------
+    TrainingDiverged
+        A score came out non-finite (the rows then hold inf or NaN).
+    """
+    nodes, coins, aliases = alias
+    nonfinite, products = kernel(
+        walks.contiguous(),
+        syn0,
+        syn1,
+        keep,
+        nodes,
+        coins,
+        aliases,
+        window,
+        negatives,
+        float(lr),
+        walks_before,
+        total_walks,
+        threads,
+        seed & _MASK64,
+    )
+    if nonfinite:
+        rate = learning_rate(lr, walks_before, total_walks)
+        raise TrainingDiverged(
+            f"skip-gram training diverged in {chunk or 'a walk chunk'}: {nonfinite} of "
+            f"{products} scores were not finite at a learning rate of {rate:.4g} (initial lr "
+            f"{lr:g}); lower lr"
+        )
+    return int(products)
+
+
+def check_finite(rows: torch.Tensor, lr: float, where: str) -> None:
+    """Raise :class:`TrainingDiverged` when ``rows`` holds inf or NaN."""
+    finite = torch.isfinite(rows)
+    if not bool(finite.all()):
+        bad = int((~finite).any(dim=-1).nonzero()[0]) if rows.dim() > 1 else -1
+        raise TrainingDiverged(
+            f"skip-gram training diverged {where}: embedding row {bad} is not finite "
+            f"(initial lr {lr:g}); lower lr"
+        )
+
+
+def is_finite_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)

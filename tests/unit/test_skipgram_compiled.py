@@ -1,0 +1,325 @@
+"""The compiled Hogwild skip-gram trainer (graphemb_kernels.skipgram_train) against a float64
+reference of word2vec's algorithm driven by the same random stream, plus statistical checks
+of its windows, subsampling, negatives and learning rate, and divergence errors."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+
+from graphemb.graph import Graph
+from graphemb.skipgram import (
+    NegativeSampler,
+    TrainingDiverged,
+    keep_probabilities,
+    train_node_embeddings,
+)
+from graphemb.skipgram_compiled import chunk_seed, compiled_trainer, hogwild_pass
+
+kernel = compiled_trainer()
+needs_kernel = pytest.mark.skipif(kernel is None, reason="graphemb_kernels.skipgram_train absent")
+
+M64 = (1 << 64) - 1
+GAMMA = 0x9E3779B97F4A7C15
+
+
+def mix(z: int) -> int:
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    return z ^ (z >> 31)
+
+
+class SplitMix64:
+    """Vigna's splitmix64 (the stream the kernel documents), in Python integers."""
+
+    def __init__(self, state: int) -> None:
+        self.state = state
+
+    def next(self) -> int:
+        self.state = (self.state + GAMMA) & M64
+        return mix(self.state)
+
+    def below(self, n: int) -> int:
+        return (self.next() * n) >> 64
+
+    def uniform(self) -> float:
+        return (self.next() >> 11) * 2.0**-53
+
+
+def test_reference_stream_is_splitmix64():
+    # Published first outputs of splitmix64 from state 0.
+    rng = SplitMix64(0)
+    assert rng.next() == 0xE220A8397B1DCDAF
+    assert rng.next() == 0x6E789E6AA1B965F4
+
+
+def reference(walks, syn0, syn1, keep, alias, window, negatives, lr, before, total, seed):
+    """word2vec's skip-gram with negative sampling in float64, one thread."""
+    nodes, coins, aliases = (t.tolist() for t in alias)
+    syn0, syn1 = syn0.double().numpy().copy(), syn1.double().numpy().copy()
+    keep = keep.tolist()
+    rng = SplitMix64(mix(seed))
+    for index, walk in enumerate(walks.tolist()):
+        alpha = lr * max(1.0 - (before + index) / total, 1e-4)
+        kept = []
+        for node in walk:
+            if node < 0:
+                break
+            if keep[node] >= 1.0 or rng.uniform() < keep[node]:
+                kept.append(node)
+        for pos, word in enumerate(kept):
+            radius = 1 + rng.below(window)
+            for c in range(max(pos - radius, 0), min(pos + radius, len(kept) - 1) + 1):
+                if c == pos:
+                    continue
+                row = syn0[kept[c]]
+                neu1e = np.zeros_like(row)
+                targets = [(word, 1.0)]
+                for _ in range(negatives):
+                    column = rng.below(len(nodes))
+                    target = nodes[column] if rng.uniform() < coins[column] else aliases[column]
+                    if target == word:
+                        continue
+                    targets.append((target, 0.0))
+                for target, label in targets:
+                    g = (label - 1.0 / (1.0 + math.exp(-row @ syn1[target]))) * alpha
+                    neu1e += g * syn1[target]
+                    syn1[target] += g * row
+                row += neu1e
+    return torch.from_numpy(syn0), torch.from_numpy(syn1)
+
+
+def run(
+    walks,
+    syn0,
+    syn1,
+    keep,
+    alias,
+    *,
+    window=2,
+    negatives=3,
+    lr=0.025,
+    before=0,
+    total=None,
+    threads=1,
+    seed=7,
+):
+    return hogwild_pass(
+        kernel,
+        walks,
+        syn0,
+        syn1,
+        keep,
+        alias,
+        window=window,
+        negatives=negatives,
+        lr=lr,
+        walks_before=before,
+        total_walks=total or walks.shape[0],
+        threads=threads,
+        seed=seed,
+    )
+
+
+@needs_kernel
+@pytest.mark.parametrize("sample", [0.0, 0.2])
+def test_matches_a_float64_word2vec_reference(sample):
+    gen = torch.Generator().manual_seed(3)
+    num_nodes, dim = 7, 8
+    walks = torch.randint(num_nodes, (6, 9), generator=gen)
+    walks[1, 6:] = -1  # a short walk
+    weights = torch.tensor([3.0, 1, 4, 1, 5, 9, 2])
+    alias = NegativeSampler(weights).alias_table
+    keep = keep_probabilities(weights, sample)
+    syn0 = (torch.rand(num_nodes, dim, generator=gen) - 0.5) / dim
+    syn1 = torch.rand(num_nodes, dim, generator=gen) * 0.1
+    expected = reference(walks, syn0, syn1, keep, alias, 3, 4, 0.5, 5, 20, 11)
+    start = syn0.clone()
+    run(walks, syn0, syn1, keep, alias, window=3, negatives=4, lr=0.5, before=5, total=20, seed=11)
+    assert (expected[0] - start.double()).abs().max() > 0.05  # the rows did move
+    torch.testing.assert_close(syn0.double(), expected[0], rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(syn1.double(), expected[1], rtol=1e-4, atol=1e-5)
+
+
+def counting_tables(num_nodes):
+    """One-hot input rows and zero output rows: at a tiny rate every (context c, target t)
+    update adds (label - 1/2) * alpha to syn1[t, c] and nothing measurable elsewhere."""
+    return torch.eye(num_nodes), torch.zeros(num_nodes, num_nodes)
+
+
+@needs_kernel
+def test_window_radius_is_uniform_in_1_to_window():
+    length, window, copies, lr = 30, 5, 400, 1e-6
+    walks = torch.arange(length).repeat(copies, 1)
+    syn0, syn1 = counting_tables(length)
+    alias = NegativeSampler(torch.ones(length)).alias_table
+    run(
+        walks,
+        syn0,
+        syn1,
+        torch.ones(length, dtype=torch.float64),
+        alias,
+        window=window,
+        negatives=0,
+        lr=lr,
+        total=10**12,
+    )
+    counts = syn1.double() / (0.5 * lr)
+    interior = range(window, length - window)
+    by_distance = [
+        sum(counts[i, i + d] + counts[i, i - d] for i in interior) for d in range(1, window + 1)
+    ]
+    by_distance = torch.stack(by_distance).numpy().round()
+    # P(radius >= d) = (window - d + 1) / window; each position is one radius draw.
+    trials = copies * len(interior)
+    np.testing.assert_allclose(by_distance[0], 2 * trials, rtol=2e-3)  # d=1 always
+    # Pairs at distance d, per position: 2 * 1[radius >= d]; radius = #distances covered.
+    radius_hist = [(by_distance[d - 1] - by_distance[d]) / 2 for d in range(1, window)]
+    radius_hist.append(by_distance[window - 1] / 2)
+    chi2 = stats.chisquare(radius_hist, [sum(radius_hist) / window] * window)
+    assert sum(radius_hist) == pytest.approx(trials, rel=1e-3)
+    assert chi2.pvalue > 1e-3
+
+
+@needs_kernel
+def test_subsampling_keeps_each_node_with_its_probability():
+    copies, lr = 4000, 1e-6
+    keep = torch.tensor([0.1, 0.3, 0.6, 0.9, 1.0], dtype=torch.float64)
+    walks = torch.tensor([[i, 4] for i in range(4)]).repeat(copies, 1)
+    syn0, syn1 = counting_tables(5)
+    run(
+        walks,
+        syn0,
+        syn1,
+        keep,
+        NegativeSampler(torch.ones(5)).alias_table,
+        window=1,
+        negatives=0,
+        lr=lr,
+        total=10**12,
+    )
+    kept = (syn1[4, :4].double() / (0.5 * lr)).numpy()  # node 4 predicted from a kept i
+    for i in range(4):
+        test = stats.binomtest(round(float(kept[i])), copies, float(keep[i]))
+        assert test.pvalue > 1e-4, (i, kept[i])
+    assert abs(kept[0] / copies - 0.1) < 0.03 and abs(kept[2] / copies - 0.6) < 0.04
+
+
+@needs_kernel
+def test_negatives_follow_degree_to_the_power_three_quarters():
+    lr, copies, negatives = 1e-7, 3000, 5
+    # Walk nodes 0, 1 have weight 0 (never noise); nodes 2..9 have degrees 1..8.
+    degrees = torch.tensor([0.0, 0.0, 1, 2, 3, 4, 5, 6, 7, 8])
+    sampler = NegativeSampler(degrees)
+    walks = torch.tensor([[0, 1]]).repeat(copies, 1)
+    syn0, syn1 = counting_tables(10)
+    run(
+        walks,
+        syn0,
+        syn1,
+        torch.ones(10, dtype=torch.float64),
+        sampler.alias_table,
+        window=1,
+        negatives=negatives,
+        lr=lr,
+        total=10**12,
+    )
+    drawn = (-syn1[2:].double().sum(dim=1) / (0.5 * lr)).numpy()
+    total = 2 * copies * negatives  # two (context, node) pairs per walk
+    np.testing.assert_allclose(drawn.sum(), total, rtol=1e-2)
+    drawn = drawn.round()
+    weights = degrees[2:].double() ** 0.75
+    expected = (weights / weights.sum()).numpy() * drawn.sum()
+    assert stats.chisquare(drawn, expected).pvalue > 1e-3
+
+
+@needs_kernel
+def test_learning_rate_ends_at_lr_times_1e_4():
+    walks = torch.randint(6, (4, 8), generator=torch.Generator().manual_seed(0))
+    alias, keep = NegativeSampler(torch.ones(6)).alias_table, torch.ones(6, dtype=torch.float64)
+    init = (torch.rand(6, 8, generator=torch.Generator().manual_seed(1)) - 0.5) / 8
+    at_end = [init.clone(), torch.zeros(6, 8)]
+    run(walks, *at_end, keep, alias, lr=0.5, before=100, total=100)  # past the end: floor
+    flat = [init.clone(), torch.zeros(6, 8)]
+    run(walks, *flat, keep, alias, lr=0.5e-4, before=0, total=10**15)  # constant rate
+    assert (at_end[1] != 0).any()
+    torch.testing.assert_close(at_end[0], flat[0])
+    torch.testing.assert_close(at_end[1], flat[1])
+
+
+def two_communities(size=60, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    block = torch.arange(2 * size) // size
+    same = block[:, None] == block[None, :]
+    adjacency = torch.rand(2 * size, 2 * size, generator=gen) < torch.where(same, 0.15, 0.01)
+    adjacency = torch.triu(adjacency, 1)
+    src, dst = adjacency.nonzero().t()
+    return Graph.from_edges(torch.cat([src, dst]), torch.cat([dst, src]), 2 * size), block
+
+
+@needs_kernel
+def test_two_threads_separate_two_communities():
+    graph, block = two_communities()
+    rows = train_node_embeddings(
+        graph,
+        dimensions=16,
+        walk_length=20,
+        num_walks=40,
+        window=5,
+        trainer="compiled",
+        workers=2,
+        seed=1,
+    )
+    assert rows.dtype == torch.float32 and rows.shape == (120, 16)
+    # Centred first: word2vec's rows share a common direction that dominates raw cosines.
+    unit = torch.nn.functional.normalize(rows - rows.mean(dim=0), dim=1)
+    similarity = (unit @ unit.t()).numpy()
+    upper = np.triu_indices(120, 1)
+    same = (block[:, None] == block[None, :]).numpy()[upper]
+    ranks = stats.rankdata(similarity[upper])
+    auc = (ranks[same].sum() - same.sum() * (same.sum() + 1) / 2) / (same.sum() * (~same).sum())
+    assert auc > 0.9
+
+
+@needs_kernel
+def test_one_thread_is_deterministic_and_seeds_differ():
+    graph, _ = two_communities(20)
+    kw = dict(dimensions=8, walk_length=10, num_walks=2, window=3, trainer="compiled")
+    first = train_node_embeddings(graph, seed=4, **kw)
+    assert torch.equal(first, train_node_embeddings(graph, seed=4, **kw))
+    assert not torch.equal(first, train_node_embeddings(graph, seed=5, **kw))
+
+
+@pytest.mark.parametrize("trainer", [pytest.param("compiled", marks=needs_kernel), "torch"])
+def test_divergence_raises_and_names_the_chunk_and_rate(trainer):
+    graph, _ = two_communities(20)
+    with pytest.raises(TrainingDiverged, match=r"walk chunk \d+ of 10: .*lower lr") as error:
+        train_node_embeddings(
+            graph, dimensions=8, walk_length=20, num_walks=10, lr=1e3, trainer=trainer
+        )
+    assert "1000" in str(error.value) or "1e+03" in str(error.value)
+    assert isinstance(error.value, ValueError)
+
+
+@needs_kernel
+def test_bad_ids_raise_before_any_write():
+    syn0, syn1 = torch.ones(4, 3), torch.ones(4, 3)
+    alias = NegativeSampler(torch.ones(4)).alias_table
+    with pytest.raises(IndexError, match=r"walks holds ids in \[0, 4\]"):
+        run(torch.tensor([[0, 4]]), syn0, syn1, torch.ones(4, dtype=torch.float64), alias)
+    assert torch.equal(syn0, torch.ones(4, 3)) and torch.equal(syn1, torch.ones(4, 3))
+
+
+def test_chunk_seeds_are_distinct():
+    seeds = {chunk_seed(s, c) for s in range(3) for c in range(1000)}
+    assert len(seeds) == 3000
+
+
+def test_trainer_compiled_on_a_cuda_graph_or_unknown_trainer_is_refused():
+    graph, _ = two_communities(5)
+    with pytest.raises(ValueError, match="trainer must be one of"):
+        train_node_embeddings(graph, trainer="fast")
