@@ -206,35 +206,27 @@ def run_graphemb(graph: Graph, args, sharing: str, seed: int) -> tuple[np.ndarra
     if sharing == "previous":
         return run_previous(graph, args, seed)
     start = time.perf_counter()
-    if sharing == "compiled":  # the default trainer: word2vec's algorithm in C++ threads
-        table = train_node_embeddings(
-            graph,
-            dimensions=args.dimensions,
-            walk_length=args.walk_length,
-            num_walks=args.num_walks,
-            window=args.window,
-            negatives=args.negatives,
-            sample=args.sample,
-            trainer="compiled",
-            workers=args.threads,
-            seed=seed,
-        )
-        return table.numpy(), time.perf_counter() - start
-    table = train_node_embeddings(
-        graph,
+    common = dict(
         dimensions=args.dimensions,
         walk_length=args.walk_length,
         num_walks=args.num_walks,
         window=args.window,
         negatives=args.negatives,
         sample=args.sample,
-        trainer="torch",
-        sharing=sharing,
-        batch_walks=args.batch_walks,
-        workers=args.workers if sharing != "position" else 1,
-        matmul_dtype="auto",
         seed=seed,
     )
+    if sharing == "compiled":  # the default trainer: word2vec's algorithm in C++ threads
+        table = train_node_embeddings(graph, **common, trainer="compiled", workers=args.threads)
+    else:
+        table = train_node_embeddings(
+            graph,
+            **common,
+            trainer="torch",
+            sharing=sharing,
+            batch_walks=args.batch_walks,
+            workers=args.workers if sharing != "position" else 1,
+            matmul_dtype="auto",
+        )
     return table.numpy(), time.perf_counter() - start
 
 
