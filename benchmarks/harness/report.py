@@ -200,6 +200,12 @@ def load_average() -> float:
     return os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
 
 
+START_LOAD = load_average()
+"""The load average when the benchmark started (this module is imported first thing): the
+other work on the machine. The benchmark's own threads raise the load while it runs (two
+busy threads make 2 on a 2-core machine), so verdicts read this one."""
+
+
 def verdict(
     value: float,
     target: float,
@@ -219,30 +225,34 @@ def verdict(
     unit : str
         Printed after both numbers.
     load : float, optional
-        The load average the figure was measured under (default: now).
+        The load average of the other work on the machine (default: :data:`START_LOAD`).
 
     Returns
     -------
     str
-        ``"target >= 1.5x: MET (load 0.31)"``, ``"... NOT MET (load 0.31)"``, or on a busy
-        machine ``"target >= 1.5x: no verdict, load 3.20 > 1 (would be MET)"``.
+        ``"target >= 1.5x: MET (load before the run 0.31)"``, ``"... NOT MET ..."``, or on
+        a busy machine ``"target >= 1.5x: no verdict, load before the run 3.20 > 1 (would be
+        MET)"``.
 
     Examples
     --------
     >>> verdict(2.0, 1.5, load=0.3)
-    'target >= 1.5x: MET (load 0.30)'
+    'target >= 1.5x: MET (load before the run 0.30)'
     >>> verdict(9.0, 8.0, at_most=True, unit=" s", load=0.3)
-    'target <= 8 s: NOT MET (load 0.30)'
+    'target <= 8 s: NOT MET (load before the run 0.30)'
     >>> verdict(2.0, 1.5, load=2.5)
-    'target >= 1.5x: no verdict, load 2.50 > 1 (would be MET)'
+    'target >= 1.5x: no verdict, load before the run 2.50 > 1 (would be MET)'
     """
-    load = load_average() if load is None else load
+    load = START_LOAD if load is None else load
     met = value <= target if at_most else value >= target
     word = "MET" if met else "NOT MET"
     bound = f"target {'<=' if at_most else '>='} {target:g}{unit}"
     if load >= QUIET_LOAD:
-        return f"{bound}: no verdict, load {load:.2f} > {QUIET_LOAD:g} (would be {word})"
-    return f"{bound}: {word} (load {load:.2f})"
+        return (
+            f"{bound}: no verdict, load before the run {load:.2f} > {QUIET_LOAD:g} "
+            f"(would be {word})"
+        )
+    return f"{bound}: {word} (load before the run {load:.2f})"
 
 
 def target_mark(value: float, target: float) -> str:

@@ -1,11 +1,17 @@
 """Dropout from 16 random bits per element: the same distribution as ``torch.nn.Dropout``
-(to within ``p``'s rounding to a multiple of 1/65536), at a fraction of its cost on CPU.
+(to within ``p``'s rounding to a multiple of 1/65536), cheaper than it on recent torch.
 
 ``torch.nn.functional.dropout`` draws one Bernoulli variable per element through torch's
 generic per-element sampler; on CPU that is the most expensive pass of a GNN layer's
 forward. Here one 64-bit random word (``Tensor.random_`` over int64's whole range) gives
 four elements 16 uniform bits each, and an element is kept when its 16 bits, read as a
 signed integer, are at least a threshold: one cheap comparison instead of a sample.
+
+Measured on CPU (200k x 64 float32, 2 threads, forward only): torch 2.13's
+``F.dropout`` 255 ms, this one about 95 ms; but torch 2.2.1's ``F.dropout`` takes 92 ms,
+and there the ``torch.where`` of the forward and of the backward pass cost more than
+torch's whole mask. So the GNN models keep ``torch.nn.Dropout``; use this module where the
+torch at hand is the slow one.
 
 Example
 -------
