@@ -43,6 +43,8 @@ __all__ = ["F1Scores", "format_f1_table", "node_classification_f1", "prediction_
 
 #: The label fractions of the DeepWalk paper's tables.
 DEEPWALK_RATIOS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+#: Random splits per fraction in the DeepWalk paper's evaluation.
+DEEPWALK_REPEATS = 10
 
 
 @dataclass(frozen=True)

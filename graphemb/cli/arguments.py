@@ -1,12 +1,27 @@
-"""What every subcommand shares about its arguments: how ``--help`` is laid out and the
-value types argparse checks (a bad value is a one-line usage error naming it)."""
+"""What every subcommand shares about its arguments: how ``--help`` is laid out, the
+value types argparse checks (a bad value is a one-line usage error naming it), the
+defaults (read from the library functions' signatures, so that the command line has none of
+its own) and the file formats (read from :mod:`graphemb.io.formats`)."""
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import math
+from collections.abc import Callable
+from typing import Any
 
-__all__ = ["HelpFormatter", "fractions", "positive_float", "positive_int"]
+from ..io import formats as registry
+
+__all__ = [
+    "HelpFormatter",
+    "default_of",
+    "format_choices",
+    "formats_help",
+    "fractions",
+    "positive_float",
+    "positive_int",
+]
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -53,3 +68,34 @@ def fractions(text: str) -> tuple[float, ...]:
     if bad:
         raise argparse.ArgumentTypeError(f"fractions must lie in (0, 1), got {bad[0]}")
     return values
+
+
+def default_of(function: Callable[..., Any], parameter: str) -> Any:
+    """The default of ``function``'s ``parameter``: an option's default, taken from the
+    library call it feeds.
+
+    Raises
+    ------
+    ValueError
+        ``parameter`` is not one of ``function``'s or has no default.
+    """
+    found = inspect.signature(function).parameters.get(parameter)
+    if found is None or found.default is inspect.Parameter.empty:
+        raise ValueError(f"{function.__qualname__} has no parameter {parameter!r} with a default")
+    return found.default
+
+
+def format_choices(kind: str) -> tuple[str, ...]:
+    """The names of the registered formats of ``kind`` (``"graph"``), for ``choices=``."""
+    return tuple(f.name for f in registry.formats(kind))
+
+
+def formats_help(kind: str, what: str) -> str:
+    """``--help`` text of a file option: ``what``, then each registered format of ``kind``
+    with its description and suffixes."""
+    parts = [
+        f"{f.name} ({' '.join(f.suffixes) or 'named only'}) = {f.description}"
+        for f in registry.formats(kind)
+    ]
+    # argparse expands %-specifiers in help texts
+    return f"{what}, format from the suffix: {'; '.join(parts)}".replace("%", "%%")

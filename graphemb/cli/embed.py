@@ -1,22 +1,30 @@
 """``python -m graphemb deepwalk`` and ``node2vec``: embeddings of a graph file.
 
-Reads a graph (:func:`graphemb.io.read_graph`: edge list, adjacency list, ``.mat``,
-``.npz``), trains :func:`graphemb.skipgram.train_node_embeddings` and writes the rows
-(:func:`graphemb.io.write_embeddings`): ``.emb`` in word2vec's text format with the
-original node names, ``.npy`` in node-id order. The flag names are the reference node2vec
-implementation's.
+Reads a graph (:func:`graphemb.io.read_graph`: any registered graph format, see
+:mod:`graphemb.io.formats`), trains :func:`graphemb.skipgram.train_node_embeddings` and
+writes the rows (:func:`graphemb.io.write_embeddings`): ``.emb`` in word2vec's text format
+with the original node names, ``.npy`` in node-id order. The flag names are the reference
+node2vec implementation's; every default is read from the signature of the library
+function the option feeds (only ``--quiet``, the command line's own output, is its own).
 """
 
 from __future__ import annotations
 
 import argparse
-import inspect
 import sys
 import time
 from typing import Any
 
+from ..io import read_graph, write_embeddings
 from ..skipgram import TRAINER_SHARING, TRAINERS, check_duplicates, train_node_embeddings
-from .arguments import HelpFormatter, positive_float, positive_int
+from .arguments import (
+    HelpFormatter,
+    default_of,
+    format_choices,
+    formats_help,
+    positive_float,
+    positive_int,
+)
 
 __all__ = ["add_parsers", "run_embed"]
 
@@ -44,7 +52,7 @@ def add_parsers(subparsers: Any) -> None:
 def _trainer_default(name: str) -> Any:
     """The default of :func:`train_node_embeddings`' argument ``name``: the command line
     has no defaults of its own to drift from the library's."""
-    return inspect.signature(train_node_embeddings).parameters[name].default
+    return default_of(train_node_embeddings, name)
 
 
 def _duplicates_rule(text: str) -> str:
@@ -59,33 +67,31 @@ def _duplicates_rule(text: str) -> str:
 def _add_arguments(parser: argparse.ArgumentParser, *, node2vec: bool) -> None:
     files = parser.add_argument_group("files")
     files.add_argument(
-        "--input",
-        required=True,
-        metavar="FILE",
-        help="graph file: edge list (.txt .edgelist .edges .csv .tsv), adjacency list "
-        "(.adjlist), MATLAB .mat (matrix 'network'), scipy .npz",
+        "--input", required=True, metavar="FILE", help=formats_help("graph", "graph file")
     )
     files.add_argument(
         "--output",
         required=True,
         metavar="FILE",
-        help="embeddings: .emb/.txt = word2vec text format ('N D', then 'name v1 ... vD' "
-        "with the input's node names), .npy = rows in node-id order",
+        help=formats_help("embedding", "embeddings, with the input's node names"),
     )
     files.add_argument(
         "--format",
-        choices=("edgelist", "adjlist", "mat", "npz"),
-        default=None,
+        choices=format_choices("graph"),
+        default=default_of(read_graph, "format"),
         help="format of --input (default: from its suffix)",
     )
     files.add_argument(
         "--output-format",
-        choices=("word2vec", "npy"),
-        default=None,
+        choices=format_choices("embedding"),
+        default=default_of(write_embeddings, "format"),
         help="format of --output (default: from its suffix)",
     )
     files.add_argument(
-        "--directed", action="store_true", help="edges are directed (walks follow them)"
+        "--directed",
+        action="store_true",
+        default=default_of(read_graph, "directed"),
+        help="edges are directed (walks follow them)",
     )
     walks = parser.add_argument_group("walks")
     model = parser.add_argument_group("skip-gram")
@@ -99,8 +105,10 @@ def _add_arguments(parser: argparse.ArgumentParser, *, node2vec: bool) -> None:
     ):
         group.add_argument(flag, type=positive_int, default=_trainer_default(name), help=explained)
     if node2vec:
-        walks.add_argument("--p", type=positive_float, default=1.0, help="return parameter")
-        walks.add_argument("--q", type=positive_float, default=1.0, help="in-out parameter")
+        for flag, explained in (("p", "return parameter"), ("q", "in-out parameter")):
+            walks.add_argument(
+                f"--{flag}", type=positive_float, default=_trainer_default(flag), help=explained
+            )
     walks.add_argument(
         "--weighted",
         action="store_true",
@@ -153,15 +161,19 @@ def _add_arguments(parser: argparse.ArgumentParser, *, node2vec: bool) -> None:
         help="compiled trainer: threads updating the tables without locks; torch trainer: "
         "processes on tables in shared memory (each starts in seconds)",
     )
-    run.add_argument("--seed", type=int, default=0, help="seed of walks and initialisation")
+    run.add_argument(
+        "--seed",
+        type=int,
+        default=_trainer_default("seed"),
+        help="seed of walks and initialisation",
+    )
+    # The command line's own switch: its summary lines have no library counterpart.
     run.add_argument("--quiet", action="store_true", help="no progress bar or summary on stderr")
 
 
 def run_embed(args: argparse.Namespace) -> int:
     """Read ``--input``, train, write ``--output``; returns the exit code."""
-    from ..io import read_graph, write_embeddings
     from ..io.embeddings import embedding_format
-    from ..skipgram import train_node_embeddings
 
     embedding_format(args.output, args.output_format)  # a bad suffix fails before training
     start = time.perf_counter()
@@ -185,8 +197,8 @@ def run_embed(args: argparse.Namespace) -> int:
         walk_length=args.walk_length,
         num_walks=args.num_walks,
         window=args.window_size,
-        p=getattr(args, "p", 1.0),
-        q=getattr(args, "q", 1.0),
+        # deepwalk has no --p/--q: the library's defaults
+        **{name: getattr(args, name) for name in ("p", "q") if hasattr(args, name)},
         weighted=args.weighted,
         negatives=args.negatives,
         epochs=args.epochs,

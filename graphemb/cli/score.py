@@ -10,14 +10,22 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .arguments import HelpFormatter, fractions, positive_int
+from ..io import read_embeddings, read_labels
+from .arguments import (
+    HelpFormatter,
+    default_of,
+    format_choices,
+    formats_help,
+    fractions,
+    positive_int,
+)
 
 __all__ = ["add_parsers", "run_score"]
 
 
 def add_parsers(subparsers: Any) -> None:
     """Register the ``score`` subcommand."""
-    from ..evaluation import DEEPWALK_RATIOS
+    from ..evaluation import DEEPWALK_RATIOS, DEEPWALK_REPEATS, node_classification_f1
 
     parser = subparsers.add_parser(
         "score",
@@ -31,44 +39,54 @@ def add_parsers(subparsers: Any) -> None:
         formatter_class=HelpFormatter,
     )
     parser.add_argument(
-        "--embeddings",
-        required=True,
-        metavar="FILE",
-        help="embeddings: word2vec text format (.emb, .txt: 'N D' then 'name v1 ... vD') "
-        "or .npy (rows in node-id order, names in FILE.names if present)",
+        "--embeddings", required=True, metavar="FILE", help=formats_help("embedding", "embeddings")
     )
     parser.add_argument(
         "--labels",
         required=True,
         metavar="FILE",
-        help="labels: lines 'node label [label ...]' (or 'node,label' rows in a .csv), "
-        "or a .mat file's 'group' matrix (the DeepWalk benchmark graphs: node i is row i); "
-        "nodes are matched to the embeddings by name; unlabelled nodes are not scored",
+        help=formats_help(
+            "label",
+            "labels, matched to the embeddings by node name (unlabelled nodes are not scored)",
+        ),  # fmt: skip
     )
     parser.add_argument(
         "--format",
-        choices=("word2vec", "npy"),
-        default=None,
+        choices=format_choices("embedding"),
+        default=default_of(read_embeddings, "format"),
         help="format of --embeddings (default: from its suffix)",
+    )
+    parser.add_argument(
+        "--labels-format",
+        choices=format_choices("label"),
+        default=default_of(read_labels, "format"),
+        help="format of --labels (default: from its suffix, else text)",
     )
     parser.add_argument(
         "--ratios",
         type=fractions,
         default=DEEPWALK_RATIOS,
         metavar="R[,R...]",
-        help="fractions of labelled nodes to train on, each in (0, 1) (default: 0.1,0.2,...,0.9)",
+        help="fractions of labelled nodes to train on, each in (0, 1) (default: "
+        f"{','.join(map(str, DEEPWALK_RATIOS))}, the DeepWalk protocol's)",
     )
     parser.add_argument(
         "--repeats",
         type=positive_int,
-        default=10,
-        help="random splits per fraction (default: %(default)s)",
+        default=DEEPWALK_REPEATS,
+        help="random splits per fraction (default: %(default)s, the DeepWalk protocol's)",
     )
     parser.add_argument(
-        "--seed", type=int, default=0, help="seed of the splits (default: %(default)s)"
+        "--seed",
+        type=int,
+        default=default_of(node_classification_f1, "seed"),
+        help="seed of the splits (default: %(default)s)",
     )
     parser.add_argument(
-        "--normalize", action="store_true", help="scale every embedding to unit length first"
+        "--normalize",
+        action="store_true",
+        default=default_of(node_classification_f1, "normalize"),
+        help="scale every embedding to unit length first",
     )
     kind = parser.add_mutually_exclusive_group()
     kind.add_argument(
@@ -76,7 +94,7 @@ def add_parsers(subparsers: Any) -> None:
         dest="multi_label",
         action="store_const",
         const=True,
-        default=None,
+        default=default_of(read_labels, "multi_label"),
         help="treat the labels as multi-label (default: iff some node has several)",
     )
     kind.add_argument(
@@ -94,13 +112,9 @@ def run_score(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from ..evaluation import format_f1_table, node_classification_f1
-    from ..io import read_embeddings, read_labels, read_mat_labels
 
     embeddings, names = read_embeddings(args.embeddings, args.format)
-    if str(args.labels).lower().endswith(".mat"):
-        labels = read_mat_labels(args.labels, names)
-    else:
-        labels = read_labels(args.labels, names, multi_label=args.multi_label)
+    labels = read_labels(args.labels, names, args.labels_format, multi_label=args.multi_label)
     nodes = labels.nodes
     kind = "multi-label" if labels.multi_label else "single-label"
     print(

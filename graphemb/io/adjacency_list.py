@@ -9,6 +9,7 @@ import numpy as np
 
 from .errors import GraphFileError
 from .fields import numbered_lines, split_fields
+from .formats import Format, register
 from .loaded_graph import LoadedGraph, graph_from_edge_ids
 from .node_names import NameIndex
 
@@ -64,3 +65,14 @@ def read_adjacency_list(
     )
     graph, _ = graph_from_edge_ids(src_ids, dst_ids, len(names), directed=directed)
     return LoadedGraph(graph, names)
+
+
+register(
+    Format(
+        "adjlist",
+        "graph",
+        (".adjlist",),
+        read_adjacency_list,
+        description="adjacency list, 'node neighbour ...' lines",
+    )
+)

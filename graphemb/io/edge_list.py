@@ -21,6 +21,7 @@ import torch
 from .._compiled import compiled_module, disabled
 from .errors import GraphFileError
 from .fields import COMMENT, numbered_lines, split_fields
+from .formats import Format, register
 from .loaded_graph import LoadedGraph, graph_from_edge_ids, refuse_bad_weights
 from .node_names import NameIndex, pack_integer_names
 
@@ -100,6 +101,17 @@ def read_edge_list(
         edge_table=table,  # the graph is built in the memory of the parsed edges
     )
     return LoadedGraph(graph, edges.node_names, weights)
+
+
+register(
+    Format(
+        "edgelist",
+        "graph",
+        (".txt", ".edgelist", ".edges", ".el", ".tsv", ".csv"),
+        read_edge_list,
+        description="edge list, 'source target [weight]' lines",
+    )
+)
 
 
 def parse_edge_list(

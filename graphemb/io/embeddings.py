@@ -23,12 +23,12 @@ import torch
 from .atomic import atomic_path
 from .errors import GraphFileError
 from .fields import numbered_lines
-from .formats import file_format
+from .formats import Format, SuffixFormats, file_format, find_format, register
 
 __all__ = ["EMBEDDING_FORMATS", "embedding_format", "read_embeddings", "write_embeddings"]
 
-#: Formats by file suffix.
-EMBEDDING_FORMATS = {".emb": "word2vec", ".txt": "word2vec", ".npy": "npy"}
+#: Embedding formats by file suffix (a live view of :mod:`graphemb.io.formats`).
+EMBEDDING_FORMATS = SuffixFormats("embedding")
 
 # Values formatted per write (rows x D): the block's temporaries (about ten arrays of 8
 # bytes a value) stay in the CPU caches (measured at 100k x 128: 0.55 s against 1.3 s with
@@ -38,8 +38,9 @@ _SIGNIFICANT = 9  # digits: every float32 reads back exactly (FLT_DECIMAL_DIG)
 
 
 def embedding_format(path: str | os.PathLike[str], format: str | None = None) -> str:
-    """``"word2vec"`` or ``"npy"``: ``format`` if given, else guessed from the suffix."""
-    return file_format(path, format, EMBEDDING_FORMATS, "embedding")
+    """The format's name (``"word2vec"``, ``"npy"``): ``format`` if given (checked), else
+    the one of the suffix."""
+    return file_format(path, format, "embedding")
 
 
 def write_embeddings(
@@ -58,22 +59,22 @@ def write_embeddings(
     node_names : array or sequence, shape (N,), optional
         Original node names (``LoadedGraph.node_names``). Default: ``0 .. N-1``. A name
         must not contain whitespace (it would break the text format).
-    format : {"word2vec", "npy"}, optional
-        Default: from the suffix (:data:`EMBEDDING_FORMATS`).
+    format : str, optional
+        A registered embedding format (``"word2vec"``, ``"npy"``). Default: from the
+        suffix (:data:`EMBEDDING_FORMATS`).
 
     Raises
     ------
     ValueError
         A shape that is not (N, D), names of another length or with blanks, an unknown
-        format. Nothing is written then.
+        format or one that is only read. Nothing is written then.
     """
-    kind = embedding_format(path, format)
+    chosen = find_format("embedding", path, format)
+    if chosen.writer is None:
+        raise ValueError(f"embedding format {chosen.name!r} is read only: cannot write {path}")
     rows = _as_rows(embeddings)
     names = _checked_names(node_names, rows.shape[0])
-    if kind == "npy":
-        _write_npy(os.fspath(path), rows, names)
-    else:
-        _write_word2vec(os.fspath(path), rows, names)
+    chosen.writer(os.fspath(path), rows, names)
 
 
 def read_embeddings(
@@ -81,6 +82,12 @@ def read_embeddings(
 ) -> tuple[torch.Tensor, np.ndarray]:
     """Embeddings and node names from a file written by :func:`write_embeddings` (or by
     any tool writing the word2vec text format).
+
+    Parameters
+    ----------
+    path : str or PathLike
+    format : str, optional
+        A registered embedding format; default: from the suffix.
 
     Returns
     -------
@@ -94,24 +101,24 @@ def read_embeddings(
         A malformed header or row (naming its line), or a row count that differs from the
         header's.
     """
-    kind = embedding_format(path, format)
-    path = os.fspath(path)
-    if kind == "npy":
-        rows = np.load(path, allow_pickle=False)
-        if rows.ndim != 2:
-            raise GraphFileError(path, f"expected an (N, D) array, got shape {rows.shape}")
-        names_path = path + ".names"
-        if os.path.exists(names_path):
-            with open(names_path, encoding="utf-8") as stream:
-                names = np.array(stream.read().split("\n")[: rows.shape[0]], dtype=str)
-            if len(names) != rows.shape[0]:
-                raise GraphFileError(
-                    names_path, f"expected {rows.shape[0]} names, got {len(names)}"
-                )
-        else:
-            names = np.arange(rows.shape[0]).astype(str)
-        return torch.from_numpy(np.ascontiguousarray(rows, dtype=np.float32)), names
-    return _read_word2vec(path)
+    reader = find_format("embedding", path, format).reader
+    rows, names = reader(os.fspath(path))
+    return rows, names
+
+
+def _read_npy(path: str) -> tuple[torch.Tensor, np.ndarray]:
+    rows = np.load(path, allow_pickle=False)
+    if rows.ndim != 2:
+        raise GraphFileError(path, f"expected an (N, D) array, got shape {rows.shape}")
+    names_path = path + ".names"
+    if os.path.exists(names_path):
+        with open(names_path, encoding="utf-8") as stream:
+            names = np.array(stream.read().split("\n")[: rows.shape[0]], dtype=str)
+        if len(names) != rows.shape[0]:
+            raise GraphFileError(names_path, f"expected {rows.shape[0]} names, got {len(names)}")
+    else:
+        names = np.arange(rows.shape[0]).astype(str)
+    return torch.from_numpy(np.ascontiguousarray(rows, dtype=np.float32)), names
 
 
 def _as_rows(embeddings: torch.Tensor | np.ndarray) -> np.ndarray:
@@ -273,3 +280,25 @@ def _read_word2vec(path: str) -> tuple[torch.Tensor, np.ndarray]:
     if len(names) != count:
         raise GraphFileError(path, f"the header announces {count} rows, the file has {len(names)}")
     return torch.from_numpy(rows), np.array(names, dtype=str)
+
+
+register(
+    Format(
+        "word2vec",
+        "embedding",
+        (".emb", ".txt"),
+        _read_word2vec,
+        _write_word2vec,
+        description="word2vec text format, 'N D' then 'name v1 ... vD' lines",
+    )
+)
+register(
+    Format(
+        "npy",
+        "embedding",
+        (".npy",),
+        _read_npy,
+        _write_npy,
+        description="numpy rows in node-id order, names in FILE.names unless 0..N-1",
+    )
+)

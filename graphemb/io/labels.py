@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 
 from .errors import GraphFileError
 from .fields import numbered_lines, split_fields
+from .formats import Format, find_format, register
 
-__all__ = ["NodeLabels", "read_labels"]
+__all__ = ["NodeLabels", "read_labels", "single_labels"]
 
 
 @dataclass(frozen=True)
@@ -63,31 +65,38 @@ class NodeLabels:
 def read_labels(
     path: str | os.PathLike[str],
     node_names: np.ndarray,
+    format: str | None = None,
     *,
-    delimiter: str | None = None,
     multi_label: bool | None = None,
+    **options: Any,
 ) -> NodeLabels:
-    """Labels from a text file, matched to a graph's nodes by name.
-
-    Each non-empty line (after removing ``#`` comments) is ``node label [label ...]``;
-    a node may also appear on several lines (``node,label`` CSV rows). Nodes without a
-    line are unlabelled.
+    """Labels from a file, matched to a graph's nodes by name.
 
     Parameters
     ----------
     path : str or PathLike
+        ``.mat``: the 0/1 matrix ``group`` (row ``i`` for the node named ``i``, as the
+        DeepWalk benchmark graphs ship). Any other suffix: text, each non-empty line
+        (after removing ``#`` comments) ``node label [label ...]``; a node may also
+        appear on several lines (``node,label`` CSV rows). Nodes without a line are
+        unlabelled.
     node_names : numpy array, shape (N,)
         Names of the graph's nodes (``LoadedGraph.node_names`` or the names read with
         embeddings); compared as text.
-    delimiter : str, optional
-        Column separator; default ``","`` for ``.csv`` files, else any whitespace.
+    format : str, optional
+        A registered label format (:func:`graphemb.io.formats.formats` ``("label")``:
+        ``"text"``, ``"mat"``). Default: from the suffix, else ``"text"``.
     multi_label : bool, optional
-        Force the kind. Default: multi-label iff some node has more than one label.
+        Force the kind. Default: multi-label iff some node has more than one label
+        (a ``.mat`` group: multi-label).
+    **options
+        Passed to the format's reader: ``delimiter`` for text (default ``","`` for
+        ``.csv`` files, else any whitespace), ``group`` for ``.mat``.
 
     Returns
     -------
     NodeLabels
-        Classes in order of first appearance in the file.
+        Text: classes in order of first appearance in the file.
 
     Raises
     ------
@@ -95,6 +104,34 @@ def read_labels(
         A line without a label, a node name not in ``node_names``, a node given several
         labels with ``multi_label=False``, or a file with no labels.
     """
+    reader = find_format("label", path, format, default="text").reader
+    labels: NodeLabels = reader(path, node_names, multi_label=multi_label, **options)
+    return labels
+
+
+def single_labels(
+    labels: NodeLabels, node_names: np.ndarray, path: str | os.PathLike[str]
+) -> NodeLabels:
+    """Multi-label ``labels`` as class ids, refusing (naming ``path`` and the node) a node
+    with several labels."""
+    if not labels.multi_label:
+        return labels
+    several = torch.nonzero(labels.values.sum(1) > 1).reshape(-1)
+    if len(several):
+        name = str(node_names[int(several[0])])
+        raise GraphFileError(path, f"node {name!r} has several labels but multi_label=False")
+    classes = torch.where(labels.labelled, labels.values.argmax(1), -1)
+    return NodeLabels(classes, labels.labelled, labels.classes)
+
+
+def _read_label_lines(
+    path: str | os.PathLike[str],
+    node_names: np.ndarray,
+    *,
+    multi_label: bool | None = None,
+    delimiter: str | None = None,
+) -> NodeLabels:
+    """The text label format (see :func:`read_labels`)."""
     path = os.fspath(path)
     if delimiter is None and path.lower().endswith(".csv"):
         delimiter = ","
@@ -139,3 +176,14 @@ def read_labels(
     single = torch.full((num_nodes,), -1, dtype=torch.int64)
     single[torch.from_numpy(nodes)] = torch.from_numpy(classes)
     return NodeLabels(single, labelled, names)
+
+
+register(
+    Format(
+        "text",
+        "label",
+        (".txt", ".csv", ".tsv"),
+        _read_label_lines,
+        description="'node label [label ...]' lines or 'node,label' rows; any other suffix too",
+    )
+)

@@ -5,28 +5,19 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .formats import file_format
+from .formats import SuffixFormats, file_format, find_format
 from .loaded_graph import LoadedGraph
 
 __all__ = ["GRAPH_FORMATS", "graph_format", "read_graph"]
 
-#: Graph formats by file suffix (``format=`` takes the values).
-GRAPH_FORMATS = {
-    ".txt": "edgelist",
-    ".edgelist": "edgelist",
-    ".edges": "edgelist",
-    ".el": "edgelist",
-    ".tsv": "edgelist",
-    ".csv": "edgelist",
-    ".adjlist": "adjlist",
-    ".mat": "mat",
-    ".npz": "npz",
-}
+#: Graph formats by file suffix (``format=`` takes the values): a live view of
+#: :mod:`graphemb.io.formats`.
+GRAPH_FORMATS = SuffixFormats("graph")
 
 
 def graph_format(path: str | os.PathLike[str], format: str | None = None) -> str:
-    """The format name: ``format`` if given, else the one of the suffix."""
-    return file_format(path, format, GRAPH_FORMATS, "graph")
+    """The format name: ``format`` if given (checked), else the one of the suffix."""
+    return file_format(path, format, "graph")
 
 
 def read_graph(
@@ -41,8 +32,10 @@ def read_graph(
     Parameters
     ----------
     path : str or PathLike
-    format : {"edgelist", "adjlist", "mat", "npz"}, optional
-        Default: from the suffix (:data:`GRAPH_FORMATS`).
+    format : str, optional
+        A registered graph format (``"edgelist"``, ``"adjlist"``, ``"mat"``, ``"npz"``;
+        :func:`graphemb.io.formats.formats` ``("graph")``). Default: from the suffix
+        (:data:`GRAPH_FORMATS`).
     directed : bool
         False (default): edges are undirected and stored in both directions.
     **options
@@ -76,23 +69,8 @@ def read_graph(
     >>> loaded.node_names.tolist()
     ['alice', 'bob', 'carol']
     """
-    kind = graph_format(path, format)
+    reader = find_format("graph", path, format).reader
     if not os.path.exists(path):
         raise FileNotFoundError(f"no such graph file: {os.fspath(path)!r}")
-    if kind == "edgelist":
-        from .edge_list import read_edge_list
-
-        return read_edge_list(path, directed=directed, **options)
-    if kind == "adjlist":
-        from .adjacency_list import read_adjacency_list
-
-        return read_adjacency_list(path, directed=directed, **options)
-    if kind == "mat":
-        from .sparse_matrix import read_mat
-
-        return read_mat(path, directed=directed, **options)
-    if kind == "npz":
-        from .sparse_matrix import read_npz
-
-        return read_npz(path, directed=directed, **options)
-    raise AssertionError(kind)  # every format is handled above
+    loaded: LoadedGraph = reader(path, directed=directed, **options)
+    return loaded

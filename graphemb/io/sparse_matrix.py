@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 
 from .errors import GraphFileError
-from .labels import NodeLabels
+from .formats import Format, register
+from .labels import NodeLabels, single_labels
 from .loaded_graph import LoadedGraph, graph_from_edge_ids, refuse_bad_weights
 
 __all__ = ["graph_from_adjacency", "read_mat", "read_mat_labels", "read_npz"]
@@ -192,3 +193,37 @@ def graph_from_adjacency(
     weights = None if bool((values == 1).all()) else values
     graph, weight_tensor = graph_from_edge_ids(src, dst, count, directed=True, weights=weights)
     return LoadedGraph(graph, np.arange(count, dtype=np.int64), weight_tensor)
+
+
+def _read_group_labels(
+    path: str | os.PathLike[str],
+    node_names: np.ndarray,
+    *,
+    multi_label: bool | None = None,
+    group: str = "group",
+) -> NodeLabels:
+    """:func:`read_mat_labels` as a label format: ``multi_label=False`` asks for one label
+    per node (class ids), refusing a node with several."""
+    labels = read_mat_labels(path, node_names, group=group)
+    return single_labels(labels, node_names, path) if multi_label is False else labels
+
+
+register(
+    Format(
+        "mat",
+        "graph",
+        (".mat",),
+        read_mat,
+        description="MATLAB file, adjacency matrix 'network', labels 'group'",
+    )
+)
+register(Format("npz", "graph", (".npz",), read_npz, description="scipy sparse adjacency matrix"))
+register(
+    Format(
+        "mat",
+        "label",
+        (".mat",),
+        _read_group_labels,
+        description="a .mat file's 0/1 matrix 'group', row i for the node named i",
+    )
+)
