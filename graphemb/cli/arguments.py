@@ -15,6 +15,7 @@ from ..io import formats as registry
 
 __all__ = [
     "HelpFormatter",
+    "add_file_option",
     "default_of",
     "format_choices",
     "formats_help",
@@ -99,3 +100,25 @@ def formats_help(kind: str, what: str) -> str:
     ]
     # argparse expands %-specifiers in help texts
     return f"{what}, format from the suffix: {'; '.join(parts)}".replace("%", "%%")
+
+
+def add_file_option(
+    parser: argparse._ActionsContainer,
+    flag: str,
+    format_flag: str,
+    *,
+    kind: str,
+    what: str,
+    function: Callable[..., Any],
+    otherwise: str = "",
+) -> None:
+    """A required file option (``--input``) and its format option (``--format``): the
+    registered formats of ``kind`` as choices and in the help, the format's default that
+    of ``function``'s ``format`` parameter (``otherwise``: what an unknown suffix is)."""
+    parser.add_argument(flag, required=True, metavar="FILE", help=formats_help(kind, what))
+    parser.add_argument(
+        format_flag,
+        choices=format_choices(kind),
+        default=default_of(function, "format"),
+        help=f"format of {flag} (default: from its suffix{otherwise})",
+    )

@@ -17,14 +17,7 @@ from typing import Any
 
 from ..io import read_graph, write_embeddings
 from ..skipgram import TRAINER_SHARING, TRAINERS, check_duplicates, train_node_embeddings
-from .arguments import (
-    HelpFormatter,
-    default_of,
-    format_choices,
-    formats_help,
-    positive_float,
-    positive_int,
-)
+from .arguments import HelpFormatter, add_file_option, default_of, positive_float, positive_int
 
 __all__ = ["add_parsers", "run_embed"]
 
@@ -66,26 +59,16 @@ def _duplicates_rule(text: str) -> str:
 
 def _add_arguments(parser: argparse.ArgumentParser, *, node2vec: bool) -> None:
     files = parser.add_argument_group("files")
-    files.add_argument(
-        "--input", required=True, metavar="FILE", help=formats_help("graph", "graph file")
+    add_file_option(
+        files, "--input", "--format", kind="graph", what="graph file", function=read_graph
     )
-    files.add_argument(
+    add_file_option(
+        files,
         "--output",
-        required=True,
-        metavar="FILE",
-        help=formats_help("embedding", "embeddings, with the input's node names"),
-    )
-    files.add_argument(
-        "--format",
-        choices=format_choices("graph"),
-        default=default_of(read_graph, "format"),
-        help="format of --input (default: from its suffix)",
-    )
-    files.add_argument(
         "--output-format",
-        choices=format_choices("embedding"),
-        default=default_of(write_embeddings, "format"),
-        help="format of --output (default: from its suffix)",
+        kind="embedding",
+        what="embeddings, with the input's node names",
+        function=write_embeddings,
     )
     files.add_argument(
         "--directed",

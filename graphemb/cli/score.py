@@ -11,14 +11,7 @@ import argparse
 from typing import Any
 
 from ..io import read_embeddings, read_labels
-from .arguments import (
-    HelpFormatter,
-    default_of,
-    format_choices,
-    formats_help,
-    fractions,
-    positive_int,
-)
+from .arguments import HelpFormatter, add_file_option, default_of, fractions, positive_int
 
 __all__ = ["add_parsers", "run_score"]
 
@@ -38,30 +31,15 @@ def add_parsers(subparsers: Any) -> None:
         ),
         formatter_class=HelpFormatter,
     )
-    parser.add_argument(
-        "--embeddings", required=True, metavar="FILE", help=formats_help("embedding", "embeddings")
-    )
-    parser.add_argument(
-        "--labels",
-        required=True,
-        metavar="FILE",
-        help=formats_help(
-            "label",
-            "labels, matched to the embeddings by node name (unlabelled nodes are not scored)",
-        ),  # fmt: skip
-    )
-    parser.add_argument(
-        "--format",
-        choices=format_choices("embedding"),
-        default=default_of(read_embeddings, "format"),
-        help="format of --embeddings (default: from its suffix)",
-    )
-    parser.add_argument(
-        "--labels-format",
-        choices=format_choices("label"),
-        default=default_of(read_labels, "format"),
-        help="format of --labels (default: from its suffix, else text)",
-    )
+    add_file_option(
+        parser, "--embeddings", "--format", kind="embedding", what="embeddings",
+        function=read_embeddings,
+    )  # fmt: skip
+    add_file_option(
+        parser, "--labels", "--labels-format", kind="label",
+        what="labels, matched to the embeddings by node name (unlabelled nodes are not scored)",
+        function=read_labels, otherwise=", else text",
+    )  # fmt: skip
     parser.add_argument(
         "--ratios",
         type=fractions,
@@ -76,18 +54,12 @@ def add_parsers(subparsers: Any) -> None:
         default=DEEPWALK_REPEATS,
         help="random splits per fraction (default: %(default)s, the DeepWalk protocol's)",
     )
-    parser.add_argument(
-        "--seed",
-        type=int,
-        default=default_of(node_classification_f1, "seed"),
-        help="seed of the splits (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--normalize",
-        action="store_true",
-        default=default_of(node_classification_f1, "normalize"),
-        help="scale every embedding to unit length first",
-    )
+    for name, options in (
+        ("seed", {"type": int, "help": "seed of the splits"}),
+        ("normalize", {"action": "store_true", "help": "scale every embedding to unit length"}),
+    ):
+        default = default_of(node_classification_f1, name)
+        parser.add_argument(f"--{name}", default=default, **options)
     kind = parser.add_mutually_exclusive_group()
     kind.add_argument(
         "--multi-label",
