@@ -76,17 +76,42 @@ def _add_arguments(parser: argparse.ArgumentParser, *, node2vec: bool) -> None:
         default=default_of(read_graph, "directed"),
         help="edges are directed (walks follow them)",
     )
-    walks = parser.add_argument_group("walks")
-    model = parser.add_argument_group("skip-gram")
-    for group, flag, name, explained in (
-        (walks, "--num-walks", "num_walks", "walks per node"),
-        (walks, "--walk-length", "walk_length", "nodes per walk"),
-        (model, "--dimensions", "dimensions", "embedding size"),
-        (model, "--window-size", "window", "largest context distance"),
-        (model, "--negatives", "negatives", "negative samples per (node, context)"),
-        (model, "--epochs", "epochs", "passes, each over fresh walks"),
-    ):
+    _add_walk_arguments(parser.add_argument_group("walks"), node2vec=node2vec)
+    _add_model_arguments(parser.add_argument_group("skip-gram"))
+    run = parser.add_argument_group("run")
+    run.add_argument(
+        "--workers",
+        type=positive_int,
+        default=_trainer_default("workers"),
+        help="compiled trainer: threads updating the tables without locks; torch trainer: "
+        "processes on tables in shared memory (each starts in seconds)",
+    )
+    run.add_argument(
+        "--seed",
+        type=int,
+        default=_trainer_default("seed"),
+        help="seed of walks and initialisation",
+    )
+    # The command line's own switch: its summary lines have no library counterpart.
+    run.add_argument("--quiet", action="store_true", help="no progress bar or summary on stderr")
+
+
+def _add_positive_ints(
+    group: argparse._ArgumentGroup, rows: tuple[tuple[str, str, str], ...]
+) -> None:
+    """Options ``(flag, parameter of train_node_embeddings, help)`` taking integers >= 1."""
+    for flag, name, explained in rows:
         group.add_argument(flag, type=positive_int, default=_trainer_default(name), help=explained)
+
+
+def _add_walk_arguments(walks: argparse._ArgumentGroup, *, node2vec: bool) -> None:
+    _add_positive_ints(
+        walks,
+        (
+            ("--num-walks", "num_walks", "walks per node"),
+            ("--walk-length", "walk_length", "nodes per walk"),
+        ),
+    )
     if node2vec:
         for flag, explained in (("p", "return parameter"), ("q", "in-out parameter")):
             walks.add_argument(
@@ -98,6 +123,18 @@ def _add_arguments(parser: argparse.ArgumentParser, *, node2vec: bool) -> None:
         default=_trainer_default("weighted"),
         help="steps in proportion to the edge weights (edge list's third column, .mat/.npz "
         "matrix values); an edge list without weights is refused",
+    )
+
+
+def _add_model_arguments(model: argparse._ArgumentGroup) -> None:
+    _add_positive_ints(
+        model,
+        (
+            ("--dimensions", "dimensions", "embedding size"),
+            ("--window-size", "window", "largest context distance"),
+            ("--negatives", "negatives", "negative samples per (node, context)"),
+            ("--epochs", "epochs", "passes, each over fresh walks"),
+        ),
     )
     model.add_argument(
         "--sample",
@@ -136,22 +173,6 @@ def _add_arguments(parser: argparse.ArgumentParser, *, node2vec: bool) -> None:
         help="torch trainer: how a node repeated within a step moves: 'sum', 'mean', 'sqrt' "
         "or 'cap:C' (the sum, at most C times the mean)",
     )
-    run = parser.add_argument_group("run")
-    run.add_argument(
-        "--workers",
-        type=positive_int,
-        default=_trainer_default("workers"),
-        help="compiled trainer: threads updating the tables without locks; torch trainer: "
-        "processes on tables in shared memory (each starts in seconds)",
-    )
-    run.add_argument(
-        "--seed",
-        type=int,
-        default=_trainer_default("seed"),
-        help="seed of walks and initialisation",
-    )
-    # The command line's own switch: its summary lines have no library counterpart.
-    run.add_argument("--quiet", action="store_true", help="no progress bar or summary on stderr")
 
 
 def run_embed(args: argparse.Namespace) -> int:
