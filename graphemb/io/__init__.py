@@ -4,10 +4,14 @@
   ``group``), scipy ``.npz``; :func:`from_networkx` and :func:`from_pyg` convert graphs in
   memory. Node names (strings or sparse integers) map to ids ``0 .. N-1``; the names are
   kept for output.
-* :func:`read_labels`: node labels from a text file (single- or multi-label);
+* :func:`read_labels`: node labels from a text file (single- or multi-label) or a
+  ``.mat`` file's ``group``;
   :func:`read_node_features`: feature rows matched to the nodes by name.
 * :func:`write_embeddings` / :func:`read_embeddings`: the word2vec text format
   (``.emb``) and ``.npy``.
+
+Every format is one entry of :mod:`graphemb.io.formats` (name, suffixes, reader, writer):
+the functions above and the command line's choices read that registry.
 
 Malformed files raise :class:`GraphFileError`, naming the file, the line and the problem;
 nothing is returned or written half-done.
