@@ -91,10 +91,11 @@ from graphemb.skipgram import (
     TORCH_LR,
     NegativeSampler,
     SkipGram,
-    dynamic_radii,
     keep_probabilities,
+    learning_rate,
     subsample_walks,
     train_node_embeddings,
+    train_step,
 )
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -323,47 +324,37 @@ def train_epoch(
     generator = epoch_generator(args.seed, epoch, rank + 1, device)
     keep = keep_probabilities(walker.graph.in_degrees(), args.sample)
     word2vec = args.optimizer == "sgd"
-    fused = (
-        word2vec and args.sharing != "position" and model.center.storage_kind in ("local", "shared")
-    )
     total, pairs, done = 0.0, 0, 0
     for batch in order.split(args.batch_walks):  # every process runs the same number of steps
         start = batch.tensor_split(world_size)[rank].to(device)
         walks = walker(start, args.walk_length, generator=generator)
         if args.sample > 0:
             walks = subsample_walks(walks, keep, generator=generator)
-        radii = None
-        if word2vec:  # word2vec's dynamic window
-            radii = dynamic_radii(walks.shape, args.window, device=device, generator=generator)
-        negatives = sampler(model.negatives_shape(walks.shape), generator=generator)
         if word2vec:
-            # Linear decay over every walk of every epoch, to 1e-4 of the start.
-            progress = ((epoch - 1) * num_nodes + done) / (args.epochs * num_nodes)
-            for group in optimizer.param_groups:
-                group["lr"] = args.lr * max(1.0 - progress, 1e-4)
-            rate = optimizer.param_groups[0]["lr"]
-        if fused:
-            # word2vec's step written into the tables (shared memory: every process at
-            # once, without locks, as word2vec's threads); see SkipGram.sgd_step for the
-            # rule of rows repeated within a step.
-            loss = torch.tensor(
-                model.sgd_step(
-                    walks, negatives, lr=rate, radii=radii, duplicates=TRAINER["duplicates"]
-                )
+            # The library trainer's step: dynamic window, negatives, then word2vec's step
+            # written into the tables where the model allows it (shared memory: every
+            # process at once, without locks), else the summed loss and the optimizer
+            # (x world_size undoes its mean over ranks); the rate decays linearly over
+            # every walk of every epoch.
+            loss = train_step(
+                model,
+                walks,
+                sampler,
+                lr=learning_rate(args.lr, (epoch - 1) * num_nodes + done, args.epochs * num_nodes),
+                generator=generator,
+                optimizer=optimizer,
+                duplicates=TRAINER["duplicates"],
+                return_loss=True,
+                loss_scale=world_size,
             )
-        elif word2vec:
-            # Summed loss: word2vec's per-pair step; x world_size undoes the optimizer's
-            # mean over ranks.
-            loss = model(walks, negatives, radii=radii, reduction="sum")
-            (loss * world_size).backward()
-            optimizer.step()
         else:
-            loss = model(walks, negatives)
-            loss.backward()
+            mean = model(walks, sampler(model.negatives_shape(walks.shape), generator=generator))
+            mean.backward()
             optimizer.step()
+            loss = mean.item()
         done += batch.numel()
         count = SkipGram.num_pairs(walks, args.window)  # at the full window
-        total += loss.item() if word2vec else loss.item() * count
+        total += loss if word2vec else loss * count
         pairs += count
     return total / max(pairs, 1), pairs
 
