@@ -17,9 +17,8 @@ class NegativeSampler:
     """Draws nodes with probability proportional to ``weights ** power``.
 
     Sampling uses Walker's alias method over the nodes of positive weight (built once in
-    float64, O(N)): a draw is one uniform column and one uniform number, no search (about
-    5x faster than inverting the cumulative distribution), and a node of weight 0 is never
-    drawn.
+    float64, O(N)): a draw is one uniform column and one uniform number, no search, and a
+    node of weight 0 is never drawn.
 
     Parameters
     ----------
