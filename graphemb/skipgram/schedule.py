@@ -179,4 +179,4 @@ def train_step(
     loss = model(walks, drawn, radii=radii, reduction="sum")
     (loss if loss_scale == 1 else loss * loss_scale).backward()
     optimizer.step()
-    return float(loss) if return_loss else None
+    return loss.item() if return_loss else None
