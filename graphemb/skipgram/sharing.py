@@ -22,6 +22,7 @@ names users pass (``sharing="batch"``) into these objects.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import torch
@@ -39,6 +40,7 @@ __all__ = [
     "PairNegatives",
     "PositionNegatives",
     "Sharing",
+    "StepBatch",
     "WalkNegatives",
     "layout",
 ]
@@ -46,10 +48,45 @@ __all__ = [
 #: The rows of node ids, e.g. a :class:`~graphemb.NodeEmbedding`'s lookup.
 Lookup = Callable[[torch.Tensor], torch.Tensor]
 
-#: What :meth:`Sharing.step_negatives` returns: the centers' ascent directions with the
-#: negatives' part added, the noise rows' ids (flat) and their ascent directions
-#: (one row per id), and the negatives' part of the summed loss (None when not asked).
+#: What :meth:`Sharing.step_negatives` returns: ``(center_grad, noise_ids, noise_grad, loss)``.
 StepNoise = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]
+
+
+@dataclasses.dataclass(frozen=True)
+class StepBatch:
+    """What one fused SGD step hands its layout (:meth:`Sharing.step_negatives`).
+
+    Attributes
+    ----------
+    centers : Tensor, shape (W, T, D)
+        Center rows of every walk position, in the dtype of the products.
+    center_grad : Tensor, shape (W, T, D)
+        The centers' ascent directions from their positive pairs, scaled by ``lr``.
+    context_table : Tensor, shape (N, D)
+        The context table (read only here).
+    negatives : Tensor of int64
+        Noise node ids, in the layout's shape.
+    mask : Tensor of bool, shape (W, T, T)
+        The pairs (:func:`~.windows.pair_mask`).
+    window : int
+        The model's window.
+    lr : float
+        The step's learning rate.
+    num_negatives : int
+        ``K``, the per-pair count shared negatives are weighted to stand for.
+    with_loss : bool
+        Whether the step also returns the negatives' part of the summed loss.
+    """
+
+    centers: torch.Tensor
+    center_grad: torch.Tensor
+    context_table: torch.Tensor
+    negatives: torch.Tensor
+    mask: torch.Tensor
+    window: int
+    lr: float
+    num_negatives: int
+    with_loss: bool
 
 
 class Sharing:
@@ -128,42 +165,19 @@ class Sharing:
         """
         raise NotImplementedError
 
-    def step_negatives(
-        self,
-        centers: torch.Tensor,
-        center_grad: torch.Tensor,
-        context_table: torch.Tensor,
-        negatives: torch.Tensor,
-        mask: torch.Tensor,
-        *,
-        window: int,
-        lr: float,
-        num_negatives: int,
-        with_loss: bool,
-    ) -> StepNoise:
-        """The negatives' part of one fused SGD step.
-
-        Parameters
-        ----------
-        centers : Tensor, shape (W, T, D)
-            Center rows, in the dtype of the products.
-        center_grad : Tensor, shape (W, T, D)
-            The centers' ascent directions from their positive pairs, scaled by ``lr``
-            (may be updated in place).
-        context_table : Tensor, shape (N, D)
-            The context table (read only).
-        negatives, mask
-            As in :meth:`negative_loss`.
-        window, num_negatives : int
-            The model's window and ``K``.
-        lr : float
-            The step's learning rate.
-        with_loss : bool
-            Also return the negatives' part of the summed loss.
+    def step_negatives(self, batch: StepBatch) -> StepNoise:
+        """The negatives' part of one fused SGD step of ``batch``.
 
         Returns
         -------
-        StepNoise
+        center_grad : Tensor, shape (W, T, D)
+            ``batch.center_grad`` with the negatives' part added (possibly in place).
+        noise_ids : Tensor of int64, shape (R,)
+            The noise rows, flat.
+        noise_grad : Tensor, shape (R, D)
+            Their ascent directions, scaled by ``lr``.
+        loss : Tensor, scalar, or None
+            The negatives' part of the summed loss when ``batch.with_loss``.
         """
         raise ValueError(f"sgd_step does not support sharing={self.name!r}")
 
@@ -196,34 +210,23 @@ class PairNegatives(Sharing):
         noise_scores = torch.bmm(noise, rows.unsqueeze(2)).squeeze(2)  # (P, K)
         return F.logsigmoid(-noise_scores).sum()
 
-    def step_negatives(
-        self,
-        centers,
-        center_grad,
-        context_table,
-        negatives,
-        mask,
-        *,
-        window,
-        lr,
-        num_negatives,
-        with_loss,
-    ):
+    def step_negatives(self, batch):
+        centers, mask, lr = batch.centers, batch.mask, batch.lr
         num_walks, length, dim = centers.shape
-        dtype, low = context_table.dtype, centers.dtype
-        slot_valid = slot_mask(mask, window)
-        noise_ids = negatives[slot_valid]  # (P, K)
+        dtype, low = batch.context_table.dtype, centers.dtype
+        slot_valid = slot_mask(mask, batch.window)
+        noise_ids = batch.negatives[slot_valid]  # (P, K)
         per_center = slot_valid.view(num_walks * length, -1).sum(1)
         rows_of = torch.repeat_interleave(
             torch.arange(num_walks * length, device=mask.device), per_center
         )
         u = centers.view(-1, dim).index_select(0, rows_of)  # (P, D)
-        noise = context_table.index_select(0, noise_ids.reshape(-1))
+        noise = batch.context_table.index_select(0, noise_ids.reshape(-1))
         noise = noise.view(*noise_ids.shape, dim).to(low)
         noise_scores = torch.bmm(noise, u.unsqueeze(2)).squeeze(2).to(dtype)  # (P, K)
-        loss = F.softplus(noise_scores).sum() if with_loss else None
+        loss = F.softplus(noise_scores).sum() if batch.with_loss else None
         negative = torch.sigmoid(noise_scores).mul_(-lr).to(low)
-        center_grad = center_grad.to(dtype)
+        center_grad = batch.center_grad.to(dtype)
         center_grad.view(-1, dim).index_add_(
             0, rows_of, torch.bmm(negative.unsqueeze(1), noise).squeeze(1).to(dtype)
         )
@@ -278,24 +281,13 @@ class BlockNegatives(Sharing):
         weight = weight * (num_negatives / max(negatives.shape[1], 1))
         return (F.logsigmoid(-noise_scores).sum(-1) * weight).sum()
 
-    def step_negatives(
-        self,
-        centers,
-        center_grad,
-        context_table,
-        negatives,
-        mask,
-        *,
-        window,
-        lr,
-        num_negatives,
-        with_loss,
-    ):
+    def step_negatives(self, batch):
+        centers, mask, lr = batch.centers, batch.mask, batch.lr
         num_walks, length, dim = centers.shape
-        dtype, low = context_table.dtype, centers.dtype
-        noise_ids = negatives.reshape(-1)
-        noise = context_table.index_select(0, noise_ids).view(num_walks, -1, dim).to(low)
-        weight = mask.sum(-1).to(dtype).mul_(-lr * num_negatives / noise.shape[1])
+        dtype, low = batch.context_table.dtype, centers.dtype
+        noise_ids = batch.negatives.reshape(-1)
+        noise = batch.context_table.index_select(0, noise_ids).view(num_walks, -1, dim).to(low)
+        weight = mask.sum(-1).to(dtype).mul_(-lr * batch.num_negatives / noise.shape[1])
         permutation = self.block_permutation(num_walks, length, mask.device)
         served = centers
         if permutation is not None:  # block b serves the centers order[b]
@@ -304,9 +296,10 @@ class BlockNegatives(Sharing):
             weight = weight.view(-1).index_select(0, order).view_as(weight)
         noise_scores = torch.bmm(served, noise.transpose(1, 2)).to(dtype)  # (W, T, M)
         loss = None
-        if with_loss:
+        if batch.with_loss:
             loss = -((F.softplus(noise_scores).sum(-1) * weight).sum() / lr)
         negative = torch.sigmoid(noise_scores).mul_(weight.unsqueeze(-1)).to(low)
+        center_grad = batch.center_grad
         if permutation is not None:
             pushed = torch.bmm(negative, noise).view(-1, dim)
             # A permutation: gathering each center's row back beats a scatter-add.

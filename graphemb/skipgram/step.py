@@ -18,7 +18,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from .sharing import Sharing, fused_names
+from .sharing import Sharing, StepBatch, fused_names
 from .windows import checked_walks, pair_mask
 
 __all__ = ["OccurrenceCounter", "check_duplicates", "fast_matmul_dtype", "sgd_step"]
@@ -94,10 +94,10 @@ def sgd_step(
     context_table: torch.Tensor,
     walks: torch.Tensor,
     negatives: torch.Tensor,
-    *,
     sharing: Sharing,
     window: int,
     num_negatives: int,
+    *,
     lr: float,
     radii: torch.Tensor | None = None,
     matmul_dtype: torch.dtype | None = None,
@@ -152,17 +152,10 @@ def sgd_step(
     positive = torch.sigmoid(scores).mul_(weights).mul_(lr).to(low)
     center_grad = torch.bmm(positive, contexts)  # ascent directions, scaled by lr
     context_grad = torch.bmm(positive.transpose(1, 2), centers)
-    center_grad, noise_ids, noise_grad, noise_loss = sharing.step_negatives(
-        centers,
-        center_grad,
-        context_table,
-        negatives,
-        mask,
-        window=window,
-        lr=lr,
-        num_negatives=num_negatives,
-        with_loss=loss is not None,
+    batch = StepBatch(
+        centers, center_grad, context_table, negatives, mask, window, lr, num_negatives, return_loss
     )
+    center_grad, noise_ids, noise_grad, noise_loss = sharing.step_negatives(batch)
     if loss is not None and noise_loss is not None:
         loss += noise_loss
     center_grad = center_grad.view(-1, dim).to(dtype)
