@@ -303,7 +303,7 @@ class BlockNegatives(Sharing):
         if permutation is not None:
             pushed = torch.bmm(negative, noise).view(-1, dim)
             # A permutation: gathering each center's row back beats a scatter-add.
-            center_grad.view(-1, dim).add_(pushed.index_select(0, permutation[1]))
+            center_grad.view(-1, dim).add_(pushed.index_select(0, position_of))
         else:
             center_grad.baddbmm_(negative, noise)
         noise_grad = torch.bmm(negative.transpose(1, 2), served).view(-1, dim)

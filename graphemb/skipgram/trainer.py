@@ -18,7 +18,7 @@ from .._checks import as_size
 from ..graph import Graph
 from .compiled import check_finite, chunk_seed, compiled_trainer, hogwild_pass, init_tables
 from .schedule import Settings, chunks, noise_and_keep, progress_bar, walker
-from .sharing import TRAINER_SHARING, layout
+from .sharing import SHARING, TRAINER_SHARING, layout
 from .step import check_duplicates
 from .workers import train_in_processes, train_process
 
@@ -227,9 +227,9 @@ def _chosen_kernel(graph: Graph, trainer: str) -> Any:
 
 def _check_sharing(sharing: str) -> None:
     """Raise ValueError unless ``sharing`` is one of :data:`TRAINER_SHARING`."""
-    if sharing == "pair":
+    if sharing in SHARING and not layout(sharing).in_trainer:  # "pair"
         raise ValueError(
-            "sharing='pair' is not a trainer option: word2vec's per-pair negatives with its "
+            f"sharing={sharing!r} is not a trainer option: word2vec's per-pair negatives with its "
             "one-pair-at-a-time updates are the compiled trainer (trainer='compiled', the "
             "default on CPU); the torch trainer takes 'batch', 'walk' or 'position'"
         )
