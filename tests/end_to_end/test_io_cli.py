@@ -236,7 +236,7 @@ def test_weighted_on_a_file_without_weights_is_a_usage_error(tmp_path, capsys):
 
 @pytest.mark.parametrize("trainer", ["compiled", "torch"])
 def test_a_diverging_run_writes_nothing_and_exits_2(tmp_path, capsys, trainer):
-    from graphemb.skipgram_compiled import compiled_trainer
+    from graphemb.skipgram.compiled import compiled_trainer
 
     if trainer == "compiled" and compiled_trainer() is None:
         pytest.skip("graphemb_kernels.skipgram_train is not built")

@@ -169,6 +169,22 @@ LAYERS = [
     ("graphemb.distributed", ["graphemb.storage", "graphemb.checkpoint", "graphemb.embedding"]),
     ("graphemb.distributed", ["graphemb.optim"]),
     ("graphemb.storage", ["graphemb.checkpoint", "graphemb.embedding", "graphemb.optim"]),
+    ("graphemb.sampling", ["graphemb.skipgram"]),
+    # Inside skip-gram: pairs and layouts, then the step on tensors, then the model, then
+    # the trainers.
+    (
+        "graphemb.skipgram.step",
+        [
+            "graphemb.skipgram.model",
+            "graphemb.skipgram.schedule",
+            "graphemb.skipgram.trainer",
+            "graphemb.skipgram.workers",
+        ],
+    ),
+    (
+        "graphemb.skipgram.model",
+        ["graphemb.skipgram.schedule", "graphemb.skipgram.trainer", "graphemb.skipgram.workers"],
+    ),
 ]
 
 

@@ -18,7 +18,7 @@ from graphemb.skipgram import (
     keep_probabilities,
     train_node_embeddings,
 )
-from graphemb.skipgram_compiled import chunk_seed, compiled_trainer, hogwild_pass
+from graphemb.skipgram.compiled import chunk_seed, compiled_trainer, hogwild_pass
 
 kernel = compiled_trainer()
 needs_kernel = pytest.mark.skipif(kernel is None, reason="graphemb_kernels.skipgram_train absent")

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from ._compiled import compiled_module, disabled
+from .._compiled import compiled_module, disabled
 
 __all__ = [
     "TrainingDiverged",
