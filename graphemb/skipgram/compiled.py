@@ -25,6 +25,7 @@ import torch
 from .._compiled import compiled_module, disabled
 
 __all__ = [
+    "INIT_RANGE",
     "TrainingDiverged",
     "chunk_seed",
     "compiled_trainer",
@@ -34,6 +35,9 @@ __all__ = [
 ]
 
 _MASK64 = (1 << 64) - 1
+
+#: Input rows start uniform in ``[-INIT_RANGE / D, INIT_RANGE / D)`` (:func:`init_tables`).
+INIT_RANGE = 2.0
 
 
 class TrainingDiverged(ValueError):
@@ -64,15 +68,24 @@ def chunk_seed(seed: int, chunk: int) -> int:
 
 
 def init_tables(num_nodes: int, dimensions: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """word2vec's initial tables: input rows uniform in ``[-0.5 / D, 0.5 / D)``, output
-    rows zero.
+    """The initial tables: input rows uniform in ``[-INIT_RANGE / D, INIT_RANGE / D)``,
+    output rows zero.
+
+    Both tables start near the saddle point at zero, where every row scores every other
+    alike, and training first has to break that symmetry before the rows move apart; the
+    smaller the initial rows, the more updates per node that takes. word2vec.c draws from
+    ``±0.5 / D`` and gensim from ``±1 / D``; from there a graph whose walks give each node
+    few tokens relative to its neighbourhood's size (a small dense graph) ends the run
+    near the saddle. Rows from ``±2 / D`` leave it within the run on such graphs and train
+    as far as gensim's elsewhere (``benchmarks/results/deepwalk_quality.md``).
 
     Returns
     -------
     syn0, syn1 : Tensor of float32, shape (N, D)
     """
     generator = torch.Generator().manual_seed(seed)
-    syn0 = torch.rand(num_nodes, dimensions, generator=generator).sub_(0.5).div_(dimensions)
+    syn0 = torch.rand(num_nodes, dimensions, generator=generator).sub_(0.5)
+    syn0.mul_(2 * INIT_RANGE / dimensions)
     return syn0, torch.zeros(num_nodes, dimensions)
 
 
