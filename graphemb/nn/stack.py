@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from .._checks import check_positive_int, check_probability
@@ -17,7 +18,7 @@ from ..sampling.block import Block
 from .blocks import as_blocks
 from .input import EmbeddingInput
 
-__all__ = ["BlockGNN"]
+__all__ = ["BlockGNN", "SAGEStack"]
 
 
 class BlockGNN(nn.Module):
@@ -127,3 +128,57 @@ class BlockGNN(nn.Module):
                 h = self.dropout(self.activation(h))
             h = self.convolve(layer, block, h)
         return h
+
+
+class SAGEStack(BlockGNN):
+    """GraphSAGE's constructor, for every library's GraphSAGE: one GraphSAGE layer per
+    block, from the input layer's width through ``hidden_size`` to ``num_classes``.
+    Subclasses build one layer (:meth:`sage_layer`) and say how it reads a block
+    (:meth:`~BlockGNN.convolve`).
+
+    Parameters
+    ----------
+    embedding, num_features, dropout, input_dropout, activation, input_layer
+        As in :class:`BlockGNN`.
+    hidden_size : int
+        Width of the hidden layers.
+    num_classes : int
+        Width ``C`` of the output (logits).
+    num_layers : int
+        Number of layers, i.e. of blocks per mini-batch (the sampler's number of fanouts).
+    aggregator_type : str
+        How a layer aggregates the neighbours; the names :meth:`sage_layer` accepts.
+    """
+
+    def __init__(
+        self,
+        embedding: NodeEmbedding | None,
+        num_features: int,
+        hidden_size: int,
+        num_classes: int,
+        num_layers: int = 2,
+        *,
+        aggregator_type: str = "mean",
+        dropout: float = 0.5,
+        input_dropout: float | None = None,
+        activation: Callable[[torch.Tensor], torch.Tensor] = F.relu,
+        input_layer: EmbeddingInput | None = None,
+    ) -> None:
+        super().__init__(
+            embedding,
+            num_features,
+            dropout=dropout,
+            input_dropout=input_dropout,
+            activation=activation,
+            input_layer=input_layer,
+        )
+        sizes = self.layer_widths(hidden_size, num_classes, num_layers)
+        self.aggregator_type = aggregator_type
+        self.layers = nn.ModuleList(
+            self.sage_layer(sizes[i], sizes[i + 1], aggregator_type) for i in range(num_layers)
+        )
+
+    def sage_layer(self, in_size: int, out_size: int, aggregator_type: str) -> nn.Module:
+        """One GraphSAGE layer from ``in_size`` to ``out_size`` features; ``ValueError``
+        naming ``aggregator_type`` when the library has no such aggregator."""
+        raise NotImplementedError
