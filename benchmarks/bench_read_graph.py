@@ -165,13 +165,10 @@ def main() -> None:
             skipped[name] = "pandas is not installed in this environment (the dgl stack has it)"
         contenders = contenders[2:]
 
-    print(f"# bench_read_graph: {args.nodes:,} nodes, {args.edges:,} edges, {args.rounds} rounds")
-    print(
-        f"# python {sys.version.split()[0]}, numpy {np.__version__}, "
-        f"load average {report.load_average():.2f}"
+    report.print_file_header(
+        f"bench_read_graph: {args.nodes:,} nodes, {args.edges:,} edges, {args.rounds} rounds",
+        skipped,
     )
-    for name, reason in skipped.items():
-        print(f"# skipped {name}: {reason}")
 
     results: dict[str, list[dict]] = {name: [] for name in contenders}
     with tempfile.TemporaryDirectory(prefix="bench_read_graph.") as folder:

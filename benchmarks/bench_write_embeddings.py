@@ -73,13 +73,9 @@ def main() -> None:
     else:
         contenders["gensim save_word2vec_format"] = gensim_writer(rows, names)
 
-    print(f"# bench_write_embeddings: {args.rows:,} rows x {args.dim}, {args.rounds} rounds")
-    print(
-        f"# python {sys.version.split()[0]}, numpy {np.__version__}, "
-        f"load average {report.load_average():.2f}"
+    report.print_file_header(
+        f"bench_write_embeddings: {args.rows:,} rows x {args.dim}, {args.rounds} rounds", skipped
     )
-    for name, reason in skipped.items():
-        print(f"# skipped {name}: {reason}")
     seconds: dict[str, list[float]] = {name: [] for name in contenders}
     sizes = {}
     with tempfile.TemporaryDirectory(prefix="bench_write_embeddings.") as folder:

@@ -93,3 +93,19 @@ def assert_committed_without_outputs(path: Path) -> None:
     for cell in notebook.cells:
         if cell.cell_type == "code":
             assert cell.outputs == [] and cell.execution_count is None, cell.source[:80]
+
+
+# The usage errors of the examples' --checkpoint / --resume (examples/_launch.py, shared).
+RESUME_USAGE_ERRORS = [
+    (["--resume"], "--resume needs --checkpoint PATH"),
+    (["--resume", "--checkpoint", "no/such.ckpt"], "--resume: no checkpoint at no/such.ckpt"),
+]
+
+
+def assert_usage_error(main, args: list[str], message: str, capsys) -> None:
+    """``main(args)`` exits as argparse does for a usage error (code 2), saying ``message``
+    on stderr."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err

@@ -171,6 +171,21 @@ def print_header(
     print(f"loss: {LOSSES[args.loss]}")
 
 
+def print_file_header(title: str, skipped: dict[str, str]) -> None:
+    """The header of a file benchmark (no embedding workload): ``title``, the python and
+    numpy versions, the load average, and one line per contender in ``skipped`` (name ->
+    why it did not run)."""
+    import numpy as np
+
+    print(f"# {title}")
+    print(
+        f"# python {sys.version.split()[0]}, numpy {np.__version__}, "
+        f"load average {load_average():.2f}"
+    )
+    for name, reason in skipped.items():
+        print(f"# skipped {name}: {reason}")
+
+
 def emit_summary(summary: dict, path: str | None, prefix: str = SUMMARY_PREFIX) -> None:
     """Print ``prefix + json`` of the environment and ``summary`` (and write it to ``path``)."""
     summary = {"environment": environment(), **summary}

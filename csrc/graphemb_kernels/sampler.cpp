@@ -22,6 +22,7 @@
 // checked below; seeds must be distinct for sample_blocks.
 
 #include "sampler.h"
+#include "splitmix.h"
 
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
@@ -42,41 +43,19 @@ constexpr int64_t kScanGrain = 1 << 19;  // marker entries per task of the scan
 constexpr int64_t kUnseen = -1;
 constexpr int64_t kNew = -2;
 
-inline uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
+using splitmix::mix;
+using splitmix::SplitMix64;
+
+// A seed's own stream, seeded from (key, layer, seed position).
+inline SplitMix64 seed_stream(uint64_t key, uint64_t layer, uint64_t row) {
+  return SplitMix64{mix(key ^ mix(layer * 0xD1B54A32D192ED03ULL + row))};
 }
 
-// splitmix64, seeded per (key, layer, seed position).
-struct Random {
-  uint64_t state;
-  Random(uint64_t key, uint64_t layer, uint64_t row)
-      : state(mix64(key ^ mix64(layer * 0xD1B54A32D192ED03ULL + row))) {}
-  uint64_t next() {
-    state += 0x9E3779B97F4A7C15ULL;
-    return mix64(state);
-  }
-  // Uniform in [0, n), n >= 1, without bias (Lemire's multiply and reject).
-  uint64_t below(uint64_t n) {
-    unsigned __int128 m = static_cast<unsigned __int128>(next()) * n;
-    auto low = static_cast<uint64_t>(m);
-    if (low < n) {
-      const uint64_t threshold = (0 - n) % n;
-      while (low < threshold) {
-        m = static_cast<unsigned __int128>(next()) * n;
-        low = static_cast<uint64_t>(m);
-      }
-    }
-    return static_cast<uint64_t>(m >> 64);
-  }
-};
-
 // k distinct offsets in [0, d) (k < d), every k-subset equally likely (Floyd), into out.
-void floyd(Random& random, int64_t d, int64_t k, int64_t* out) {
+void floyd(SplitMix64& random, int64_t d, int64_t k, int64_t* out) {
   if (k <= 64) {  // the taken offsets are few: compare with them
     for (int64_t i = 0, j = d - k; i < k; ++i, ++j) {
-      auto t = static_cast<int64_t>(random.below(static_cast<uint64_t>(j) + 1));
+      auto t = static_cast<int64_t>(random.below_exact(static_cast<uint64_t>(j) + 1));
       for (int64_t q = 0; q < i; ++q) {
         if (out[q] == t) {
           t = j;  // j was never a candidate before this round
@@ -90,7 +69,7 @@ void floyd(Random& random, int64_t d, int64_t k, int64_t* out) {
   std::unordered_set<int64_t> taken;
   taken.reserve(2 * k);
   for (int64_t i = 0, j = d - k; i < k; ++i, ++j) {
-    auto t = static_cast<int64_t>(random.below(static_cast<uint64_t>(j) + 1));
+    auto t = static_cast<int64_t>(random.below_exact(static_cast<uint64_t>(j) + 1));
     if (!taken.insert(t).second) {
       t = j;
       taken.insert(t);
@@ -140,7 +119,7 @@ void draw(const Graph& g, const int64_t* seeds, int64_t num_seeds, const int64_t
       if (count == degree) {
         for (int64_t q = 0; q < count; ++q) p[q] = start + q;
       } else {
-        Random random(key, layer, static_cast<uint64_t>(i));
+        SplitMix64 random = seed_stream(key, layer, static_cast<uint64_t>(i));
         floyd(random, degree, count, p);
         for (int64_t q = 0; q < count; ++q) p[q] += start;
       }

@@ -35,6 +35,7 @@
 // stops the run on the first non-finite one (a diverged run writes NaN everywhere later).
 
 #include "skipgram.h"
+#include "splitmix.h"
 
 #include <atomic>
 #include <cmath>
@@ -44,25 +45,9 @@
 
 namespace {
 
-constexpr uint64_t kGamma = 0x9E3779B97F4A7C15ULL;
-
-inline uint64_t mix(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
-struct SplitMix64 {
-  uint64_t state;
-  uint64_t next() {
-    state += kGamma;
-    return mix(state);
-  }
-  uint64_t below(uint64_t n) {
-    return static_cast<uint64_t>((static_cast<unsigned __int128>(next()) * n) >> 64);
-  }
-  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
-};
+using splitmix::kGamma;
+using splitmix::mix;
+using splitmix::SplitMix64;
 
 struct Tables {
   const int64_t* walks;

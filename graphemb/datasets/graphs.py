@@ -5,24 +5,29 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-__all__ = ["NodeSplits", "symmetric_simple_edges"]
+__all__ = ["EdgeCount", "NodeSplits", "symmetric_simple_edges"]
 
 
-class NodeSplits:
-    """Masks and counts derived from the ``src``, ``train_idx``, ``val_idx``, ``test_idx`` and
-    ``num_nodes`` fields of a dataset class."""
+class EdgeCount:
+    """``num_edges`` of a dataset class whose ``src`` field is its directed edge list."""
 
-    # Declared here for type checkers; the dataset classes define them.
-    src: torch.Tensor
-    num_nodes: int
-    train_idx: torch.Tensor
-    val_idx: torch.Tensor
-    test_idx: torch.Tensor
+    src: torch.Tensor  # declared here for type checkers; the dataset classes define it
 
     @property
     def num_edges(self) -> int:
         """Number of directed edges ``E`` (twice the number of undirected edges)."""
         return int(self.src.numel())
+
+
+class NodeSplits(EdgeCount):
+    """Masks and counts derived from the ``src``, ``train_idx``, ``val_idx``, ``test_idx`` and
+    ``num_nodes`` fields of a dataset class."""
+
+    # Declared here for type checkers; the dataset classes define them.
+    num_nodes: int
+    train_idx: torch.Tensor
+    val_idx: torch.Tensor
+    test_idx: torch.Tensor
 
     @property
     def train_mask(self) -> torch.Tensor:

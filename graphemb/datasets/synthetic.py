@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from .._checks import as_size
-from .graphs import NodeSplits, symmetric_simple_edges
+from .graphs import EdgeCount, NodeSplits, symmetric_simple_edges
 
 __all__ = [
     "MultiLabelGraph",
@@ -31,7 +31,7 @@ _MAX_NODES = 2**31
 
 
 @dataclass(frozen=True, eq=False, repr=False)
-class _PlantedGraph:
+class _PlantedGraph(EdgeCount):
     """The fields of a generated graph whose labels are its planted communities.
 
     Attributes
@@ -55,11 +55,6 @@ class _PlantedGraph:
     labels: torch.Tensor
     src: torch.Tensor
     dst: torch.Tensor
-
-    @property
-    def num_edges(self) -> int:
-        """Number of directed edges ``E`` (twice the number of undirected edges)."""
-        return int(self.src.numel())
 
     def __repr__(self) -> str:
         return (

@@ -2,23 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import dgl
 import torch
-import torch.nn.functional as F
 from dgl.nn import SAGEConv
 from torch import nn
 
-from ..embedding import NodeEmbedding
-from ..nn.stack import BlockGNN
+from ..nn.stack import SAGEStack
 from .input import EmbeddingInput
 
 __all__ = ["GraphSAGE"]
 
 
-class GraphSAGE(BlockGNN):
+class GraphSAGE(SAGEStack):
     """GraphSAGE (Hamilton et al., 2017) whose input is node embeddings and/or features.
 
     ``input -> dropout -> SAGEConv -> activation -> dropout -> ... -> SAGEConv -> logits``,
@@ -34,8 +32,9 @@ class GraphSAGE(BlockGNN):
     Parameters
     ----------
     embedding, num_features, hidden_size, num_classes, num_layers
-        As in :class:`graphemb.nn.GraphSAGE`; the ``num_features`` node features are read
-        from ``blocks[0].srcdata[feature_key]``.
+        As in :class:`graphemb.nn.GraphSAGE` (the same constructor,
+        :class:`graphemb.nn.SAGEStack`); the ``num_features`` node features are read from
+        ``blocks[0].srcdata[feature_key]``.
     aggregator_type : str
         ``"mean"``, ``"gcn"``, ``"pool"`` or ``"lstm"`` (see ``dgl.nn.SAGEConv``).
     dropout, input_dropout, activation
@@ -67,32 +66,13 @@ class GraphSAGE(BlockGNN):
     torch.Size([300, 3])
     """
 
-    def __init__(
-        self,
-        embedding: NodeEmbedding | None,
-        num_features: int,
-        hidden_size: int,
-        num_classes: int,
-        num_layers: int = 2,
-        *,
-        aggregator_type: str = "mean",
-        dropout: float = 0.5,
-        input_dropout: float | None = None,
-        activation: Callable[[torch.Tensor], torch.Tensor] = F.relu,
-        feature_key: str = "feat",
-    ) -> None:
-        super().__init__(
-            embedding,
-            num_features,
-            dropout=dropout,
-            input_dropout=input_dropout,
-            activation=activation,
-            input_layer=EmbeddingInput(embedding, num_features, feature_key=feature_key),
-        )
-        sizes = self.layer_widths(hidden_size, num_classes, num_layers)
-        self.layers = nn.ModuleList(
-            SAGEConv(sizes[i], sizes[i + 1], aggregator_type) for i in range(num_layers)
-        )
+    def __init__(self, *args: Any, feature_key: str = "feat", **options: Any) -> None:
+        super().__init__(*args, **options)
+        # the same input layer, reading DGL blocks (node ids and features in srcdata)
+        self.input = EmbeddingInput(self.embedding, self.num_features, feature_key=feature_key)
+
+    def sage_layer(self, in_size: int, out_size: int, aggregator_type: str) -> nn.Module:
+        return SAGEConv(in_size, out_size, aggregator_type)
 
     def layer_blocks(self, blocks: Sequence[dgl.DGLGraph] | dgl.DGLGraph) -> list[Any]:
         """``blocks`` (a whole graph: once per layer), checked against the layer count."""

@@ -13,8 +13,9 @@ for full-neighbourhood inference, on CPU and CUDA, with any current torch. Their
 need PyTorch Geometric (``pip install torch_geometric``: plain torch, no compiled
 extension; ``from graphemb.nn import GraphSAGE`` says so when it is missing), imported when
 the first :class:`GraphSAGE` or :class:`GAT` is built: importing this package costs no
-more than ``import graphemb``. :class:`EmbeddingInput` and :class:`BlockGNN` need no PyG;
-:mod:`graphemb.dgl` builds its DGL models on them.
+more than ``import graphemb``. :class:`EmbeddingInput`, :class:`BlockGNN` and
+:class:`SAGEStack` (the GraphSAGE constructor) need no PyG; :mod:`graphemb.dgl` builds its
+DGL models on them.
 
 Examples: :class:`GraphSAGE` (training on a whole graph), :class:`EmbeddingInput` (one
 block), :class:`GAT`.
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from .blocks import as_blocks, full_block
 from .dropout import Dropout
 from .input import EmbeddingInput
-from .stack import BlockGNN
+from .stack import BlockGNN, SAGEStack
 
 if TYPE_CHECKING:
     from .gat import GAT
@@ -53,6 +54,7 @@ __all__ = [
     "GAT",
     "GraphSAGE",
     "SAGE_AGGREGATORS",
+    "SAGEStack",
     "as_blocks",
     "full_block",
 ]

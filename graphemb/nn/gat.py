@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .._checks import check_positive_int, check_probability
-from ..embedding import NodeEmbedding
 from ..sampling.block import Block
 from ._pyg import pyg_layer, require_pyg
 from .stack import BlockGNN
@@ -35,7 +35,8 @@ class GAT(BlockGNN):
     Parameters
     ----------
     embedding, num_features, num_classes, num_layers
-        As in :class:`~graphemb.nn.GraphSAGE`.
+        As in :class:`~graphemb.nn.GraphSAGE` (the constructor of
+        :class:`~graphemb.nn.BlockGNN`).
     hidden_size : int
         Width of the hidden layers (all heads together); a multiple of ``heads``.
     heads : int
@@ -64,28 +65,15 @@ class GAT(BlockGNN):
 
     def __init__(
         self,
-        embedding: NodeEmbedding | None,
-        num_features: int,
-        hidden_size: int,
-        num_classes: int,
-        num_layers: int = 2,
-        *,
+        *args: Any,
         heads: int = 8,
         output_heads: int = 1,
-        dropout: float = 0.5,
-        input_dropout: float | None = None,
         attention_dropout: float = 0.0,
         activation: Callable[[torch.Tensor], torch.Tensor] = F.elu,
+        **options: Any,
     ) -> None:
-        super().__init__(
-            embedding,
-            num_features,
-            dropout=dropout,
-            input_dropout=input_dropout,
-            activation=activation,
-        )
-        # Checks hidden_size, num_classes and num_layers; the first width is the input's.
-        width = self.layer_widths(hidden_size, num_classes, num_layers)[0]
+        super().__init__(*args, activation=activation, **options)
+        width, hidden_size, num_classes = self.widths[0], self.hidden_size, self.widths[-1]
         check_positive_int("heads", heads)
         check_positive_int("output_heads", output_heads)
         attention_dropout = check_probability("attention_dropout", attention_dropout)
@@ -96,7 +84,7 @@ class GAT(BlockGNN):
             )
         GATConv = pyg_layer("GATConv")  # noqa: N806 (a class)
         layers: list[nn.Module] = []
-        for _ in range(num_layers - 1):
+        for _ in range(len(self.widths) - 2):
             layers.append(GATConv(width, hidden_size // heads, heads, dropout=attention_dropout))
             width = hidden_size
         layers.append(

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..embedding import NodeEmbedding
 from ..sampling.block import Block
 from ._pyg import pyg_layer, require_pyg
 from .aggregation import aggregate_neighbors
-from .stack import BlockGNN
+from .stack import SAGEStack
 
 require_pyg("GraphSAGE")  # here, a clear error; PyG itself is imported by the first model
 
@@ -35,7 +33,7 @@ SAGE_AGGREGATORS: dict[str, dict[str, Any]] = {
 _SPARSE_AGGREGATORS = ("mean", "sum")
 
 
-class GraphSAGE(BlockGNN):
+class GraphSAGE(SAGEStack):
     """GraphSAGE (Hamilton et al., 2017) whose input is node embeddings and/or features.
 
     ``input -> dropout -> SAGEConv -> activation -> dropout -> ... -> SAGEConv -> logits``,
@@ -96,39 +94,19 @@ class GraphSAGE(BlockGNN):
     torch.Size([300, 3])
     """
 
-    def __init__(
-        self,
-        embedding: NodeEmbedding | None,
-        num_features: int,
-        hidden_size: int,
-        num_classes: int,
-        num_layers: int = 2,
-        *,
-        aggregator_type: str = "mean",
-        dropout: float = 0.5,
-        input_dropout: float | None = None,
-        activation: Callable[[torch.Tensor], torch.Tensor] = F.relu,
-    ) -> None:
-        super().__init__(
-            embedding,
-            num_features,
-            dropout=dropout,
-            input_dropout=input_dropout,
-            activation=activation,
-        )
-        sizes = self.layer_widths(hidden_size, num_classes, num_layers)
+    def sage_layer(self, in_size: int, out_size: int, aggregator_type: str) -> nn.Module:
         if aggregator_type not in SAGE_AGGREGATORS:
             raise ValueError(
                 f"aggregator_type must be one of {sorted(SAGE_AGGREGATORS)}, got "
                 f"{aggregator_type!r}"
             )
-        self.aggregator_type = aggregator_type
-        self.sparse_adjacency = aggregator_type in _SPARSE_AGGREGATORS
         SAGEConv = pyg_layer("SAGEConv")  # noqa: N806 (a class)
-        self.layers = nn.ModuleList(
-            SAGEConv(sizes[i], sizes[i + 1], **SAGE_AGGREGATORS[aggregator_type])
-            for i in range(num_layers)
-        )
+        return SAGEConv(in_size, out_size, **SAGE_AGGREGATORS[aggregator_type])
+
+    @property
+    def sparse_adjacency(self) -> bool:
+        """Whether the layers read the block's sparse adjacency (else its edges)."""
+        return self.aggregator_type in _SPARSE_AGGREGATORS
 
     def convolve(self, layer: Any, block: Block, h: torch.Tensor) -> torch.Tensor:
         if not self.sparse_adjacency:

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from .._checks import check_positive_int, check_probability
@@ -17,12 +18,13 @@ from ..sampling.block import Block
 from .blocks import as_blocks
 from .input import EmbeddingInput
 
-__all__ = ["BlockGNN"]
+__all__ = ["BlockGNN", "SAGEStack"]
 
 
 class BlockGNN(nn.Module):
     """``input -> dropout -> layer -> activation -> dropout -> ... -> layer``, one layer per
-    block. Subclasses build :attr:`layers` and say how one layer reads one block
+    block: the constructor every model shares. Subclasses take their own options, build
+    :attr:`layers` from :attr:`widths` and say how one layer reads one block
     (:meth:`convolve`).
 
     Parameters
@@ -31,6 +33,12 @@ class BlockGNN(nn.Module):
         One row per node of the graph (``None`` for a features-only model).
     num_features : int
         Width ``F`` of the node features (0: embeddings only).
+    hidden_size : int
+        Width of the hidden layers.
+    num_classes : int
+        Width ``C`` of the output (logits).
+    num_layers : int
+        Number of layers, i.e. of blocks per mini-batch (the sampler's number of fanouts).
     dropout : float
         Dropout before every layer but the first.
     input_dropout : float, optional
@@ -49,13 +57,19 @@ class BlockGNN(nn.Module):
         self,
         embedding: NodeEmbedding | None,
         num_features: int,
+        hidden_size: int,
+        num_classes: int,
+        num_layers: int = 2,
         *,
-        dropout: float,
-        input_dropout: float | None,
-        activation: Callable[[torch.Tensor], torch.Tensor],
+        dropout: float = 0.5,
+        input_dropout: float | None = None,
+        activation: Callable[[torch.Tensor], torch.Tensor] = F.relu,
         input_layer: EmbeddingInput | None = None,
     ) -> None:
         super().__init__()
+        check_positive_int("hidden_size", hidden_size)
+        check_positive_int("num_classes", num_classes)
+        check_positive_int("num_layers", num_layers)
         dropout = check_probability("dropout", dropout)
         input_dropout = dropout if input_dropout is None else input_dropout
         input_dropout = check_probability("input_dropout", input_dropout)
@@ -67,6 +81,10 @@ class BlockGNN(nn.Module):
         self.input_dropout = nn.Dropout(input_dropout)
         self.dropout = nn.Dropout(dropout)
         self.activation = activation
+        self.hidden_size = hidden_size
+        #: Widths of the ``num_layers + 1`` representations: the input layer's output,
+        #: ``hidden_size`` between layers, ``num_classes`` out.
+        self.widths = [self.input.out_size] + [hidden_size] * (num_layers - 1) + [num_classes]
 
     @property
     def embedding(self) -> NodeEmbedding | None:
@@ -80,14 +98,6 @@ class BlockGNN(nn.Module):
     @property
     def num_layers(self) -> int:
         return len(self.layers)
-
-    def layer_widths(self, hidden_size: int, num_classes: int, num_layers: int) -> list[int]:
-        """Checked widths of the ``num_layers + 1`` representations: the input layer's
-        output, ``hidden_size`` between layers, ``num_classes`` out."""
-        check_positive_int("hidden_size", hidden_size)
-        check_positive_int("num_classes", num_classes)
-        check_positive_int("num_layers", num_layers)
-        return [self.input.out_size] + [hidden_size] * (num_layers - 1) + [num_classes]
 
     def convolve(self, layer: nn.Module, block: Any, h: torch.Tensor) -> torch.Tensor:
         """Apply ``layer`` to ``block``: ``h`` holds the source nodes' representations
@@ -127,3 +137,30 @@ class BlockGNN(nn.Module):
                 h = self.dropout(self.activation(h))
             h = self.convolve(layer, block, h)
         return h
+
+
+class SAGEStack(BlockGNN):
+    """GraphSAGE for every library: :class:`BlockGNN` with one GraphSAGE layer per block.
+    Subclasses build one layer (:meth:`sage_layer`) and say how it reads a block
+    (:meth:`~BlockGNN.convolve`).
+
+    Parameters
+    ----------
+    *args, **options
+        As in :class:`BlockGNN`.
+    aggregator_type : str
+        How a layer aggregates the neighbours; the names :meth:`sage_layer` accepts.
+    """
+
+    def __init__(self, *args: Any, aggregator_type: str = "mean", **options: Any) -> None:
+        super().__init__(*args, **options)
+        self.aggregator_type = aggregator_type
+        sizes = self.widths
+        self.layers = nn.ModuleList(
+            self.sage_layer(sizes[i], sizes[i + 1], aggregator_type) for i in range(len(sizes) - 1)
+        )
+
+    def sage_layer(self, in_size: int, out_size: int, aggregator_type: str) -> nn.Module:
+        """One GraphSAGE layer from ``in_size`` to ``out_size`` features; ``ValueError``
+        naming ``aggregator_type`` when the library has no such aggregator."""
+        raise NotImplementedError

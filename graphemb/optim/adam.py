@@ -22,13 +22,10 @@ class SparseAdam(SparseOptimizer):
 
     Parameters
     ----------
-    params : list of NodeEmbedding, or list of param-group dicts
-    lr : float
-        Learning rate, >= 0.
+    params, lr, eps
+        As in :class:`~graphemb.optim.SparseAdagrad`.
     betas : (float, float)
         Decay rates of the moments, each in [0, 1).
-    eps : float
-        Added to the denominator, >= 0.
 
     Examples
     --------

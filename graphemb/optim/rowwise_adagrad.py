@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
-from ..embedding import NodeEmbedding
-from .optimizer import SparseOptimizer
+from .adagrad import SparseAdagrad
 
 __all__ = ["SparseRowWiseAdagrad"]
 
 
-class SparseRowWiseAdagrad(SparseOptimizer):
+class SparseRowWiseAdagrad(SparseAdagrad):
     """Adagrad with one accumulator per row, the mean of ``g*g`` over the row:
     ``s += mean(g*g)``; ``w -= lr * g / (sqrt(s) + eps)``.
 
@@ -20,11 +17,8 @@ class SparseRowWiseAdagrad(SparseOptimizer):
 
     Parameters
     ----------
-    params : list of NodeEmbedding, or list of param-group dicts
-    lr : float
-        Learning rate, >= 0.
-    eps : float
-        Added to the denominator, >= 0.
+    params, lr, eps
+        As in :class:`~graphemb.optim.SparseAdagrad`.
 
     Examples
     --------
@@ -40,8 +34,3 @@ class SparseRowWiseAdagrad(SparseOptimizer):
     """
 
     formula = "rowwise_adagrad"
-
-    def __init__(
-        self, params: Iterable[NodeEmbedding] | Iterable[dict], lr: float, eps: float = 1e-10
-    ) -> None:
-        super().__init__(params, {"lr": lr, "eps": eps})

@@ -56,6 +56,9 @@ class RowStorage(ABC):
         Where this process keeps its rows.
     partition : Partition
         Which rank owns (updates) which row.
+    exchange, coordinator : Exchange, Coordinator, optional
+        The process group's row exchange and coordination (``None`` in a single process);
+        required where :attr:`needs_exchange`.
     """
 
     kind: str = "abstract"
@@ -64,6 +67,8 @@ class RowStorage(ABC):
     # Sum duplicate rows before pushing them: worth a sort when rows cross a network, not
     # when they are copied through shared memory (the owner sums duplicates anyway).
     coalesce_before_push: bool = True
+    # Whether the layout only exists across a process group (exchange and coordinator given).
+    needs_exchange: bool = False
 
     def __init__(
         self,
@@ -74,6 +79,11 @@ class RowStorage(ABC):
         exchange: Exchange | None = None,
         coordinator: Coordinator | None = None,
     ) -> None:
+        if self.needs_exchange and (exchange is None or coordinator is None):
+            raise ValueError(
+                f"{type(self).__name__} {name!r} needs an exchange and a coordinator, got "
+                f"exchange={exchange!r}, coordinator={coordinator!r}"
+            )
         self.name = name
         self.num_embeddings = num_embeddings
         self.device = device

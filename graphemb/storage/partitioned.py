@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from ..distributed.coordination import Coordinator
-from ..distributed.exchange import Exchange
 from ..distributed.huge_pages import index_rows
 from .base import RowStorage
-from .partition import Partition
 
 __all__ = ["PartitionedStorage"]
 
@@ -18,17 +15,7 @@ class PartitionedStorage(RowStorage):
 
     kind = "partitioned"
     collective_lookups = True
-
-    def __init__(
-        self,
-        name: str,
-        num_embeddings: int,
-        device: torch.device,
-        partition: Partition,
-        exchange: Exchange,
-        coordinator: Coordinator,
-    ) -> None:
-        super().__init__(name, num_embeddings, device, partition, exchange, coordinator)
+    needs_exchange = True
 
     def local_rows(self):
         return self.partition.local_size(self.rank)

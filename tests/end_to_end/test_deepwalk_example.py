@@ -17,7 +17,9 @@ import pytest
 import torch
 from helpers import (
     REPO,
+    RESUME_USAGE_ERRORS,
     assert_committed_without_outputs,
+    assert_usage_error,
     kernel_of_this_interpreter,
     outputs_of,
     planetoid_dir,
@@ -68,8 +70,7 @@ def test_help_lists_the_options(deepwalk, capsys):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--resume"], "--resume needs --checkpoint PATH"),
-        (["--resume", "--checkpoint", "no/such.ckpt"], "--resume: no checkpoint at no/such.ckpt"),
+        *RESUME_USAGE_ERRORS,
         (["--ratios", "0.5,x"], "--ratios must be comma-separated numbers"),
         (["--ratios", "1.5"], "--ratios must lie in (0, 1)"),
         (["--p", "0"], "--p and --q must be > 0"),
@@ -77,10 +78,7 @@ def test_help_lists_the_options(deepwalk, capsys):
     ],
 )
 def test_bad_arguments_are_usage_errors(deepwalk, args, message, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        deepwalk.main(args)
-    assert exit_info.value.code == 2
-    assert message in capsys.readouterr().err
+    assert_usage_error(deepwalk.main, args, message, capsys)
 
 
 def test_cora_quick_learns_and_resumes_exactly(deepwalk, tmp_path, capsys):

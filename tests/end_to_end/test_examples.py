@@ -27,7 +27,13 @@ import helpers
 import numpy as np
 import pytest
 import torch
-from helpers import DGL_INSTALLED, REPO, planetoid_dir
+from helpers import (
+    DGL_INSTALLED,
+    REPO,
+    RESUME_USAGE_ERRORS,
+    assert_usage_error,
+    planetoid_dir,
+)
 
 pytest.importorskip("torch_geometric", reason="the examples need torch_geometric")
 
@@ -153,8 +159,7 @@ def test_help(scripts, name, capsys):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--resume"], "--resume needs --checkpoint PATH"),
-        (["--resume", "--checkpoint", "no/such.ckpt"], "--resume: no checkpoint at no/such.ckpt"),
+        *RESUME_USAGE_ERRORS,
         (["--fanouts", "10,x"], "--fanouts must be comma-separated integers"),
         (["--fanouts", "10,-2"], "--fanouts needs positive integers"),
         (["--no-features", "--emb-dim", "0"], "the model would have no input"),
@@ -162,10 +167,7 @@ def test_help(scripts, name, capsys):
     ],
 )
 def test_bad_arguments_are_usage_errors(scripts, args, message, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        scripts["node_classification"].main(args)
-    assert exit_info.value.code == 2
-    assert message in capsys.readouterr().err
+    assert_usage_error(scripts["node_classification"].main, args, message, capsys)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is visible here")

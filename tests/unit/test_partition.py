@@ -119,3 +119,11 @@ def test_integer_like_sizes_give_the_same_partition(make):
 def test_sizes_that_are_not_integers_are_refused(make, message):
     with pytest.raises(ValueError, match=message):
         make()
+
+
+def test_partitioned_storage_without_a_process_group_is_refused():
+    from graphemb.storage.partitioned import PartitionedStorage
+
+    partition = Partition.remainder(10, 2)
+    with pytest.raises(ValueError, match="PartitionedStorage 'rows' needs an exchange.*None"):
+        PartitionedStorage("rows", 10, torch.device("cpu"), partition)
