@@ -20,6 +20,7 @@ __all__ = [
     "check_node_ids",
     "check_positive_int",
     "check_probability",
+    "check_walks",
     "edge_weight_problem",
     "is_integer_like",
     "node_id_message",
@@ -123,12 +124,53 @@ def check_node_id_vector(name: str, ids: object) -> torch.Tensor:
     ...
     ValueError: seeds must be 1-dimensional, got shape (1, 2)
     """
+    ids = _integer_id_tensor(name, ids)
+    if ids.dim() != 1:
+        raise ValueError(f"{name} must be 1-dimensional, got shape {tuple(ids.shape)}")
+    return ids
+
+
+def check_walks(walks: object) -> torch.Tensor:
+    """``walks`` itself when it is a 2-dimensional integer tensor of node ids.
+
+    Parameters
+    ----------
+    walks : object
+        The walks to check: a Tensor of integers, shape (W, T), one walk a row.
+
+    Returns
+    -------
+    walks : Tensor (W, T)
+        ``walks`` itself, unchanged.
+
+    Raises
+    ------
+    TypeError
+        ``walks`` is not a tensor, or holds booleans, floats or complex numbers.
+    ValueError
+        ``walks`` is not 2-dimensional.
+
+    Examples
+    --------
+    >>> import torch
+    >>> check_walks(torch.tensor([1, 2]))
+    Traceback (most recent call last):
+    ...
+    ValueError: walks must have shape (W, T), got (2,)
+    """
+    walks = _integer_id_tensor("walks", walks)
+    if walks.dim() != 2:
+        raise ValueError(f"walks must have shape (W, T), got {tuple(walks.shape)}")
+    return walks
+
+
+def _integer_id_tensor(name: str, ids: object) -> torch.Tensor:
+    """``ids`` itself when it is a tensor of integers (of any shape); else a TypeError
+    naming what ``name`` got."""
     if not isinstance(ids, torch.Tensor):
         raise TypeError(f"{name} must be a tensor of node ids, got {type(ids).__name__}")
     if ids.dtype == torch.bool or ids.is_floating_point() or ids.is_complex():
         raise TypeError(f"{name} must hold integer node ids, got dtype {ids.dtype}")
-    if ids.dim() != 1:
-        raise ValueError(f"{name} must be 1-dimensional, got shape {tuple(ids.shape)}")
     return ids
 
 

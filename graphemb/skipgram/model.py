@@ -23,14 +23,14 @@ from datetime import timedelta
 import torch
 import torch.nn.functional as F
 
-from .._checks import as_size
+from .._checks import as_size, check_walks
 from ..distributed.coordination import DEFAULT_TIMEOUT
 from ..embedding import NodeEmbedding
 from ..sampling.walks import PAD
 from ..storage import Partition
 from .sharing import Sharing, layout
 from .step import OccurrenceCounter, sgd_step
-from .windows import checked_walks, pair_mask
+from .windows import pair_mask
 
 __all__ = ["SkipGram"]
 
@@ -199,7 +199,7 @@ class SkipGram(torch.nn.Module):
         The scores of a walk form a ``(T, T)`` matrix: memory and work grow with ``T**2``
         per walk, cheap up to walks of a few hundred steps.
         """
-        walks = checked_walks(walks)
+        walks = check_walks(walks)
         if reduction not in ("mean", "sum"):
             raise ValueError(f"reduction must be 'mean' or 'sum', got {reduction!r}")
         if not isinstance(negatives, torch.Tensor):
@@ -363,7 +363,7 @@ class SkipGram(torch.nn.Module):
     @staticmethod
     def num_pairs(walks: torch.Tensor, window: int) -> int:
         """Number of positive pairs :meth:`forward` trains on for ``walks``."""
-        walks = checked_walks(walks)
+        walks = check_walks(walks)
         window = as_size("window", window, minimum=1)
         real = walks != PAD
         return sum(

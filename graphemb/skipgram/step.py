@@ -18,8 +18,9 @@ import time
 import torch
 import torch.nn.functional as F
 
+from .._checks import check_walks
 from .sharing import Sharing, StepBatch, fused_names
-from .windows import checked_walks, pair_mask
+from .windows import pair_mask
 
 __all__ = ["OccurrenceCounter", "check_duplicates", "fast_matmul_dtype", "sgd_step"]
 
@@ -132,7 +133,7 @@ def sgd_step(
     if not sharing.fused_step:
         raise ValueError(f"sgd_step supports sharing={fused_names()}, not {sharing.name!r}")
     cap = check_duplicates(duplicates)
-    walks = checked_walks(walks)
+    walks = check_walks(walks)
     num_walks, length = walks.shape
     if num_walks == 0 or length == 0:
         return 0.0 if return_loss else None

@@ -17,11 +17,10 @@ import math
 
 import torch
 
-from .._checks import as_size
+from .._checks import as_size, check_walks
 from ..sampling.walks import PAD
 
 __all__ = [
-    "checked_walks",
     "context_pairs",
     "diagonal_blocks",
     "diagonal_permutation",
@@ -140,7 +139,7 @@ def subsample_walks(
     -------
     Tensor of int64, shape (W, T)
     """
-    walks = checked_walks(walks)
+    walks = check_walks(walks)
     real = walks != PAD
     draw = torch.rand(walks.shape, dtype=torch.float64, device=walks.device, generator=generator)
     kept = real & (
@@ -179,7 +178,7 @@ def context_pairs(walks: torch.Tensor, window: int) -> tuple[torch.Tensor, torch
     >>> context_pairs(torch.tensor([[1, 2, 3, -1]]), window=1)
     (tensor([1, 2, 2, 3]), tensor([2, 3, 1, 2]))
     """
-    walks = checked_walks(walks)
+    walks = check_walks(walks)
     window = as_size("window", window, minimum=1)
     centers, contexts = [], []
     for offset in range(1, min(window, walks.shape[1] - 1) + 1):
@@ -192,18 +191,6 @@ def context_pairs(walks: torch.Tensor, window: int) -> tuple[torch.Tensor, torch
         empty = walks.new_empty(0)
         return empty, empty.clone()
     return torch.cat(centers), torch.cat(contexts)
-
-
-def checked_walks(walks: torch.Tensor) -> torch.Tensor:
-    """``walks`` itself when it is a 2-dimensional integer tensor ``(W, T)``; else raises
-    TypeError or ValueError naming what it got."""
-    if not isinstance(walks, torch.Tensor):
-        raise TypeError(f"walks must be a tensor of node ids, got {type(walks).__name__}")
-    if walks.dtype == torch.bool or walks.is_floating_point() or walks.is_complex():
-        raise TypeError(f"walks must hold integer node ids, got dtype {walks.dtype}")
-    if walks.dim() != 2:
-        raise ValueError(f"walks must have shape (W, T), got {tuple(walks.shape)}")
-    return walks
 
 
 def pair_mask(walks: torch.Tensor, window: int, radii: torch.Tensor | None) -> torch.Tensor:
