@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import inspect
-from pathlib import Path
 
 import _launch as launch
 import torch
@@ -45,16 +44,7 @@ def build_parser(description: str) -> argparse.ArgumentParser:
 
 def add_graph_options(parser: argparse.ArgumentParser) -> None:
     """--dataset and the walks."""
-    data = parser.add_argument_group("data")
-    data.add_argument(
-        "--dataset",
-        choices=["cora", "citeseer", "sbm"],
-        default="cora",
-        help="a Planetoid citation graph (features unused), or a synthetic "
-        "stochastic block model whose communities are the classes",
-    )
-    data.add_argument("--sbm-nodes", type=int, default=5000, help="nodes of the sbm graph")
-    data.add_argument("--sbm-communities", type=int, default=5, help="communities of the sbm graph")
+    launch.add_dataset_arguments(parser, " (features unused)")
 
     walks = parser.add_argument_group("walks")
     walks.add_argument(
@@ -165,14 +155,7 @@ def add_output_options(parser: argparse.ArgumentParser) -> None:
         "GPU per process, NCCL, tables partitioned over the GPUs",
     )
 
-    ckpt = parser.add_argument_group("checkpoints")
-    ckpt.add_argument(
-        "--checkpoint",
-        type=Path,
-        default=None,
-        help="save tables and optimizer state here after every epoch",
-    )
-    ckpt.add_argument("--resume", action="store_true", help="continue from --checkpoint")
+    launch.add_checkpoint_arguments(parser, "tables and optimizer state", "")
 
 
 def parse_args(argv: list[str] | None, description: str) -> argparse.Namespace:

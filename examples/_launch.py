@@ -5,7 +5,8 @@ world_size, local_rank, args)`` on every rank of a process group, whether torchr
 the processes or the example spawns them itself. ``args`` carries ``device`` ("cpu": gloo,
 "cuda": NCCL, one GPU per process), ``timeout`` (seconds) and ``num_threads``, the options
 that :func:`add_process_arguments` adds. ``node_classification.py`` shares
-:func:`check_resume` with them.
+:func:`add_dataset_arguments`, :func:`add_checkpoint_arguments` and :func:`check_resume`
+with them.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import os
 import sys
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -41,6 +43,33 @@ def add_process_arguments(
         default=300.0,
         help="seconds a process waits for the others before failing",
     )
+
+
+def add_dataset_arguments(parser: argparse.ArgumentParser, note: str = "") -> Any:
+    """The "data" options: ``--dataset`` (cora, citeseer or sbm), ``--sbm-nodes`` and
+    ``--sbm-communities``; ``note`` ends the help of ``--dataset``. Returns the group, for an
+    example's own data options."""
+    data = parser.add_argument_group("data")
+    data.add_argument(
+        "--dataset",
+        choices=["cora", "citeseer", "sbm"],
+        default="cora",
+        help="a Planetoid citation graph, or a synthetic stochastic block model whose "
+        "communities are the classes" + note,
+    )
+    data.add_argument("--sbm-nodes", type=int, default=5000, help="nodes of the sbm graph")
+    data.add_argument("--sbm-communities", type=int, default=5, help="communities of the sbm graph")
+    return data
+
+
+def add_checkpoint_arguments(parser: argparse.ArgumentParser, saved: str, restored: str) -> None:
+    """The "checkpoints" options: ``--checkpoint PATH`` (``saved``: what is written there
+    after every epoch) and ``--resume`` (``restored``: what comes back from it)."""
+    ckpt = parser.add_argument_group("checkpoints")
+    ckpt.add_argument(
+        "--checkpoint", type=Path, default=None, help=f"save {saved} here after every epoch"
+    )
+    ckpt.add_argument("--resume", action="store_true", help=f"continue from --checkpoint{restored}")
 
 
 def check_resume(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:

@@ -96,24 +96,11 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
         description=description or (__doc__ or "").split("\n\n")[0],
         formatter_class=_HelpFormatter,
     )
-    data = parser.add_argument_group("data")
-    data.add_argument(
-        "--dataset",
-        choices=["cora", "citeseer", "sbm"],
-        default="cora",
-        help="Planetoid citation graph, or a synthetic stochastic block model",
-    )
+    data = launch.add_dataset_arguments(parser)
     data.add_argument(
         "--no-features",
         action="store_true",
         help="learn from the embeddings alone (sbm has no features anyway)",
-    )
-    data.add_argument("--sbm-nodes", type=int, default=5000, help="nodes of the sbm graph")
-    data.add_argument(
-        "--sbm-communities",
-        type=int,
-        default=5,
-        help="communities (= classes) of the sbm graph",
     )
 
     model = parser.add_argument_group("model")
@@ -184,17 +171,10 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
         help=f"short run for CI: {QUICK_EPOCHS} epochs unless --epochs is given, a line per epoch",
     )
 
-    ckpt = parser.add_argument_group("checkpoints")
-    ckpt.add_argument(
-        "--checkpoint",
-        type=Path,
-        default=None,
-        help="save embedding, optimizers and model here after every epoch",
-    )
-    ckpt.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue from --checkpoint (model, optimizers, epoch, best accuracy)",
+    launch.add_checkpoint_arguments(
+        parser,
+        "embedding, optimizers and model",
+        " (model, optimizers, epoch, best accuracy)",
     )
     return parser
 

@@ -131,33 +131,9 @@ def check_node_id_vector(name: str, ids: object) -> torch.Tensor:
 
 
 def check_walks(walks: object) -> torch.Tensor:
-    """``walks`` itself when it is a 2-dimensional integer tensor of node ids.
-
-    Parameters
-    ----------
-    walks : object
-        The walks to check: a Tensor of integers, shape (W, T), one walk a row.
-
-    Returns
-    -------
-    walks : Tensor (W, T)
-        ``walks`` itself, unchanged.
-
-    Raises
-    ------
-    TypeError
-        ``walks`` is not a tensor, or holds booleans, floats or complex numbers.
-    ValueError
-        ``walks`` is not 2-dimensional.
-
-    Examples
-    --------
-    >>> import torch
-    >>> check_walks(torch.tensor([1, 2]))
-    Traceback (most recent call last):
-    ...
-    ValueError: walks must have shape (W, T), got (2,)
-    """
+    """``walks`` itself when it is a 2-dimensional integer tensor of node ids ``(W, T)``, one
+    walk a row; else raises TypeError (not an integer tensor) or ValueError (another shape)
+    naming what it got."""
     walks = _integer_id_tensor("walks", walks)
     if walks.dim() != 2:
         raise ValueError(f"walks must have shape (W, T), got {tuple(walks.shape)}")
