@@ -298,7 +298,12 @@ def fused_update(
     RuntimeError
         Without a usable Triton (>= 3.0), or for CPU tensors when Triton is not interpreted.
     """
-    values = _checked_call(formula, weight, state, index, order, grads, divisor, hyper)
+    spec = _checked_table(formula, weight, state)
+    _check_rows(weight, index, order, grads)
+    divisor = _number("divisor", divisor, 0.0)
+    if divisor == 0.0:
+        raise ValueError("fused_update: invalid divisor: 0 (expected a number > 0)")
+    values = _hyper_parameters(spec, hyper)
     block = _block_size(weight.shape[1], block_size)
     loaded = _load()
     if "kernel" not in loaded:
@@ -315,8 +320,6 @@ def fused_update(
     positions, dim = index.numel(), weight.shape[1]
     if positions == 0 or dim == 0:
         return
-    spec = FORMULAS[formula]
-    divisor = values.pop("divisor")
 
     lr, eps = values["lr"], values.get("eps", 0.0)
     beta1, beta2 = values.get("beta1", 0.0), values.get("beta2", 0.0)
@@ -359,18 +362,9 @@ def fused_update(
         launch(*arguments, **options)
 
 
-def _checked_call(
-    formula: str,
-    weight: torch.Tensor,
-    state: Mapping[str, torch.Tensor],
-    index: torch.Tensor,
-    order: torch.Tensor,
-    grads: torch.Tensor,
-    divisor: float,
-    hyper: Mapping[str, Any],
-) -> dict[str, float]:
-    """Every check of :func:`fused_update`'s arguments; the hyper-parameters as floats and
-    the divisor (``"divisor"``)."""
+def _checked_table(formula: str, weight: torch.Tensor, state: Mapping[str, Any]) -> Formula:
+    """The checks of :func:`fused_update`'s ``formula``, ``weight`` and ``state``; the
+    formula's spec."""
     if not isinstance(formula, str) or formula not in FORMULAS:
         raise ValueError(
             f"fused_update: unknown formula {formula!r}; expected one of {sorted(FORMULAS)}"
@@ -395,7 +389,23 @@ def _checked_call(
     device = weight.device
     if device.type not in ("cuda", "cpu"):
         raise ValueError(f"fused_update: weight on {device}; Triton runs on CUDA (CPU: tests)")
+    if not isinstance(state, Mapping) or set(state) != set(spec.state_keys):
+        keys = sorted(state) if isinstance(state, Mapping) else state
+        raise ValueError(
+            f"fused_update: {formula} state must hold {list(spec.state_keys)}, got {keys!r}"
+        )
     num_rows, dim = weight.shape
+    for key, (row_shape, dtype) in spec.state_layout(dim, torch.float32).items():
+        _check_tensor(f"state[{key!r}]", state[key], device, dtype, (num_rows, *row_shape))
+    return spec
+
+
+def _check_rows(
+    weight: torch.Tensor, index: torch.Tensor, order: torch.Tensor, grads: torch.Tensor
+) -> None:
+    """The checks of :func:`fused_update`'s ``index``, ``order`` and ``grads`` against the
+    (checked) ``weight``; their values too for CPU tensors."""
+    device, (num_rows, dim) = weight.device, weight.shape
     if not isinstance(index, torch.Tensor) or index.dim() != 1:
         raise ValueError(f"fused_update: index must be a 1-D Tensor, got {index!r:.80}")
     positions = index.numel()
@@ -404,20 +414,8 @@ def _checked_call(
     if not isinstance(grads, torch.Tensor) or grads.dim() != 2:
         raise ValueError(f"fused_update: grads must be a 2-D Tensor, got {grads!r:.80}")
     _check_tensor("grads", grads, device, torch.float32, (grads.shape[0], dim))
-    if not isinstance(state, Mapping) or set(state) != set(spec.state_keys):
-        keys = sorted(state) if isinstance(state, Mapping) else state
-        raise ValueError(
-            f"fused_update: {formula} state must hold {list(spec.state_keys)}, got {keys!r}"
-        )
-    for key, (row_shape, dtype) in spec.state_layout(dim, torch.float32).items():
-        _check_tensor(f"state[{key!r}]", state[key], device, dtype, (num_rows, *row_shape))
-    divisor = _number("divisor", divisor, 0.0)
-    if divisor == 0.0:
-        raise ValueError("fused_update: invalid divisor: 0 (expected a number > 0)")
-    values = _hyper_parameters(spec, hyper)
     if device.type == "cpu":
         _check_values(index, order, num_rows, grads.shape[0])
-    return {**values, "divisor": divisor}
 
 
 def branch_flags(formula: str) -> dict[str, bool]:
