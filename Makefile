@@ -92,7 +92,7 @@ $(VENV)/%/.ready: $(VENV)/%/.base
 
 # The optional fused CPU kernels, compiled against each stack's own torch. Built from a
 # copy inside the environment so that the two stacks never share build files.
-$(VENV)/%/.kernels: $(VENV)/%/.base csrc/setup.py $(wildcard csrc/graphemb_kernels/*.cpp csrc/graphemb_kernels/*.h)
+$(VENV)/%/.kernels: $(VENV)/%/.base csrc/setup.py $(wildcard csrc/graphemb_kernels/*.cpp csrc/graphemb_kernels/*.h csrc/graphemb_kernels/*.inc)
 	rm -rf $(VENV)/$*/kernels-src && cp -r csrc $(VENV)/$*/kernels-src
 	cd $(VENV)/$*/kernels-src && ../bin/$(PIP) --no-build-isolation --no-deps .
 	$(VENV)/$*/bin/python -c "import torch, graphemb_kernels"

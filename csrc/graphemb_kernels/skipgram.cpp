@@ -15,6 +15,11 @@
 //          neu1e += g * syn1[target];   syn1[target] += g * syn0[c]
 //      and after the K + 1 targets syn0[c] += neu1e.
 //
+// The K + 1 targets of one context are drawn first; when they are distinct nodes (nearly
+// always) no score depends on another's update, so their K + 1 dot products run side by
+// side and their updates in one pass over the rows (skipgram_rows.inc), with the same
+// result; when a node is drawn twice the targets are trained one after the other.
+//
 // The sigmoid is exact (1 / (1 + exp(-f)) in float32), not word2vec's 1000-entry table
 // clipped at |f| = 6: as cheap here (one exp per K + 1 dot products of D floats) and
 // without the table's steps.
@@ -39,7 +44,9 @@
 
 #include <atomic>
 #include <cmath>
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -72,69 +79,44 @@ struct Counts {
   int64_t products = 0;
 };
 
-// One (context row, target row, label) update; returns f.
-inline float train_pair(float* __restrict in, float* __restrict out, float* __restrict neu1e,
-                        int64_t dim, float label, float alpha) {
-  float f = 0.0f;
-#pragma omp simd reduction(+ : f)
-  for (int64_t d = 0; d < dim; ++d) f += in[d] * out[d];
-  const float g = (label - 1.0f / (1.0f + std::exp(-f))) * alpha;
-#pragma omp simd
-  for (int64_t d = 0; d < dim; ++d) {
-    neu1e[d] += g * out[d];
-    out[d] += g * in[d];
-  }
-  return f;
+// The per-thread loop, compiled twice: for CPUs with AVX2 and FMA (8 floats a vector op, the
+// products of a context side by side: about 2.5x the speed of one 4-float product at a
+// time here) and for any other CPU.
+namespace vector8 {
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+constexpr int kLanes = 8;
+#include "skipgram_rows.inc"
+#pragma GCC pop_options
+}  // namespace vector8
+
+namespace vector4 {
+constexpr int kLanes = 4;
+#include "skipgram_rows.inc"
+}  // namespace vector4
+
+using TrainRange = void (*)(const Tables&, int64_t, int64_t, uint64_t, int,
+                            std::atomic<int64_t>*, Counts*);
+
+bool cpu_has_avx2_fma() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+  return false;
+#endif
 }
 
-void train_range(const Tables& t, int64_t first, int64_t last, uint64_t seed, int thread,
-                 std::atomic<int64_t>* done, Counts* counts) {
-  SplitMix64 rng{mix(seed ^ (static_cast<uint64_t>(thread) * kGamma))};
-  std::vector<int64_t> kept(t.length);
-  std::vector<float> neu1e(t.dim);
-  const int64_t dim = t.dim;
-  int64_t nonfinite = 0, products = 0;
-  for (int64_t w = first; w < last; ++w) {
-    const double progress = static_cast<double>(t.walks_before + done->load()) /
-                            static_cast<double>(t.total_walks);
-    const float alpha = static_cast<float>(t.lr * std::max(1.0 - progress, 1e-4));
-    const int64_t* walk = t.walks + w * t.length;
-    int64_t size = 0;
-    for (int64_t i = 0; i < t.length && walk[i] >= 0; ++i) {
-      const double keep = t.keep[walk[i]];
-      if (keep >= 1.0 || rng.uniform() < keep) kept[size++] = walk[i];
-    }
-    for (int64_t pos = 0; pos < size; ++pos) {
-      const int64_t word = kept[pos];
-      float* out_word = t.syn1 + word * dim;
-      const int64_t radius = 1 + static_cast<int64_t>(rng.below(t.window));
-      const int64_t lo = std::max<int64_t>(pos - radius, 0);
-      const int64_t hi = std::min<int64_t>(pos + radius, size - 1);
-      for (int64_t c = lo; c <= hi; ++c) {
-        if (c == pos) continue;
-        float* in = t.syn0 + kept[c] * dim;
-        std::fill(neu1e.begin(), neu1e.end(), 0.0f);
-        float f = train_pair(in, out_word, neu1e.data(), dim, 1.0f, alpha);
-        nonfinite += !std::isfinite(f);
-        ++products;
-        for (int64_t k = 0; k < t.negatives; ++k) {
-          const uint64_t column = rng.below(t.noise_size);
-          const int64_t target = rng.uniform() < t.noise_keep[column] ? t.noise_nodes[column]
-                                                                      : t.noise_alias[column];
-          if (target == word) continue;
-          f = train_pair(in, t.syn1 + target * dim, neu1e.data(), dim, 0.0f, alpha);
-          nonfinite += !std::isfinite(f);
-          ++products;
-        }
-        const float* step = neu1e.data();
-#pragma omp simd
-        for (int64_t d = 0; d < dim; ++d) in[d] += step[d];
-      }
-    }
-    done->fetch_add(1, std::memory_order_relaxed);
-  }
-  counts->nonfinite = nonfinite;
-  counts->products = products;
+// vector_width 0: the widest loop this CPU runs; 4 or 8: that one (tests run both).
+TrainRange train_range_for(int64_t vector_width) {
+  TORCH_CHECK_VALUE(vector_width == 0 || vector_width == 4 || vector_width == 8,
+                    "graphemb_kernels.skipgram_train: vector_width must be 0 (the widest), 4 or "
+                    "8, got ", vector_width);
+  const bool wide = cpu_has_avx2_fma();
+  TORCH_CHECK_VALUE(vector_width != 8 || wide,
+                    "graphemb_kernels.skipgram_train: vector_width 8 needs a CPU with AVX2 and "
+                    "FMA, which this one lacks");
+  return vector_width != 4 && wide ? vector8::train_range : vector4::train_range;
 }
 
 void check_tensor(const at::Tensor& t, const char* name, at::ScalarType dtype, int64_t dims) {
@@ -153,7 +135,8 @@ std::tuple<int64_t, int64_t> skipgram_train(const at::Tensor& walks, const at::T
                                             const at::Tensor& noise_keep,
                                             const at::Tensor& noise_alias, int64_t window,
                                             int64_t negatives, double lr, int64_t walks_before,
-                                            int64_t total_walks, int64_t threads, uint64_t seed) {
+                                            int64_t total_walks, int64_t threads, uint64_t seed,
+                                            int64_t vector_width) {
   check_tensor(walks, "walks", at::kLong, 2);
   check_tensor(syn0, "syn0", at::kFloat, 2);
   check_tensor(syn1, "syn1", at::kFloat, 2);
@@ -204,6 +187,7 @@ std::tuple<int64_t, int64_t> skipgram_train(const at::Tensor& walks, const at::T
                 walks_before,
                 total_walks};
   const int64_t used = std::max<int64_t>(1, std::min<int64_t>(threads, count));
+  const TrainRange train_range = train_range_for(vector_width);
   std::atomic<int64_t> done{0};
   std::vector<Counts> counts(used);
   std::vector<std::thread> pool;

@@ -105,6 +105,7 @@ def hogwild_pass(
     threads: int,
     seed: int,
     chunk: str = "",
+    vector_width: int = 0,
 ) -> int:
     """Train ``syn0`` and ``syn1`` in place on one chunk of walks.
 
@@ -133,6 +134,10 @@ def hogwild_pass(
         The chunk's seed (:func:`chunk_seed`).
     chunk : str
         How error messages name this chunk (e.g. "walk chunk 3 of 12").
+    vector_width : {0, 4, 8}
+        Floats per vector operation of the kernel's loop: 0 the widest this CPU runs (8
+        with AVX2 and FMA), 4 or 8 that one (both loops give word2vec's result; the choice
+        is for tests).
 
     Returns
     -------
@@ -160,6 +165,7 @@ def hogwild_pass(
         total_walks,
         threads,
         seed & _MASK64,
+        vector_width,
     )
     if nonfinite:
         rate = learning_rate(lr, walks_before, total_walks)

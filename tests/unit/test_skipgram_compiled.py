@@ -107,6 +107,7 @@ def run(
     total=None,
     threads=1,
     seed=7,
+    vector_width=0,
 ):
     return hogwild_pass(
         kernel,
@@ -122,24 +123,42 @@ def run(
         total_walks=total or walks.shape[0],
         threads=threads,
         seed=seed,
+        vector_width=vector_width,
     )
 
 
 @needs_kernel
+@pytest.mark.parametrize("vector_width", [0, 4])  # the widest loop of this CPU; 4 floats
+@pytest.mark.parametrize("dim", [8, 13])  # whole vectors; a tail of scalars
+@pytest.mark.parametrize("num_nodes", [7, 60])
 @pytest.mark.parametrize("sample", [0.0, 0.2])
-def test_matches_a_float64_word2vec_reference(sample):
+def test_matches_a_float64_word2vec_reference(sample, num_nodes, dim, vector_width):
+    """With 7 nodes and four negatives a context most contexts draw a node twice (trained
+    target after target); with 60 nearly all train distinct targets side by side."""
     gen = torch.Generator().manual_seed(3)
-    num_nodes, dim = 7, 8
     walks = torch.randint(num_nodes, (6, 9), generator=gen)
     walks[1, 6:] = -1  # a short walk
-    weights = torch.tensor([3.0, 1, 4, 1, 5, 9, 2])
+    weights = torch.tensor([3.0, 1, 4, 1, 5, 9, 2]).repeat(9)[:num_nodes]
     alias = NegativeSampler(weights).alias_table
     keep = keep_probabilities(weights, sample)
     syn0 = (torch.rand(num_nodes, dim, generator=gen) - 0.5) / dim
     syn1 = torch.rand(num_nodes, dim, generator=gen) * 0.1
     expected = reference(walks, syn0, syn1, keep, alias, 3, 4, 0.5, 5, 20, 11)
     start = syn0.clone()
-    run(walks, syn0, syn1, keep, alias, window=3, negatives=4, lr=0.5, before=5, total=20, seed=11)
+    run(
+        walks,
+        syn0,
+        syn1,
+        keep,
+        alias,
+        window=3,
+        negatives=4,
+        lr=0.5,
+        before=5,
+        total=20,
+        seed=11,
+        vector_width=vector_width,
+    )
     assert (expected[0] - start.double()).abs().max() > 0.05  # the rows did move
     torch.testing.assert_close(syn0.double(), expected[0], rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(syn1.double(), expected[1], rtol=1e-4, atol=1e-5)
@@ -303,6 +322,16 @@ def test_divergence_raises_and_names_the_chunk_and_rate(trainer):
         )
     assert "1000" in str(error.value) or "1e+03" in str(error.value)
     assert isinstance(error.value, ValueError)
+
+
+@needs_kernel
+def test_unknown_vector_width_is_refused():
+    walks = torch.zeros(1, 3, dtype=torch.long)
+    syn0, syn1 = torch.ones(2, 4), torch.zeros(2, 4)
+    alias = NegativeSampler(torch.ones(2)).alias_table
+    with pytest.raises(ValueError, match="vector_width must be 0 .the widest., 4 or 8, got 5"):
+        run(walks, syn0, syn1, torch.ones(2, dtype=torch.float64), alias, vector_width=5)
+    assert (syn0 == 1).all() and (syn1 == 0).all()
 
 
 @needs_kernel
