@@ -10,7 +10,7 @@ import torch
 from dgl.nn import SAGEConv
 from torch import nn
 
-from ..nn.stack import SAGEStack
+from ..nn.stack import SAGEStack, with_keywords
 from .input import EmbeddingInput
 
 __all__ = ["GraphSAGE"]
@@ -109,3 +109,6 @@ class GraphSAGE(SAGEStack):
         Tensor of shape (blocks[-1].num_dst_nodes(), num_classes).
         """
         return super().forward(blocks, features)  # type: ignore[arg-type]
+
+
+with_keywords(GraphSAGE.__init__, SAGEStack.__init__, feature_key="feat")

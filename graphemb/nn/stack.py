@@ -4,6 +4,7 @@ activation between layers."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -164,3 +165,21 @@ class SAGEStack(BlockGNN):
         """One GraphSAGE layer from ``in_size`` to ``out_size`` features; ``ValueError``
         naming ``aggregator_type`` when the library has no such aggregator."""
         raise NotImplementedError
+
+
+def with_keywords(init: Callable[..., None], base: Callable[..., None], **keywords: Any) -> None:
+    """Give ``init`` (a subclass's ``__init__(self, *args, <keywords>, **options)`` that
+    passes ``*args, **options`` on to ``base``) the signature it really has: ``base``'s
+    parameters plus ``keywords`` (name: default) -- what ``help()``, ``inspect`` and
+    editors show."""
+    parameters = list(inspect.signature(base).parameters.values())
+    extra = [
+        inspect.Parameter(
+            name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=type(default).__name__
+        )
+        for name, default in keywords.items()
+    ]
+    init.__signature__ = inspect.Signature(parameters + extra)  # type: ignore[attr-defined]
+
+
+with_keywords(SAGEStack.__init__, BlockGNN.__init__, aggregator_type="mean")

@@ -790,3 +790,23 @@ def assert_one_sgd_step_moves_exactly(emb, before, input_nodes, expected_row_gra
     untouched = torch.ones(emb.num_embeddings, dtype=torch.bool)
     untouched[input_nodes] = False
     assert torch.equal(change[untouched], torch.zeros_like(change[untouched]))
+
+
+def test_graphsage_signature_names_every_parameter():
+    """help(), inspect and editors show GraphSAGE's real parameters, not ``*args``."""
+    import inspect
+
+    names = list(inspect.signature(GraphSAGE).parameters)
+    assert names == [
+        "embedding",
+        "num_features",
+        "hidden_size",
+        "num_classes",
+        "num_layers",
+        "dropout",
+        "input_dropout",
+        "activation",
+        "input_layer",
+        "aggregator_type",
+    ]
+    assert inspect.signature(GraphSAGE).parameters["aggregator_type"].default == "mean"
