@@ -381,3 +381,47 @@ def check_edge_weight(weights: object, num_edges: int) -> torch.Tensor:
     if problem is not None:
         raise ValueError(f"edge_weight[{problem[0]}]: {problem[1]}")
     return weights
+
+
+def check_fanout(name: str, fanout: object) -> int:
+    """``fanout`` as an int: -1 (all neighbours) or >= 0; ``TypeError`` / ``ValueError``
+    naming ``name`` and the value otherwise."""
+    if isinstance(fanout, bool) or not isinstance(fanout, numbers.Integral):
+        raise TypeError(
+            f"{name} must be an integer (-1 for all neighbours), got {fanout!r} "
+            f"({type(fanout).__name__})"
+        )
+    value = int(fanout)
+    if value < -1:
+        raise ValueError(f"{name} = {value}: a fanout is -1 (all neighbours) or >= 0")
+    return value
+
+
+def check_seeds(seeds: object, num_nodes: int, device: torch.device) -> torch.Tensor:
+    """``seeds`` as an int64 vector of node ids below ``num_nodes`` on the graph's
+    ``device``; an error naming the bad value otherwise."""
+    seeds = check_node_id_vector("seeds", seeds)
+    if seeds.device != device:
+        raise ValueError(
+            f"seeds are on {seeds.device} but the graph is on {device}; move them with "
+            f"seeds.to({str(device)!r})"
+        )
+    check_node_ids(seeds, num_nodes, "seeds")
+    return seeds.to(torch.int64)
+
+
+def check_generator(generator: torch.Generator | None, device: torch.device) -> None:
+    """Nothing for ``None`` or a generator on the graph's ``device``; ``TypeError`` /
+    ``ValueError`` naming both devices otherwise."""
+    if generator is None:
+        return
+    if not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+    where = torch.device(generator.device)
+    if where.type != device.type or (
+        where.index is not None and device.index is not None and where.index != device.index
+    ):
+        raise ValueError(
+            f"generator is on {generator.device} but the graph is on {device}; "
+            f"use torch.Generator(device={str(device)!r})"
+        )

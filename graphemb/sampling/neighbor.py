@@ -51,14 +51,13 @@ True
 
 from __future__ import annotations
 
-import numbers
 import threading
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 
-from .._checks import check_node_id_vector, check_node_ids
+from .._checks import check_fanout, check_generator, check_seeds
 from .._compiled import compiled_module, disabled
 from ..graph import Graph
 from ._floyd import distinct_offsets
@@ -132,10 +131,10 @@ def sample_neighbors(
     >>> sample_neighbors(g, torch.tensor([1, 0]), -1)[0].tolist()
     [0, 1, 2, 3]
     """
-    fanout = _check_fanout("fanout", fanout)
-    _check_graph(graph)
-    seeds = _check_seeds(graph, seeds)
-    _check_generator(graph, generator)
+    fanout = check_fanout("fanout", fanout)
+    check_graph(graph)
+    seeds = check_seeds(seeds, graph.num_nodes, graph.device)
+    check_generator(generator, graph.device)
     module = _compiled_sampler(graph)
     if module is not None:
         src, seed_position, positions = module.sample_layer(
@@ -181,7 +180,7 @@ class NeighborSampler:
             raise TypeError(f"fanouts must be a sequence of integers, got {fanouts!r}")
         if len(fanouts) == 0:
             raise ValueError("fanouts must name at least one layer, got an empty sequence")
-        self.fanouts = [_check_fanout(f"fanouts[{i}]", f) for i, f in enumerate(fanouts)]
+        self.fanouts = [check_fanout(f"fanouts[{i}]", f) for i, f in enumerate(fanouts)]
         # Per-thread scratch arrays of graph size (a prefetching thread has its own).
         self._local = threading.local()
 
@@ -231,9 +230,9 @@ class NeighborSampler:
             message names the bad id) or ``generator`` on another device. Nothing is drawn
             from the generator then.
         """
-        _check_graph(graph)
-        seeds = _check_seeds(graph, seeds)
-        _check_generator(graph, generator)
+        check_graph(graph)
+        seeds = check_seeds(seeds, graph.num_nodes, graph.device)
+        check_generator(generator, graph.device)
         module = _compiled_sampler(graph)
         if module is not None:
             return self._sample_compiled(module, graph, seeds, generator)
@@ -332,74 +331,102 @@ def _sample_edges(
         empty = seeds.new_empty(0)
         return empty, empty, empty
     if fanout >= 0 and num_seeds * fanout <= _DENSE_SLACK * total:
-        # Dense layout: `fanout` slots per seed. A seed of degree d <= fanout draws a
-        # permutation of the slots and keeps those below d: its whole segment, with no
-        # separate code path (and no pass to pick rows) for the two cases.
-        wide = torch.empty_like(degree)
-        run_pieces(
-            lambda rows: torch.clamp(degree[rows], min=fanout, out=wide[rows]), num_seeds, device
-        )
-        position = distinct_offsets(wide, fanout, generator, start)
-        if total == num_seeds * fanout:  # every seed has >= fanout in-edges
-            position = position.view(-1)
-            seed_position = repeat_each(num_seeds, fanout, device)
-        else:
-            keep = torch.empty((num_seeds, fanout), dtype=torch.bool, device=device)
-            run_pieces(
-                lambda rows: torch.lt(position[rows], ends[rows, 1:], out=keep[rows]),
-                num_seeds,
-                device,
-                row_size=fanout,
-            )  # slot offset < degree
-            # (masked_select makes extra copies on CPU: ~2x slower than this)
-            kept = flatnonzero(keep.view(-1))
-            position = gather(position.view(-1), kept)
-            seed_position = torch.empty_like(kept)
-            run_pieces(
-                lambda part: torch.div(
-                    kept[part], fanout, rounding_mode="floor", out=seed_position[part]
-                ),
-                kept.numel(),
-                device,
-            )
+        position, seed_position = _dense_slots(degree, ends, fanout, total, generator)
     else:
-        # Segment layout (fanout -1, or fanouts far above the degrees): output slot q of
-        # seed s reads edge start[s] + (q - out_start[s]), then the drawn seeds are patched.
-        out_start = torch.cumsum(counts, 0)  # (a serial pass in torch)
-        shift = torch.empty_like(counts)
-
-        def shifts(rows: slice) -> None:
-            out_start[rows] -= counts[rows]
-            torch.sub(start[rows], out_start[rows], out=shift[rows])
-
-        run_pieces(shifts, num_seeds, device)
-        seed_position = repeat_counts(counts, out_start, total, fanout)  # seed of each slot
-        position = torch.empty(total, dtype=torch.int64, device=device)
-
-        def read_segments(slots: slice) -> None:
-            torch.index_select(shift, 0, seed_position[slots], out=position[slots])
-            position[slots] += torch.arange(
-                slots.start, slots.start + position[slots].numel(), device=device
-            )
-
-        run_pieces(read_segments, total, device)
-        over = seeds[:0]
-        if fanout > 0:
-            above = torch.empty(num_seeds, dtype=torch.bool, device=device)
-            run_pieces(
-                lambda rows: torch.gt(degree[rows], fanout, out=above[rows]), num_seeds, device
-            )
-            over = flatnonzero(above)
-        if over.numel():
-            drawn = distinct_offsets(gather(degree, over), fanout, generator, gather(start, over))
-            columns = torch.arange(fanout, device=device)
-
-            def patch(rows: slice) -> None:
-                slots = out_start.index_select(0, over[rows]).unsqueeze(1) + columns
-                position.index_copy_(0, slots.view(-1), drawn[rows].reshape(-1))
-
-            run_pieces(patch, over.numel(), device, row_size=fanout)
+        position, seed_position = _segment_slots(
+            seeds, degree, counts, start, fanout, total, generator
+        )
     return gather(graph.indices, position), seed_position, position
+
+
+def _dense_slots(
+    degree: torch.Tensor,
+    ends: torch.Tensor,
+    fanout: int,
+    total: int,
+    generator: torch.Generator | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`_sample_edges`' ``(position, seed_position)`` in the dense layout."""
+    num_seeds, device, start = degree.numel(), degree.device, ends[:, 0]
+    # Dense layout: `fanout` slots per seed. A seed of degree d <= fanout draws a
+    # permutation of the slots and keeps those below d: its whole segment, with no
+    # separate code path (and no pass to pick rows) for the two cases.
+    wide = torch.empty_like(degree)
+    run_pieces(
+        lambda rows: torch.clamp(degree[rows], min=fanout, out=wide[rows]), num_seeds, device
+    )
+    position = distinct_offsets(wide, fanout, generator, start)
+    if total == num_seeds * fanout:  # every seed has >= fanout in-edges
+        position = position.view(-1)
+        seed_position = repeat_each(num_seeds, fanout, device)
+    else:
+        keep = torch.empty((num_seeds, fanout), dtype=torch.bool, device=device)
+        run_pieces(
+            lambda rows: torch.lt(position[rows], ends[rows, 1:], out=keep[rows]),
+            num_seeds,
+            device,
+            row_size=fanout,
+        )  # slot offset < degree
+        # (masked_select makes extra copies on CPU: ~2x slower than this)
+        kept = flatnonzero(keep.view(-1))
+        position = gather(position.view(-1), kept)
+        seed_position = torch.empty_like(kept)
+        run_pieces(
+            lambda part: torch.div(
+                kept[part], fanout, rounding_mode="floor", out=seed_position[part]
+            ),
+            kept.numel(),
+            device,
+        )
+    return position, seed_position
+
+
+def _segment_slots(
+    seeds: torch.Tensor,
+    degree: torch.Tensor,
+    counts: torch.Tensor,
+    start: torch.Tensor,
+    fanout: int,
+    total: int,
+    generator: torch.Generator | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`_sample_edges`' ``(position, seed_position)`` in the segment layout."""
+    num_seeds, device = seeds.numel(), seeds.device
+    # Segment layout (fanout -1, or fanouts far above the degrees): output slot q of
+    # seed s reads edge start[s] + (q - out_start[s]), then the drawn seeds are patched.
+    out_start = torch.cumsum(counts, 0)  # (a serial pass in torch)
+    shift = torch.empty_like(counts)
+
+    def shifts(rows: slice) -> None:
+        out_start[rows] -= counts[rows]
+        torch.sub(start[rows], out_start[rows], out=shift[rows])
+
+    run_pieces(shifts, num_seeds, device)
+    seed_position = repeat_counts(counts, out_start, total, fanout)  # seed of each slot
+    position = torch.empty(total, dtype=torch.int64, device=device)
+
+    def read_segments(slots: slice) -> None:
+        torch.index_select(shift, 0, seed_position[slots], out=position[slots])
+        position[slots] += torch.arange(
+            slots.start, slots.start + position[slots].numel(), device=device
+        )
+
+    run_pieces(read_segments, total, device)
+    over = seeds[:0]
+    if fanout > 0:
+        above = torch.empty(num_seeds, dtype=torch.bool, device=device)
+        run_pieces(lambda rows: torch.gt(degree[rows], fanout, out=above[rows]), num_seeds, device)
+        over = flatnonzero(above)
+    if over.numel():
+        drawn = distinct_offsets(gather(degree, over), fanout, generator, gather(start, over))
+        columns = torch.arange(fanout, device=device)
+
+        def patch(rows: slice) -> None:
+            slots = out_start.index_select(0, over[rows]).unsqueeze(1) + columns
+            position.index_copy_(0, slots.view(-1), drawn[rows].reshape(-1))
+
+        run_pieces(patch, over.numel(), device, row_size=fanout)
+    return position, seed_position
 
 
 # The dense layout gives every seed `fanout` slots and runs Floyd's rounds on all of them,
@@ -412,51 +439,6 @@ _DENSE_SLACK = 1.1
 
 
 # ---------------------------------------------------------------------------- validation
-def _check_fanout(name: str, fanout: object) -> int:
-    if isinstance(fanout, bool) or not isinstance(fanout, numbers.Integral):
-        raise TypeError(
-            f"{name} must be an integer (-1 for all neighbours), got {fanout!r} "
-            f"({type(fanout).__name__})"
-        )
-    value = int(fanout)
-    if value < -1:
-        raise ValueError(f"{name} = {value}: a fanout is -1 (all neighbours) or >= 0")
-    return value
-
-
-def _check_graph(graph: object) -> None:
-    if not isinstance(graph, Graph):
-        raise TypeError(f"expected a graphemb Graph, got {type(graph).__name__}")
-
-
-def _check_seeds(graph: Graph, seeds: object) -> torch.Tensor:
-    seeds = check_node_id_vector("seeds", seeds)
-    if seeds.device != graph.device:
-        raise ValueError(
-            f"seeds are on {seeds.device} but the graph is on {graph.device}; move them with "
-            f"seeds.to({str(graph.device)!r})"
-        )
-    check_node_ids(seeds, graph.num_nodes, "seeds")
-    return seeds.to(torch.int64)
-
-
-def _check_generator(graph: Graph, generator: torch.Generator | None) -> None:
-    if generator is None:
-        return
-    if not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
-    device = torch.device(generator.device)
-    if device.type != graph.device.type or (
-        device.index is not None
-        and graph.device.index is not None
-        and device.index != graph.device.index
-    ):
-        raise ValueError(
-            f"generator is on {generator.device} but the graph is on {graph.device}; "
-            f"use torch.Generator(device={str(graph.device)!r})"
-        )
-
-
 def _check_distinct(seeds: torch.Tensor, table: torch.Tensor) -> None:
     """Repeated seeds are found in O(B) without sorting: after scattering every position
     to its node's slot of ``table`` (graph size), a repeated node's slot holds only one
@@ -482,3 +464,9 @@ def _draw_key(generator: torch.Generator | None) -> int:
     """One random int64 from ``generator``: the compiled sampler seeds every seed's own
     random stream from it, so a seeded generator reproduces a sample exactly."""
     return int(torch.randint(0, 2**62, (), generator=generator))
+
+
+def check_graph(graph: object) -> None:
+    """``TypeError`` unless ``graph`` is a graphemb :class:`~graphemb.graph.Graph`."""
+    if not isinstance(graph, Graph):
+        raise TypeError(f"expected a graphemb Graph, got {type(graph).__name__}")

@@ -30,7 +30,7 @@ import numbers
 
 import torch
 
-from .._checks import as_size, check_node_id_vector, check_node_ids
+from .._checks import as_size, check_generator, check_node_id_vector, check_node_ids
 from ..graph import Graph
 
 __all__ = ["PAD", "RandomWalker", "random_walks"]
@@ -179,7 +179,7 @@ class RandomWalker:
         """
         start = self._checked_start(start)
         walk_length = as_size("walk_length", walk_length)
-        _check_generator(generator, self._graph.device)
+        check_generator(generator, self._graph.device)
         walks = torch.full(
             (start.numel(), walk_length + 1), PAD, dtype=torch.int64, device=start.device
         )
@@ -407,15 +407,3 @@ def _positive_number(name: str, value: object) -> float:
     if not (number > 0 and math.isfinite(number)):
         raise ValueError(f"{name} must be a positive finite number, got {value!r}")
     return number
-
-
-def _check_generator(generator: torch.Generator | None, device: torch.device) -> None:
-    if generator is None:
-        return
-    if not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
-    if generator.device.type != device.type:
-        raise ValueError(
-            f"generator is on {generator.device}, the graph on {device}: create it with "
-            f"torch.Generator(device={str(device)!r})"
-        )
