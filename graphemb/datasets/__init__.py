@@ -15,25 +15,8 @@ Example
 (2708, 10556)
 """
 
-from graphemb.datasets.planetoid import (
-    CACHE_DIR_ENV,
-    DEFAULT_PLANETOID_URL,
-    PLANETOID_DIR_ENV,
-    PLANETOID_NAMES,
-    PLANETOID_URL_ENV,
-    PlanetoidDataset,
-    load_planetoid,
-)
+from graphemb.datasets import planetoid
+from graphemb.datasets.planetoid import *  # noqa: F403  (its names are listed once, there)
 from graphemb.datasets.synthetic import SyntheticGraph, stochastic_block_model
 
-__all__ = [
-    "CACHE_DIR_ENV",
-    "DEFAULT_PLANETOID_URL",
-    "PLANETOID_DIR_ENV",
-    "PLANETOID_NAMES",
-    "PLANETOID_URL_ENV",
-    "PlanetoidDataset",
-    "SyntheticGraph",
-    "load_planetoid",
-    "stochastic_block_model",
-]
+__all__ = [*planetoid.__all__, "SyntheticGraph", "stochastic_block_model"]

@@ -26,15 +26,19 @@ class SparseAdagrad(SparseOptimizer):
 
     Examples
     --------
+    Two steps with the same gradient: the first moves each element by ``-lr * sign(g)``,
+    the second by ``1 / sqrt(2)`` of that, as the squared gradients accumulate.
+
     >>> import torch
     >>> from graphemb import NodeEmbedding
     >>> from graphemb.optim import SparseAdagrad
     >>> emb = NodeEmbedding(10, 4, "adagrad-demo")
     >>> opt = SparseAdagrad([emb], lr=0.1)
-    >>> emb(torch.tensor([1, 2])).sum().backward()
-    >>> opt.step()
-    >>> emb.weight[1]   # first step moves each element by -lr * sign(g)
-    tensor([-0.1000, -0.1000, -0.1000, -0.1000])
+    >>> for _ in range(2):
+    ...     emb(torch.tensor([1, 2])).sum().backward()
+    ...     opt.step()
+    >>> emb.weight[1]   # -0.1 - 0.1 / sqrt(2)
+    tensor([-0.1707, -0.1707, -0.1707, -0.1707])
     """
 
     formula = "adagrad"

@@ -29,17 +29,23 @@ class SparseAdam(SparseOptimizer):
 
     Examples
     --------
+    Rows 6 and 7 looked up at the first step, row 7 alone at the second: with a constant
+    gradient each bias-corrected step moves a row by ``-lr * sign(g)``, so row 7 has moved
+    twice as far, and row 5, never looked up, has not counted a step.
+
     >>> import torch
     >>> from graphemb import NodeEmbedding
     >>> from graphemb.optim import SparseAdam
     >>> emb = NodeEmbedding(10, 3, "adam-demo")
     >>> opt = SparseAdam([emb], lr=0.01)
-    >>> emb(torch.tensor([7])).sum().backward()
-    >>> opt.step()
-    >>> emb.weight[7]                                   # Adam's first step: -lr * sign(g)
-    tensor([-0.0100, -0.0100, -0.0100])
-    >>> opt.state[emb]["step"][[6, 7]]                  # one update for row 7 only
-    tensor([0, 1])
+    >>> for ids in ([6, 7], [7]):
+    ...     emb(torch.tensor(ids)).sum().backward()
+    ...     opt.step()
+    >>> emb.weight[[6, 7]]
+    tensor([[-0.0100, -0.0100, -0.0100],
+            [-0.0200, -0.0200, -0.0200]])
+    >>> opt.state[emb]["step"][[5, 6, 7]]
+    tensor([0, 1, 2])
     """
 
     formula = "adam"

@@ -22,6 +22,9 @@ class SparseRowWiseAdagrad(SparseAdagrad):
 
     Examples
     --------
+    One step on row 4 with the gradient ``(3, 4)``: both elements share the accumulator
+    ``s = (9 + 16) / 2``.
+
     >>> import torch
     >>> from graphemb import NodeEmbedding
     >>> from graphemb.optim import SparseRowWiseAdagrad
@@ -31,6 +34,8 @@ class SparseRowWiseAdagrad(SparseAdagrad):
     >>> opt.step()                    # s = (9 + 16) / 2 = 12.5
     >>> emb.weight[4]                 # -0.1 * g / sqrt(12.5)
     tensor([-0.0849, -0.1131])
+    >>> opt.state[emb]["sum"].shape   # one accumulator per row
+    torch.Size([10])
     """
 
     formula = "rowwise_adagrad"
