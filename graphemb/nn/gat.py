@@ -52,6 +52,9 @@ class GAT(BlockGNN):
 
     Examples
     --------
+    A ring of four nodes read through their embedding rows alone, four attention heads in
+    the hidden layers:
+
     >>> import torch
     >>> from graphemb import NodeEmbedding
     >>> from graphemb.graph import Graph

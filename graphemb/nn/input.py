@@ -38,6 +38,9 @@ class EmbeddingInput(nn.Module):
 
     Examples
     --------
+    The input of a block's three source nodes: each node's embedding row, then its three
+    features.
+
     >>> import torch
     >>> from graphemb import NodeEmbedding
     >>> from graphemb.nn import EmbeddingInput

@@ -73,6 +73,9 @@ class GraphSAGE(SAGEStack):
 
     Examples
     --------
+    One full-graph training step on a synthetic community graph, dense and sparse
+    optimizers side by side:
+
     >>> import torch
     >>> from graphemb import NodeEmbedding
     >>> from graphemb.datasets import stochastic_block_model
