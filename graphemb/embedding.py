@@ -403,14 +403,17 @@ class NodeEmbedding:
     # ------------------------------------------------------------------ properties
     @property
     def name(self) -> str:
+        """The table's name: the key of its rows in checkpoints and of its shared segments."""
         return self._name
 
     @property
     def num_embeddings(self) -> int:
+        """Number of rows ``N`` of the whole table (all ranks' rows together)."""
         return self._num_embeddings
 
     @property
     def embedding_dim(self) -> int:
+        """Width ``D`` of a row."""
         return self._embedding_dim
 
     @property
@@ -420,18 +423,22 @@ class NodeEmbedding:
 
     @property
     def device(self) -> torch.device:
+        """Device of this process's rows (:attr:`weight`) and of lookups' results."""
         return self._storage.device
 
     @property
     def dtype(self) -> torch.dtype:
+        """Element type of the rows."""
         return self._weight.dtype
 
     @property
     def rank(self) -> int:
+        """This process's rank in the storage's group; 0 without a process group."""
         return self._storage.rank
 
     @property
     def world_size(self) -> int:
+        """Number of processes in the storage's group; 1 without a process group."""
         return self._storage.world_size
 
     @property

@@ -3,6 +3,8 @@ and random float64 tables."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import torch
 
 from graphemb.sampling.walks import PAD
@@ -31,3 +33,15 @@ def initial_tables(seed=0) -> tuple[torch.Tensor, torch.Tensor]:
         torch.randn(NUM, DIM, generator=gen, dtype=torch.float64) * 0.5,
         torch.randn(NUM, DIM, generator=gen, dtype=torch.float64) * 0.5,
     )
+
+
+def walk_centers(walks: torch.Tensor) -> Iterator[tuple[int, int, int]]:
+    """``(w, t, node)`` for every position of ``walks`` (shape (W, L)) that holds a node,
+    not PAD: walk by walk, left to right, the centers a position-by-position reference
+    visits."""
+    rows, length = walks.shape
+    for w in range(rows):
+        for t in range(length):
+            node = int(walks[w, t])
+            if node != PAD:
+                yield w, t, node

@@ -47,7 +47,7 @@ class Delivery(NamedTuple):
 class SharedMemoryMailboxes:
     """Push rows to their owners through shared memory (ranks of one machine).
 
-    Collective to create; :meth:`push` is collective. The caller must run a barrier after it
+    Collective to create; :meth:`deliver` is collective. The caller must run a barrier after it
     is done with the received rows and before the next push (the shared-memory storage's
     end-of-step barrier), so that no mailbox is rewritten while someone reads it.
 
@@ -76,17 +76,6 @@ class SharedMemoryMailboxes:
         self._replaced: list[Path] = []  # own segments others may still map
         weakref.finalize(self, _unlink_all, self._replaced)
 
-    def push(
-        self,
-        ids: torch.Tensor,
-        owners: torch.Tensor,
-        values: Sequence[torch.Tensor],
-        operation: str,
-    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """Same contract as :meth:`graphemb.distributed.exchange.Exchange.push`."""
-        delivered = self.deliver(ids, owners, values, operation)
-        return delivered.ids, delivered.values
-
     def deliver(
         self,
         ids: torch.Tensor,
@@ -94,7 +83,8 @@ class SharedMemoryMailboxes:
         values: Sequence[torch.Tensor],
         operation: str,
     ) -> Delivery:
-        """:meth:`push`, also saying how many rows came from each sender (to answer them).
+        """Send each row to its owner, as :meth:`graphemb.distributed.exchange.Exchange.push`
+        does, also saying how many rows came from each sender (to answer them).
 
         Rows reach each destination grouped by sender, each sender's rows in the order it
         passed them (the grouping by destination is stable).

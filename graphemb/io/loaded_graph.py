@@ -46,10 +46,15 @@ class LoadedGraph:
 
     @property
     def num_nodes(self) -> int:
+        """Number of nodes ``N``: the rows of ``node_names``."""
         return self.graph.num_nodes
 
     @property
     def num_edges(self) -> int:
+        """Number of stored (directed) edges ``E`` of ``graph``.
+
+        An undirected file's edge is stored both ways and counts twice.
+        """
         return self.graph.num_edges
 
     def __repr__(self) -> str:

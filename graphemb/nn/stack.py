@@ -94,10 +94,12 @@ class BlockGNN(nn.Module):
 
     @property
     def num_features(self) -> int:
+        """Width ``F`` of the node features read beside the embedding (0: none)."""
         return self.input.num_features
 
     @property
     def num_layers(self) -> int:
+        """Number of layers: the blocks a mini-batch must bring."""
         return len(self.layers)
 
     def convolve(self, layer: nn.Module, block: Any, h: torch.Tensor) -> torch.Tensor:

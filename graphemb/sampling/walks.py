@@ -132,18 +132,26 @@ class RandomWalker:
 
     @property
     def graph(self) -> Graph:
+        """The graph walked on; walks are drawn on its device."""
         return self._graph
 
     @property
     def p(self) -> float:
+        """node2vec's return parameter: a step back weighs ``1 / p``."""
         return self._p
 
     @property
     def q(self) -> float:
+        """node2vec's in-out parameter.
+
+        A step to a node two hops from the previous one weighs ``1 / q``, a step to
+        one of its neighbours ``1``.
+        """
         return self._q
 
     @property
     def weighted(self) -> bool:
+        """Whether steps follow the edges in proportion to their weights."""
         return self._weighted
 
     @property

@@ -300,7 +300,7 @@ class HierarchicalStorage(RowStorage):
         ):
             return ids, list(values)  # nobody has late rows: nothing to exchange
         owner = self.partition.owner(ids)
-        ids, values = self._mailboxes.push(ids, self._local_of_rank[owner], values, operation)
+        ids, values, _ = self._mailboxes.deliver(ids, self._local_of_rank[owner], values, operation)
         ids, values = _summed(ids, values)
         peer = self._cross_rank_of_machine[self._machine_of(ids)]
         return self._push_cross.push(ids, peer, values, operation)

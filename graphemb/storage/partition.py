@@ -111,14 +111,21 @@ class Partition:
     # ----------------------------------------------------------------- description
     @property
     def num_embeddings(self) -> int:
+        """Number of rows ``N`` partitioned."""
         return self._num_embeddings
 
     @property
     def num_parts(self) -> int:
+        """Number of parts, one per owning rank."""
         return self._num_parts
 
     @property
     def mode(self) -> str:
+        """How rows map to parts.
+
+        ``"remainder"``: row ``i`` in part ``i % num_parts``; ``"range"``: contiguous
+        parts between :attr:`boundaries`.
+        """
         return self._mode
 
     @property

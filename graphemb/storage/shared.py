@@ -48,7 +48,8 @@ class SharedMemoryStorage(RowStorage):
 
     def push(self, ids, values, operation):
         # Through shared memory rather than gloo's sockets (see graphemb.distributed.mailbox).
-        return self._mailboxes.push(ids, self.partition.owner(ids), values, operation)
+        ids, values, _ = self._mailboxes.deliver(ids, self.partition.owner(ids), values, operation)
+        return ids, values
 
     def write_rows(self, tables, ids, rows, operation):
         # Every rank can address every row: write in place, no traffic (after_update syncs).

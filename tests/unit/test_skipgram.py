@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from _multiprocess import run_ranks
 from helpers import DEVICES
-from skipgram_batches import DIM, NUM, WINDOW, K, initial_tables, tiny_walks
+from skipgram_batches import DIM, NUM, WINDOW, K, initial_tables, tiny_walks, walk_centers
 
 import graphemb.evaluation as evaluation
 from graphemb import NodeEmbedding, Partition
@@ -34,20 +34,16 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # conftest: every test on on
 def dense_reference(center: torch.Tensor, context: torch.Tensor, walks, negatives, window):
     """SGNS loss written position by position, float64, every pair and negative explicit."""
     terms, pairs = [], 0
-    rows, length = walks.shape
-    for w in range(rows):
-        for i in range(length):
-            c = int(walks[w, i])
-            if c == PAD:
+    length = walks.shape[1]
+    for w, i, c in walk_centers(walks):
+        for j in range(max(0, i - window), min(length, i + window + 1)):
+            o = int(walks[w, j])
+            if j == i or o == PAD:
                 continue
-            for j in range(max(0, i - window), min(length, i + window + 1)):
-                o = int(walks[w, j])
-                if j == i or o == PAD:
-                    continue
-                terms.append(F.logsigmoid(center[c] @ context[o]))
-                for n in negatives[w, i].tolist():
-                    terms.append(F.logsigmoid(-(center[c] @ context[n])))
-                pairs += 1
+            terms.append(F.logsigmoid(center[c] @ context[o]))
+            for n in negatives[w, i].tolist():
+                terms.append(F.logsigmoid(-(center[c] @ context[n])))
+            pairs += 1
     return -torch.stack(terms).sum() / pairs
 
 

@@ -10,7 +10,7 @@ import re
 import pytest
 import torch
 import torch.nn.functional as F
-from skipgram_batches import DIM, NUM, WINDOW, K, initial_tables, tiny_walks
+from skipgram_batches import DIM, NUM, WINDOW, K, initial_tables, tiny_walks, walk_centers
 
 from graphemb.graph import Graph
 from graphemb.sampling.walks import PAD
@@ -34,29 +34,25 @@ def word2vec_reference(center, context, walks, radii, negatives, sharing, num_ne
     offsets = list(range(-WINDOW, 0)) + list(range(1, WINDOW + 1))
     terms = []
     rows, length = walks.shape
-    for w in range(rows):
-        for t in range(length):
-            c = int(walks[w, t])
-            if c == PAD:
+    for w, t, c in walk_centers(walks):
+        pairs = 0
+        for s, offset in enumerate(offsets):
+            j = t + offset
+            if not (0 <= j < length) or abs(offset) > int(radii[w, j]):
                 continue
-            pairs = 0
-            for s, offset in enumerate(offsets):
-                j = t + offset
-                if not (0 <= j < length) or abs(offset) > int(radii[w, j]):
-                    continue
-                o = int(walks[w, j])
-                if o == PAD:
-                    continue
-                pairs += 1
-                terms.append(F.logsigmoid(center[c] @ context[o]))
-                if sharing == "pair":
-                    for n in negatives[w, t, s].tolist():
-                        terms.append(F.logsigmoid(-(center[c] @ context[n])))
-            if sharing in ("walk", "batch") and pairs:
-                weight = num_negatives * pairs / negatives.shape[1]
-                block = w if sharing == "walk" else (w + t) % rows
-                for n in negatives[block].tolist():
-                    terms.append(weight * F.logsigmoid(-(center[c] @ context[n])))
+            o = int(walks[w, j])
+            if o == PAD:
+                continue
+            pairs += 1
+            terms.append(F.logsigmoid(center[c] @ context[o]))
+            if sharing == "pair":
+                for n in negatives[w, t, s].tolist():
+                    terms.append(F.logsigmoid(-(center[c] @ context[n])))
+        if sharing in ("walk", "batch") and pairs:
+            weight = num_negatives * pairs / negatives.shape[1]
+            block = w if sharing == "walk" else (w + t) % rows
+            for n in negatives[block].tolist():
+                terms.append(weight * F.logsigmoid(-(center[c] @ context[n])))
     return -torch.stack(terms).sum()
 
 
