@@ -45,13 +45,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
-from deepwalk_panel import PANEL, load
-from harness.report import verdict
+from deepwalk_panel import PANEL, load, paired, verdict_lines
+from harness.report import START_LOAD
 
 from graphemb.graph import Graph
 from graphemb.sampling.walks import PAD, RandomWalker
@@ -227,6 +228,12 @@ def main() -> None:
         help="tables and plot of the JSON rows a previous run printed (its saved output), "
         "without training",
     )
+    parser.add_argument(
+        "--json",
+        metavar="PATH",
+        help="also write the rows, the command and the load average before the run to PATH "
+        "(e.g. benchmarks/results/deepwalk_panel.json, which render_readme.py reads)",
+    )
     args = parser.parse_args()
     if args.rows_from:
         rows = [json.loads(line) for line in open(args.rows_from) if line.startswith("{")]
@@ -269,6 +276,19 @@ def main() -> None:
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     report(rows, ratios, None if args.quick else args.plot)
+    if args.json:
+        write_json(args.json, rows, ratios)
+
+
+def write_json(path: str, rows: list[dict], ratios: list[float]) -> None:
+    """The run's rows with what a reader needs to redo its tables and verdicts."""
+    command = "benchmarks/bench_deepwalk_quality.py " + " ".join(
+        a for a in sys.argv[1:] if a != "--json" and a != path
+    )
+    record = {"command": command.strip(), "load_before": round(START_LOAD, 2), "ratios": ratios}
+    with open(path, "w") as f:
+        json.dump({**record, "rows": rows}, f, indent=1)
+        f.write("\n")
 
 
 def report(rows: list[dict], ratios: list[float], plot_path: str | None) -> None:
@@ -278,7 +298,8 @@ def report(rows: list[dict], ratios: list[float], plot_path: str | None) -> None
     if len({r["seed"] for r in rows}) > 1:
         print_table(mean_rows(rows), ratios)
         print_paired_differences(rows, ratios)
-    print_verdicts(rows, ratios)
+    for line in verdict_lines(rows, ratios):
+        print(line)
     if plot_path:
         plot(rows, ratios, Path(plot_path))
 
@@ -310,7 +331,7 @@ def print_paired_differences(rows: list[dict], ratios: list[float]) -> None:
     for graph, trainer in dict.fromkeys((r["graph"], r["trainer"]) for r in rows):
         if trainer == "gensim":
             continue
-        pairs = _pairs(rows, graph, trainer)
+        pairs = paired(rows, graph, trainer)
         if len(pairs) < 2:
             continue
         cells = [graph, trainer, str(len(pairs))]
@@ -319,47 +340,6 @@ def print_paired_differences(rows: list[dict], ratios: list[float]) -> None:
             error = difference.std(ddof=1) / np.sqrt(len(difference))
             cells.append(f"{difference.mean():+.2f} +- {error:.2f}")
         print(" | ".join(cells))
-
-
-def print_verdicts(rows: list[dict], ratios: list[float]) -> None:
-    """Per trainer other than gensim, the issue's two targets over every graph of the run:
-    the worst paired mean difference to gensim (over graphs, ratios, Micro and Macro) at
-    least -0.3 points, and the worst time ratio to gensim at most 1/3 on graphs of 10k
-    nodes or more and at most 1 on smaller ones."""
-    scored = [f"{kind}@{r}" for kind in ("micro", "macro") for r in ratios]
-    for trainer in dict.fromkeys(r["trainer"] for r in rows if r["trainer"] != "gensim"):
-        worst, where, slowest = np.inf, "", 0.0
-        for graph in dict.fromkeys(r["graph"] for r in rows):
-            pairs = _pairs(rows, graph, trainer)
-            if not pairs:
-                continue
-            for key in scored:
-                gap = 100 * float(np.mean([row[key] - peer[key] for row, peer in pairs]))
-                if gap < worst:
-                    worst, where = gap, f"{graph} {key}"
-            bound = 1 / 3 if pairs[0][0].get("nodes", 0) >= 10_000 else 1.0
-            ratio = np.mean([row["seconds"] / peer["seconds"] for row, peer in pairs])
-            slowest = max(slowest, float(ratio / bound))
-        if where:
-            print(
-                f"{trainer}: worst paired difference to gensim {worst:+.2f} points ({where}); "
-                + verdict(worst, -0.3, unit=" points")
-            )
-            print(
-                f"{trainer}: time / gensim's, as a share of its bound (1/3 from 10k nodes, "
-                f"1 below), worst {slowest:.2f}; " + verdict(slowest, 1.0, at_most=True)
-            )
-
-
-def _pairs(rows: list[dict], graph: str, trainer: str) -> list[tuple[dict, dict]]:
-    """(trainer's row, gensim's row) of ``graph``, one pair per seed both ran."""
-    return [
-        (row, peer)
-        for row in rows
-        if (row["graph"], row["trainer"]) == (graph, trainer)
-        for peer in rows
-        if peer["trainer"] == "gensim" and (peer["graph"], peer["seed"]) == (graph, row["seed"])
-    ]
 
 
 def print_table(rows: list[dict], ratios: list[float]) -> None:
