@@ -38,7 +38,7 @@ class Contender:
     family: str  # "graphemb" | "torch" | "dgl"
     optimizer: str  # "adam" | "adagrad"
     rows_per_step: int  # ids looked up per step by this process
-    step: Callable[[int], None]
+    step: Callable[[int], object]  # a return value reaches RankPool.call only
     profile: Callable[[int], None]
     objects: list = field(default_factory=list)  # keeps tables alive; dropped by close()
 
