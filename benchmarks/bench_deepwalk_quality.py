@@ -184,7 +184,8 @@ def run_graphemb(graph: Graph, args, sharing: str, seed: int) -> tuple[np.ndarra
     return table.numpy(), time.perf_counter() - start
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: graphs, trainers, the walks and model, scoring, outputs."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
         "--graphs",
@@ -234,7 +235,11 @@ def main() -> None:
         help="also write the rows, the command and the load average before the run to PATH "
         "(e.g. benchmarks/results/deepwalk_panel.json, which render_readme.py reads)",
     )
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = build_parser().parse_args()
     if args.rows_from:
         rows = [json.loads(line) for line in open(args.rows_from) if line.startswith("{")]
         report(rows, [float(r) for r in args.ratios.split(",")], args.plot)

@@ -151,6 +151,43 @@ def _child_runner(name: str, path: str, before: str | None, runs: list[dict]) ->
     return run
 
 
+def summarize(contenders: list[str], results: dict[str, list[dict]]) -> dict:
+    """Per contender: median seconds, speed against pandas (median of per-round ratios),
+    peak memory against the arrays read; printed as a table."""
+    reference = next((n for n in contenders if n.startswith("pandas")), None)
+    summary = {}
+    rows = []
+    for name in contenders:
+        runs = results[name]
+        seconds = timing.median([r["seconds"] for r in runs])
+        peak = max(r["peak_bytes"] for r in runs)
+        arrays = runs[0]["output_bytes"]
+        ratio = None
+        if reference is not None:
+            # per-round ratios (same round, same load), then their median
+            ratio = timing.median(
+                [p["seconds"] / r["seconds"] for p, r in zip(results[reference], runs, strict=True)]
+            )
+        summary[name] = {
+            "median_s": seconds,
+            "speedup_vs_pandas": ratio,
+            "peak_bytes": peak,
+            "array_bytes": arrays,
+            "peak_over_arrays": peak / arrays,
+            "rounds_s": [r["seconds"] for r in runs],
+            "compiled_parse_and_build": runs[0]["compiled"],
+        }
+        shown = "-" if ratio is None else f"{ratio:.2f}x"
+        rows.append(
+            [name, f"{seconds:.2f}", shown, f"{peak / 2**20:.0f}", f"{arrays / 2**20:.0f}",
+             f"{peak / arrays:.2f}"]
+        )  # fmt: skip
+    report.print_table(
+        ["contender", "median s", "vs pandas", "peak MiB", "arrays MiB", "peak/arrays"], rows
+    )
+    return summary
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=1_000_000)
@@ -194,37 +231,7 @@ def main() -> None:
         }
         timing.interleaved(runners, warmup=0, steps=args.rounds, rounds=args.rounds)
 
-    reference = next((n for n in contenders if n.startswith("pandas")), None)
-    summary = {}
-    rows = []
-    for name in contenders:
-        runs = results[name]
-        seconds = timing.median([r["seconds"] for r in runs])
-        peak = max(r["peak_bytes"] for r in runs)
-        arrays = runs[0]["output_bytes"]
-        ratio = None
-        if reference is not None:
-            # per-round ratios (same round, same load), then their median
-            ratio = timing.median(
-                [p["seconds"] / r["seconds"] for p, r in zip(results[reference], runs, strict=True)]
-            )
-        summary[name] = {
-            "median_s": seconds,
-            "speedup_vs_pandas": ratio,
-            "peak_bytes": peak,
-            "array_bytes": arrays,
-            "peak_over_arrays": peak / arrays,
-            "rounds_s": [r["seconds"] for r in runs],
-            "compiled_parse_and_build": runs[0]["compiled"],
-        }
-        shown = "-" if ratio is None else f"{ratio:.2f}x"
-        rows.append(
-            [name, f"{seconds:.2f}", shown, f"{peak / 2**20:.0f}", f"{arrays / 2**20:.0f}",
-             f"{peak / arrays:.2f}"]
-        )  # fmt: skip
-    report.print_table(
-        ["contender", "median s", "vs pandas", "peak MiB", "arrays MiB", "peak/arrays"], rows
-    )
+    summary = summarize(contenders, results)
     print(
         "(vs pandas: pandas sep=' ' time / this time, median of per-round ratios; peak: "
         "child's peak RSS above its RSS before reading)"
