@@ -39,6 +39,8 @@ gensim, with the reason, when it is not installed (``pip install graphemb[bench]
     python benchmarks/bench_deepwalk_quality.py --graphs overlapping --num-walks 80
     python benchmarks/bench_deepwalk_quality.py --quick              # seconds
     python benchmarks/bench_deepwalk_quality.py --rows-from saved_output.txt   # re-plot
+    python benchmarks/bench_deepwalk_quality.py --graphs panel --seeds 0,1 \
+        --json benchmarks/results/deepwalk_panel.json   # then: benchmarks/render_readme.py
 """
 
 from __future__ import annotations
@@ -226,8 +228,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--rows-from",
         metavar="OUTPUT",
-        help="tables and plot of the JSON rows a previous run printed (its saved output), "
-        "without training",
+        help="tables and plot of the JSON rows a previous run printed (its saved output) or "
+        "wrote with --json (then its verdicts read that run's load average), without training",
     )
     parser.add_argument(
         "--json",
@@ -241,8 +243,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main() -> None:
     args = build_parser().parse_args()
     if args.rows_from:
-        rows = [json.loads(line) for line in open(args.rows_from) if line.startswith("{")]
-        report(rows, [float(r) for r in args.ratios.split(",")], args.plot)
+        rows, load_before = saved_rows(args.rows_from)
+        report(rows, [float(r) for r in args.ratios.split(",")], args.plot, load_before)
         return
     if args.quick:
         args.graphs, args.num_walks, args.walk_length, args.repeats = (
@@ -296,14 +298,30 @@ def write_json(path: str, rows: list[dict], ratios: list[float]) -> None:
         f.write("\n")
 
 
-def report(rows: list[dict], ratios: list[float], plot_path: str | None) -> None:
+def saved_rows(path: str) -> tuple[list[dict], float | None]:
+    """The rows of a saved output (one JSON row a line) or of a --json file, and the load
+    average before that run where the file has it."""
+    with open(path) as f:
+        text = f.read()
+    if text.lstrip().startswith("{\n") or path.endswith(".json"):
+        run = json.loads(text)
+        return run["rows"], run.get("load_before")
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")], None
+
+
+def report(
+    rows: list[dict],
+    ratios: list[float],
+    plot_path: str | None,
+    load_before: float | None = None,
+) -> None:
     """The tables of ``rows`` (per seed; with several seeds, the means and the paired
     differences to gensim) and the plot."""
     print_table(rows, ratios)
     if len({r["seed"] for r in rows}) > 1:
         print_table(mean_rows(rows), ratios)
         print_paired_differences(rows, ratios)
-    for line in verdict_lines(rows, ratios):
+    for line in verdict_lines(rows, ratios, load_before):
         print(line)
     if plot_path:
         plot(rows, ratios, Path(plot_path))
