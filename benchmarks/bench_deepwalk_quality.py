@@ -39,8 +39,8 @@ gensim, with the reason, when it is not installed (``pip install graphemb[bench]
     python benchmarks/bench_deepwalk_quality.py --graphs overlapping --num-walks 80
     python benchmarks/bench_deepwalk_quality.py --quick              # seconds
     python benchmarks/bench_deepwalk_quality.py --rows-from saved_output.txt   # re-plot
-    python benchmarks/bench_deepwalk_quality.py --graphs panel --seeds 0,1 \
-        --json benchmarks/results/deepwalk_panel.json   # then: benchmarks/render_readme.py
+    python benchmarks/bench_deepwalk_quality.py --graphs panel --json out.json   # rows to a file
+    python benchmarks/render_readme.py   # READMEs from results/deepwalk_panel.json
 """
 
 from __future__ import annotations
