@@ -37,7 +37,7 @@ import sys
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from harness import report, timing
+from harness import cli, report, timing
 from harness.peers import Contender
 from harness.ranks import RankPool
 
@@ -91,17 +91,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="processes of the multi-process contenders (2; 0 leaves them out)",
     )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", default=None, help="also write the RESULT json here")
-    parser.add_argument(
-        "--quick",
-        action="store_true",
-        help="smoke test: " + ", ".join(f"{k}={v}" for k, v in QUICK.items()),
-    )
-    args = parser.parse_args(argv)
-    if args.quick:
-        for key, value in QUICK.items():
-            if getattr(args, key) == parser.get_default(key):
-                setattr(args, key, value)
+    parser.add_argument("--json", default=None, help="also write the summary JSON here")
+    args = cli.parse_with_quick(parser, argv, QUICK)
     if args.world_size == 1 or args.world_size < 0:
         parser.error("--world-size must be 0 or >= 2")
     return args

@@ -20,7 +20,7 @@ import argparse
 import time
 
 import torch
-from harness import report, timing
+from harness import cli, report, timing
 
 from graphemb.graph import Graph
 from graphemb.sampling.walks import RandomWalker
@@ -46,16 +46,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="verdict: weighted time at most TARGET x the unweighted, per walk kind",
     )
     parser.add_argument("--json", default=None, help="also write the summary JSON here")
-    parser.add_argument(
-        "--quick",
-        action="store_true",
-        help="smoke test: " + ", ".join(f"{k}={v}" for k, v in QUICK.items()),
-    )
-    args = parser.parse_args(argv)
-    if args.quick:
-        for key, value in QUICK.items():
-            if getattr(args, key) == parser.get_default(key):
-                setattr(args, key, value)
+    args = cli.parse_with_quick(parser, argv, QUICK)
     return args
 
 
