@@ -39,19 +39,22 @@ gensim, with the reason, when it is not installed (``pip install graphemb[bench]
     python benchmarks/bench_deepwalk_quality.py --graphs overlapping --num-walks 80
     python benchmarks/bench_deepwalk_quality.py --quick              # seconds
     python benchmarks/bench_deepwalk_quality.py --rows-from saved_output.txt   # re-plot
+    python benchmarks/bench_deepwalk_quality.py --graphs panel --json out.json   # rows to a file
+    python benchmarks/render_readme.py   # READMEs from results/deepwalk_panel.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
-from deepwalk_panel import PANEL, load
-from harness.report import verdict
+from deepwalk_panel import PANEL, load, paired, verdict_lines
+from harness.report import START_LOAD
 
 from graphemb.graph import Graph
 from graphemb.sampling.walks import PAD, RandomWalker
@@ -183,7 +186,8 @@ def run_graphemb(graph: Graph, args, sharing: str, seed: int) -> tuple[np.ndarra
     return table.numpy(), time.perf_counter() - start
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: graphs, trainers, the walks and model, scoring, outputs."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
         "--graphs",
@@ -224,13 +228,23 @@ def main() -> None:
     parser.add_argument(
         "--rows-from",
         metavar="OUTPUT",
-        help="tables and plot of the JSON rows a previous run printed (its saved output), "
-        "without training",
+        help="tables and plot of the JSON rows a previous run printed (its saved output) or "
+        "wrote with --json (then its verdicts read that run's load average), without training",
     )
-    args = parser.parse_args()
+    parser.add_argument(
+        "--json",
+        metavar="PATH",
+        help="also write the rows, the command and the load average before the run to PATH "
+        "(e.g. benchmarks/results/deepwalk_panel.json, which render_readme.py reads)",
+    )
+    return parser
+
+
+def main() -> None:
+    args = build_parser().parse_args()
     if args.rows_from:
-        rows = [json.loads(line) for line in open(args.rows_from) if line.startswith("{")]
-        report(rows, [float(r) for r in args.ratios.split(",")], args.plot)
+        rows, load_before = saved_rows(args.rows_from)
+        report(rows, [float(r) for r in args.ratios.split(",")], args.plot, load_before)
         return
     if args.quick:
         args.graphs, args.num_walks, args.walk_length, args.repeats = (
@@ -269,16 +283,46 @@ def main() -> None:
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     report(rows, ratios, None if args.quick else args.plot)
+    if args.json:
+        write_json(args.json, rows, ratios)
 
 
-def report(rows: list[dict], ratios: list[float], plot_path: str | None) -> None:
+def write_json(path: str, rows: list[dict], ratios: list[float]) -> None:
+    """The run's rows with what a reader needs to redo its tables and verdicts."""
+    command = "benchmarks/bench_deepwalk_quality.py " + " ".join(
+        a for a in sys.argv[1:] if a != "--json" and a != path
+    )
+    record = {"command": command.strip(), "load_before": round(START_LOAD, 2), "ratios": ratios}
+    with open(path, "w") as f:
+        json.dump({**record, "rows": rows}, f, indent=1)
+        f.write("\n")
+
+
+def saved_rows(path: str) -> tuple[list[dict], float | None]:
+    """The rows of a saved output (one JSON row a line) or of a --json file, and the load
+    average before that run where the file has it."""
+    with open(path) as f:
+        text = f.read()
+    if text.lstrip().startswith("{\n") or path.endswith(".json"):
+        run = json.loads(text)
+        return run["rows"], run.get("load_before")
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")], None
+
+
+def report(
+    rows: list[dict],
+    ratios: list[float],
+    plot_path: str | None,
+    load_before: float | None = None,
+) -> None:
     """The tables of ``rows`` (per seed; with several seeds, the means and the paired
     differences to gensim) and the plot."""
     print_table(rows, ratios)
     if len({r["seed"] for r in rows}) > 1:
         print_table(mean_rows(rows), ratios)
         print_paired_differences(rows, ratios)
-    print_verdicts(rows, ratios)
+    for line in verdict_lines(rows, ratios, load_before):
+        print(line)
     if plot_path:
         plot(rows, ratios, Path(plot_path))
 
@@ -310,7 +354,7 @@ def print_paired_differences(rows: list[dict], ratios: list[float]) -> None:
     for graph, trainer in dict.fromkeys((r["graph"], r["trainer"]) for r in rows):
         if trainer == "gensim":
             continue
-        pairs = _pairs(rows, graph, trainer)
+        pairs = paired(rows, graph, trainer)
         if len(pairs) < 2:
             continue
         cells = [graph, trainer, str(len(pairs))]
@@ -319,47 +363,6 @@ def print_paired_differences(rows: list[dict], ratios: list[float]) -> None:
             error = difference.std(ddof=1) / np.sqrt(len(difference))
             cells.append(f"{difference.mean():+.2f} +- {error:.2f}")
         print(" | ".join(cells))
-
-
-def print_verdicts(rows: list[dict], ratios: list[float]) -> None:
-    """Per trainer other than gensim, the issue's two targets over every graph of the run:
-    the worst paired mean difference to gensim (over graphs, ratios, Micro and Macro) at
-    least -0.3 points, and the worst time ratio to gensim at most 1/3 on graphs of 10k
-    nodes or more and at most 1 on smaller ones."""
-    scored = [f"{kind}@{r}" for kind in ("micro", "macro") for r in ratios]
-    for trainer in dict.fromkeys(r["trainer"] for r in rows if r["trainer"] != "gensim"):
-        worst, where, slowest = np.inf, "", 0.0
-        for graph in dict.fromkeys(r["graph"] for r in rows):
-            pairs = _pairs(rows, graph, trainer)
-            if not pairs:
-                continue
-            for key in scored:
-                gap = 100 * float(np.mean([row[key] - peer[key] for row, peer in pairs]))
-                if gap < worst:
-                    worst, where = gap, f"{graph} {key}"
-            bound = 1 / 3 if pairs[0][0].get("nodes", 0) >= 10_000 else 1.0
-            ratio = np.mean([row["seconds"] / peer["seconds"] for row, peer in pairs])
-            slowest = max(slowest, float(ratio / bound))
-        if where:
-            print(
-                f"{trainer}: worst paired difference to gensim {worst:+.2f} points ({where}); "
-                + verdict(worst, -0.3, unit=" points")
-            )
-            print(
-                f"{trainer}: time / gensim's, as a share of its bound (1/3 from 10k nodes, "
-                f"1 below), worst {slowest:.2f}; " + verdict(slowest, 1.0, at_most=True)
-            )
-
-
-def _pairs(rows: list[dict], graph: str, trainer: str) -> list[tuple[dict, dict]]:
-    """(trainer's row, gensim's row) of ``graph``, one pair per seed both ran."""
-    return [
-        (row, peer)
-        for row in rows
-        if (row["graph"], row["trainer"]) == (graph, trainer)
-        for peer in rows
-        if peer["trainer"] == "gensim" and (peer["graph"], peer["seed"]) == (graph, row["seed"])
-    ]
 
 
 def print_table(rows: list[dict], ratios: list[float]) -> None:

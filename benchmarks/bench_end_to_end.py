@@ -31,7 +31,6 @@ layers, the embedding and the sampler on the GPU. The last line is ``BENCH_SUMMA
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from contextlib import nullcontext
@@ -335,7 +334,7 @@ def main(argv=None) -> dict:
     with_dgl = dgl_note.startswith("DGL ")
     print(
         f"# bench_end_to_end: torch {torch.__version__}, {os.cpu_count()} cores, "
-        f"{args.threads} threads, device {args.device}, load average {os.getloadavg()[0]:.2f}; "
+        f"{args.threads} threads, device {args.device}, load average {report.load_average():.2f}; "
         f"dgl: {dgl_note}" + ("" if with_dgl else " -> graphemb alone")
     )
     work = make_workload(args)
@@ -417,10 +416,7 @@ def main(argv=None) -> dict:
         },
         "phases_ms": {n: p["phases_ms"] for n, p in profiles.items()},
     }
-    print("BENCH_SUMMARY " + json.dumps(summary))
-    if args.json:
-        with open(args.json, "w") as out:
-            json.dump(summary, out, indent=2)
+    report.emit_summary(summary, args.json)
     return summary
 
 

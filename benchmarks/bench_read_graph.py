@@ -139,6 +139,55 @@ def run_child(contender: str, path: str, before: str | None = None) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def _child_runner(name: str, path: str, before: str | None, runs: list[dict]) -> timing.BlockRunner:
+    """Runner of contender ``name``: each step reads ``path`` in a fresh child process and
+    returns the seconds the child measured; its whole answer is appended to ``runs``."""
+
+    def run(start: int, count: int) -> list[float]:
+        answers = [run_child(name, path, before) for _ in range(count)]
+        runs.extend(answers)
+        return [a["seconds"] for a in answers]
+
+    return run
+
+
+def summarize(contenders: list[str], results: dict[str, list[dict]]) -> dict:
+    """Per contender: median seconds, speed against pandas (median of per-round ratios),
+    peak memory against the arrays read; printed as a table."""
+    reference = next((n for n in contenders if n.startswith("pandas")), None)
+    summary = {}
+    rows = []
+    for name in contenders:
+        runs = results[name]
+        seconds = timing.median([r["seconds"] for r in runs])
+        peak = max(r["peak_bytes"] for r in runs)
+        arrays = runs[0]["output_bytes"]
+        ratio = None
+        if reference is not None:
+            # per-round ratios (same round, same load), then their median
+            ratio = timing.median(
+                [p["seconds"] / r["seconds"] for p, r in zip(results[reference], runs, strict=True)]
+            )
+        summary[name] = {
+            "median_s": seconds,
+            "speedup_vs_pandas": ratio,
+            "peak_bytes": peak,
+            "array_bytes": arrays,
+            "peak_over_arrays": peak / arrays,
+            "rounds_s": [r["seconds"] for r in runs],
+            "compiled_parse_and_build": runs[0]["compiled"],
+        }
+        shown = "-" if ratio is None else f"{ratio:.2f}x"
+        rows.append(
+            [name, f"{seconds:.2f}", shown, f"{peak / 2**20:.0f}", f"{arrays / 2**20:.0f}",
+             f"{peak / arrays:.2f}"]
+        )  # fmt: skip
+    report.print_table(
+        ["contender", "median s", "vs pandas", "peak MiB", "arrays MiB", "peak/arrays"], rows
+    )
+    return summary
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=1_000_000)
@@ -177,42 +226,12 @@ def main() -> None:
         write_edge_list(path, args.nodes, args.edges, seed=0)
         size = os.path.getsize(path)
         print(f"# wrote {size / 2**20:.0f} MiB in {time.perf_counter() - start:.1f} s")
-        for round_ in range(args.rounds):
-            order = contenders if round_ % 2 == 0 else contenders[::-1]
-            for name in order:
-                results[name].append(run_child(name, path, args.before))
-
-    reference = next((n for n in contenders if n.startswith("pandas")), None)
-    summary = {}
-    header = f"{'contender':32} {'median s':>9} {'vs pandas':>10} {'peak MiB':>9} "
-    header += f"{'arrays MiB':>11} {'peak/arrays':>12}"
-    print(header)
-    print("-" * len(header))
-    for name in contenders:
-        runs = results[name]
-        seconds = timing.median([r["seconds"] for r in runs])
-        peak = max(r["peak_bytes"] for r in runs)
-        arrays = runs[0]["output_bytes"]
-        ratio = None
-        if reference is not None:
-            # per-round ratios (same round, same load), then their median
-            ratio = timing.median(
-                [p["seconds"] / r["seconds"] for p, r in zip(results[reference], runs, strict=True)]
-            )
-        summary[name] = {
-            "median_s": seconds,
-            "speedup_vs_pandas": ratio,
-            "peak_bytes": peak,
-            "array_bytes": arrays,
-            "peak_over_arrays": peak / arrays,
-            "rounds_s": [r["seconds"] for r in runs],
-            "compiled_parse_and_build": runs[0]["compiled"],
+        runners = {
+            name: _child_runner(name, path, args.before, results[name]) for name in contenders
         }
-        shown = "-" if ratio is None else f"{ratio:.2f}x"
-        print(
-            f"{name:32} {seconds:9.2f} {shown:>10} {peak / 2**20:9.0f} {arrays / 2**20:11.0f} "
-            f"{peak / arrays:12.2f}"
-        )
+        timing.interleaved(runners, warmup=0, steps=args.rounds, rounds=args.rounds)
+
+    summary = summarize(contenders, results)
     print(
         "(vs pandas: pandas sep=' ' time / this time, median of per-round ratios; peak: "
         "child's peak RSS above its RSS before reading)"

@@ -36,7 +36,6 @@ import time
 from harness import report, timing
 
 TARGET_SPEEDUP = 1.5  # graphemb's sample_blocks vs the faster of DGL and GraphBolt, quiet CPU
-MAX_VERDICT_LOAD = 1.0  # 1-minute load average above which no verdict is printed
 PANEL = ("powerlaw-in", "powerlaw-out", "symmetric")
 GRAPHS = ("sbm", "powerlaw", *PANEL)
 
@@ -137,16 +136,12 @@ def graphbolt_sampler(gb, graph, torch, fanouts):
 
 
 # ---------------------------------------------------------------------------- main
-def load_average() -> float:
-    return os.getloadavg()[0]
-
-
 def verdict(speedup: float, quick: bool) -> str:
     """``MET`` / ``NOT MET`` against the target, only when the machine was quiet before the
     run (:func:`harness.report.verdict`)."""
     if quick:
-        return f"--quick: a smoke test, no verdict (load average {load_average():.2f})"
-    return f"{report.verdict(speedup, TARGET_SPEEDUP)}; load now {load_average():.2f}"
+        return f"--quick: a smoke test, no verdict (load average {report.load_average():.2f})"
+    return f"{report.verdict(speedup, TARGET_SPEEDUP)}; load now {report.load_average():.2f}"
 
 
 def import_dgl(args, threads):
@@ -290,7 +285,7 @@ def main(argv=None) -> dict:
     print(
         f"# torch {torch.__version__}, dgl {dgl.__version__ if dgl else '-'}, threads {threads}, "
         f"graphemb sampler {'compiled' if compiled else 'pure torch'} | load average "
-        f"(1 min) {load_average():.2f}; verdicts only at <= {MAX_VERDICT_LOAD:g}"
+        f"(1 min) {report.load_average():.2f}; verdicts only at <= {report.QUIET_LOAD:g}"
     )
     if dgl_note:
         print(f"# {dgl_note}")
@@ -322,7 +317,7 @@ def main(argv=None) -> dict:
         "config": {k: v for k, v in vars(args).items() if k != "json"},
         "sampler": "compiled" if compiled else "torch",
         "dgl_note": dgl_note,
-        "load_average_end": load_average(),
+        "load_average_end": report.load_average(),
         "target_speedup": TARGET_SPEEDUP,
         "shapes": runs,
         "results": runs[0]["results"]

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import tempfile
 import time
 from collections import defaultdict
@@ -271,7 +270,7 @@ def main(argv=None) -> dict:
     cross = {n: sum(m[n]["bytes"] for m in measured) for n in CONTENDERS}
     # Per step the slowest rank's exchange time; then the median over the steps.
     exchange = {
-        n: statistics.median(map(max, zip(*(m[n]["exchange_s"] for m in measured), strict=True)))
+        n: timing.median(list(map(max, zip(*(m[n]["exchange_s"] for m in measured), strict=True))))
         for n in CONTENDERS
     }
     hidden = 1 - exchange["hierarchical+ovl"] / exchange["hierarchical"]

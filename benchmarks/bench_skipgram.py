@@ -24,37 +24,22 @@ Contenders are interleaved in rounds (the multi-process ones run in ranks kept a
 whole run), so load from other processes hits all of them alike. Target: graphemb >= 5x
 torch, with 1 and with N processes.
 
-Measured here (2 shared CPU cores, defaults: 200k nodes, dim 128, 256 walks of 40 steps
-per step, about 100k positive pairs per step), median of 5 rounds, both stacks:
-
-  --threads 1: graphemb 830-850k pairs/s vs torch 62k: 13.4-13.7x [per round 11.0-15.3];
-               graphemb-pairs 1.3x torch (the tables and fused optimizer alone);
-               graphemb x2 (shared memory) 970k vs torch x2 (DDP) 93-107k: 9.1-10.4x
-  --threads 2: graphemb is bimodal on a loaded machine, 1.4-1.6M pairs/s when the two
-               cores are free, 180-420k when other processes compete with its threads:
-               4-24x torch by round (median 4.1-9.1x over three runs)
-
-Most of the gain is the model's layout (rows looked up once per walk position instead of
-once per pair: ~10x fewer gradient rows for the optimizer); graphemb's fused SparseAdam
-still takes a third of the remaining step time, and the negative scores a quarter.
+Measurements: benchmarks/README.md ("bench_skipgram.py"). Most of the gain is the
+model's layout (rows looked up once per walk position instead of once per pair).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
-import queue
 import statistics
 import sys
-import time
-from datetime import datetime, timedelta
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 import torch.nn.functional as F
+from harness import cli, report, timing
+from harness.peers import Contender
+from harness.ranks import RankPool
 
 from graphemb.datasets import stochastic_block_model
 from graphemb.graph import Graph
@@ -106,17 +91,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="processes of the multi-process contenders (2; 0 leaves them out)",
     )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", default=None, help="also write the RESULT json here")
-    parser.add_argument(
-        "--quick",
-        action="store_true",
-        help="smoke test: " + ", ".join(f"{k}={v}" for k, v in QUICK.items()),
-    )
-    args = parser.parse_args(argv)
-    if args.quick:
-        for key, value in QUICK.items():
-            if getattr(args, key) == parser.get_default(key):
-                setattr(args, key, value)
+    parser.add_argument("--json", default=None, help="also write the summary JSON here")
+    args = cli.parse_with_quick(parser, argv, QUICK)
     if args.world_size == 1 or args.world_size < 0:
         parser.error("--world-size must be 0 or >= 2")
     return args
@@ -267,207 +243,171 @@ def _data_step(workload):
     return step
 
 
-def timed(step, first: int, count: int) -> tuple[float, int, float]:
-    """(seconds, pairs, loss of the first step) of ``count`` steps from index ``first``."""
-    pairs, first_loss = 0, None
-    started = time.perf_counter()
-    for index in range(first, first + count):
-        loss, n = step(index)
-        pairs += n
-        first_loss = loss if first_loss is None else first_loss
-    return time.perf_counter() - started, pairs, first_loss
-
-
 # ---------------------------------------------------------------------------- ranks
 MULTI = ("graphemb x{n}", "torch x{n}")
 
 
-def rank_main(rank: int, world_size: int, port: int, args, commands, results) -> None:
-    torch.set_num_threads(1)
-    store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timedelta(seconds=600))
-    dist.init_process_group(
-        "gloo", store=store, rank=rank, world_size=world_size, timeout=timedelta(seconds=600)
-    )
-    try:
-        workload = Workload(args)
-        names = [m.format(n=world_size) for m in MULTI]
-        contenders = make_contenders(workload, args, names, tag="-ranks")
-        results.put(("ready", rank))
-        while (command := commands[rank].get()) is not None:
-            name, first, count = command
-            dist.barrier()
-            seconds, pairs, loss = timed(contenders[name], first, count)
-            dist.barrier()  # the step of the slowest rank counts
-            results.put((name, rank, seconds, pairs, loss))
-    finally:
-        dist.destroy_process_group()
+def build_ranks(rank: int, world_size: int, spec: dict) -> dict:
+    """Runs on each rank of the :class:`harness.ranks.RankPool`: the multi-process
+    contenders, each rank drawing its slice of every batch."""
+    args = argparse.Namespace(**spec)
+    names = [m.format(n=world_size) for m in MULTI]
+    steps = make_contenders(Workload(args), args, names, tag="-ranks")
+    return {name: _contender(name, step, args, world_size) for name, step in steps.items()}
 
 
-class Ranks:
-    def __init__(self, args) -> None:
-        self.size = args.world_size
-        context = mp.get_context("spawn")
-        self.commands = [context.Queue() for _ in range(self.size)]
-        self.results = context.Queue()
-        self.store = dist.TCPStore(
-            "127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=600)
-        )
-        self.context = mp.start_processes(
-            rank_main,
-            args=(self.size, self.store.port, args, self.commands, self.results),
-            nprocs=self.size,
-            join=False,
-            start_method="spawn",
-        )
-        for _ in range(self.size):
-            self._get()  # ("ready", rank)
+def _contender(name: str, step, args, world_size: int = 1) -> Contender:
+    """``step`` (index -> (loss, pairs)) as a harness contender; rows: walk positions."""
+    rows = args.batch_walks * args.walk_length // world_size
+    family = name.split()[0].split("-")[0]
+    return Contender(name, family, "adam", rows, step=step, profile=step)
 
-    def _get(self):
-        while True:
-            try:
-                return self.results.get(timeout=5)
-            except queue.Empty:
-                self.context.join(timeout=0)  # raises if a rank died
 
-    def run(self, name: str, first: int, count: int) -> tuple[float, int, float]:
-        for q in self.commands:
-            q.put((name, first, count))
-        answers = [self._get() for _ in range(self.size)]
-        seconds = max(a[2] for a in answers)
-        pairs = sum(a[3] for a in answers)
-        loss = statistics.fmean(a[4] for a in answers)  # equal shares: the global mean
-        return seconds, pairs, loss
-
-    def close(self) -> None:
-        for q in self.commands:
-            q.put(None)
-        self.context.join(timeout=60)
+def pairs_per_step(workload: Workload, indices: range, world_size: int) -> float:
+    """Mean positive pairs of the steps ``indices`` over all ranks of ``world_size`` (the
+    batches are seeded by step and rank, so this counts what the contenders trained on)."""
+    total = 0
+    for index in indices:
+        for rank in range(world_size):
+            walks, _ = workload.batch(index, rank, world_size)
+            total += SkipGram.num_pairs(walks, workload.args.window)
+    return total / len(indices)
 
 
 # ---------------------------------------------------------------------------- main
-def header(args) -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    load = os.getloadavg() if hasattr(os, "getloadavg") else ("?",)
-    return (
-        f"# bench_skipgram  {datetime.now():%Y-%m-%d %H:%M}  {cpu}  {os.cpu_count()} cores  "
-        f"torch {torch.__version__}  load {' '.join(f'{x:.2f}' for x in load)}\n"
+def print_header(args) -> None:
+    report.print_file_header("bench_skipgram: skip-gram training, graphemb against torch", {})
+    print(
         f"# graph: sbm {args.nodes:,} nodes, {args.communities} communities, degree "
         f"{args.degree}; dim {args.dim}, walks of {args.walk_length} steps, window "
         f"{args.window}, {args.negatives} negatives per position, {args.batch_walks} walks "
         f"per step; Adam lr {LR}; {args.threads} threads (1 process), {args.world_size} "
-        f"processes x 1 thread"
+        f"processes x 1 thread; warm-up {args.warmup} + {args.steps} steps x {args.rounds} "
+        f"interleaved rounds{' | --quick' if args.quick else ''}",
+        flush=True,
     )
+
+
+def first_losses(steps: dict, pool: RankPool | None, names: list[str]) -> dict[str, float]:
+    """The loss of step 0 of every contender (the same batch and tables for all); a
+    multi-process loss is the mean over the ranks' equal shares."""
+    losses = {}
+    for name in names:
+        if name in steps:
+            losses[name] = steps[name](0)[0]
+        elif pool is not None:
+            losses[name] = statistics.fmean(value[0] for value in pool.call(name, 0))
+    return losses
 
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
-    print(header(args), flush=True)
+    print_header(args)
     workload = Workload(args)
     single = ["graphemb", "graphemb-pairs", "torch", "walks+negatives"]
-    contenders = make_contenders(workload, args, single)
-    ranks = Ranks(args) if args.world_size else None
-    multi = [m.format(n=args.world_size) for m in MULTI] if ranks else []
-
-    def run(name, first, count):
-        if name in contenders:
-            return timed(contenders[name], first, count)
-        return ranks.run(name, first, count)
-
-    names = single + multi
-    first_losses = {name: run(name, 0, 1)[2] for name in names}  # step 0, same data for all
-    for name in names:
-        if args.warmup > 1:
-            run(name, 1, args.warmup - 1)
-    samples: dict[str, list[float]] = {name: [] for name in names}  # pairs/s per round
-    step_ms: dict[str, list[float]] = {name: [] for name in names}
-    first = args.warmup
-    for round_index in range(args.rounds):
-        order = names[round_index % len(names) :] + names[: round_index % len(names)]
-        line = []
-        for name in order:
-            seconds, pairs, _ = run(name, first, args.steps)
-            samples[name].append(pairs / seconds)
-            step_ms[name].append(1000 * seconds / args.steps)
-            line.append(f"{name} {pairs / seconds:,.0f}")
-        first += args.steps  # every contender trains on the same batches in every round
-        print(f"round {round_index + 1}: " + ", ".join(line) + " pairs/s", flush=True)
-    if ranks:
-        ranks.close()
-
-    median = {name: statistics.median(v) for name, v in samples.items()}
-    print(f"\n{'contender':<18}{'pairs/s':>14}{'ms/step':>10}{'vs torch':>10}   first loss")
-    for name in names:
-        reference = median["torch"] if " x" not in name else median.get(f"torch x{args.world_size}")
-        ratio = median[name] / reference if reference and name != "walks+negatives" else None
-        loss = "" if name == "walks+negatives" else f"{first_losses[name]:.6f}"
-        print(
-            f"{name:<18}{median[name]:>14,.0f}{statistics.median(step_ms[name]):>10.1f}"
-            f"{(f'{ratio:.2f}x' if ratio else '--'):>10}   {loss}"
+    steps = make_contenders(workload, args, single)
+    multi = [m.format(n=args.world_size) for m in MULTI] if args.world_size else []
+    spec = {k: v for k, v in vars(args).items() if k != "json"}
+    pool = RankPool(build_ranks, args.world_size, spec, timeout=600) if multi else None
+    try:
+        names = single + multi
+        losses = first_losses(steps, pool, names)  # step 0, untimed
+        runners = {n: timing.local_runner(steps[n]) for n in single}
+        runners.update({n: pool.runner(n) for n in multi} if pool else {})
+        # step 0 ran above: the warm-up and the timed steps start at 1, alike for every one
+        times = timing.interleaved(
+            {n: _after_first(r) for n, r in runners.items()},
+            warmup=args.warmup - 1,
+            steps=args.steps * args.rounds,
+            rounds=args.rounds,
         )
+    finally:
+        if pool is not None:
+            pool.close()
+    timed = range(args.warmup, args.warmup + args.steps * args.rounds)
+    pairs = {1: pairs_per_step(workload, timed, 1)}
+    if multi:
+        pairs[args.world_size] = pairs_per_step(workload, timed, args.world_size)
+    return summarize(args, names, times, losses, pairs)
 
-    # (label, numerator, denominator, target)
-    comparisons = [
+
+def _after_first(runner: timing.BlockRunner) -> timing.BlockRunner:
+    """``runner`` with step indices counted from 1 (step 0 gave the first losses)."""
+    return lambda start, count: runner(start + 1, count)
+
+
+def speedup(times: dict, pairs: dict, numerator: str, denominator: str) -> dict:
+    """Pairs per second of ``numerator`` over ``denominator``, overall and per round
+    (:func:`harness.timing.round_ratios` of the step times, scaled by the pairs a step
+    trains where the two draw different batches: one process against several)."""
+    scale = pairs[_world(numerator)] / pairs[_world(denominator)]
+    ratio = timing.round_ratios(times[denominator], times[numerator])
+    return {
+        "ratio": ratio["ratio"] * scale,
+        "round_min": ratio["round_min"] * scale,
+        "round_max": ratio["round_max"] * scale,
+        "per_round": [r * scale for r in ratio["per_round"]],
+    }
+
+
+def _world(name: str) -> int:
+    return int(name.rsplit(" x", 1)[1]) if " x" in name else 1
+
+
+def summarize(args, names: list[str], times: dict, losses: dict, pairs: dict) -> dict:
+    """The table, the ratios and their verdicts, the loss check and the summary line."""
+    stats = {name: timing.stats_ms(timing.flat(times[name])) for name in names}
+    rows = []
+    for name in names:
+        s = stats[name]
+        loss = f"{losses[name]:.6f}" if name != "walks+negatives" else "-"
+        rate = pairs[_world(name)] / (s["median_ms"] / 1e3)
+        spread = f"{s['p10_ms']:.1f}-{s['p90_ms']:.1f}"
+        rows.append([name, f"{rate:,.0f}", f"{s['median_ms']:.1f}", spread, loss])
+    print()
+    report.print_table(["contender", "pairs/s", "ms/step", "p10-p90 ms", "first loss"], rows)
+
+    comparisons = [  # (label, numerator, denominator, target)
         ("graphemb / torch, 1 process", "graphemb", "torch", TARGET),
         ("graphemb-pairs / torch (tables and optimizer only)", "graphemb-pairs", "torch", None),
     ]
     groups = [["graphemb", "graphemb-pairs", "torch"]]
-    if multi:
-        g, t = multi
+    if len(names) > 4:
+        g, t = names[4:]
         comparisons += [
             (f"{g} / {t}, {args.world_size} processes", g, t, TARGET),
             (f"{g} / graphemb 1 process", g, "graphemb", None),
         ]
-        groups.append(multi)
+        groups.append([g, t])
     print()
-    summary_ratios = {}
+    ratios = {}
     for label, numerator, denominator, target in comparisons:
-        value = median[numerator] / median[denominator]
-        per_round = [a / b for a, b in zip(samples[numerator], samples[denominator], strict=True)]
-        verdict = ""
-        if target:
-            verdict = f"  {'MET' if value >= target else 'NOT MET'} (target >= {target:g}x)"
-        print(f"{label}: {value:.2f}x [{min(per_round):.2f}-{max(per_round):.2f}]{verdict}")
-        summary_ratios[label] = {
-            "ratio": round(value, 3),
-            "target": target,
-            "per_round": [round(r, 3) for r in per_round],
-        }
+        ratio = speedup(times, pairs, numerator, denominator)
+        mark = f"  {report.verdict(ratio['ratio'], target)}" if target else ""
+        print(f"{label}: {timing.fmt_ratio(ratio)}{mark}")
+        ratios[label] = {**ratio, "target": target}
     # Within a group every contender trained on the same batches from the same tables.
     agree = all(
-        max(first_losses[n] for n in group) - min(first_losses[n] for n in group)
-        <= 1e-4 * abs(first_losses[group[0]])
+        max(losses[n] for n in group) - min(losses[n] for n in group)
+        <= 1e-4 * abs(losses[group[0]])
         for group in groups
     )
-    print(
-        f"first-step losses agree within each group (same data, same tables): "
-        f"{'yes' if agree else 'NO'}"
-    )
-
-    result = {
+    same = "yes" if agree else "NO"
+    print(f"first-step losses agree within each group (same data, same tables): {same}")
+    summary = {
+        "benchmark": "skipgram",
         "config": {k: v for k, v in vars(args).items() if k != "json"},
-        "torch": torch.__version__,
-        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-        "pairs_per_second": {n: round(v) for n, v in median.items()},
-        "ms_per_step": {n: round(statistics.median(v), 2) for n, v in step_ms.items()},
-        "ratios": summary_ratios,
+        "pairs_per_step": {str(k): v for k, v in pairs.items()},
+        "results": stats,
+        "ratios": ratios,
+        "first_step_losses": losses,
         "first_step_losses_agree": agree,
-        # the shape tests/end_to_end/test_benchmarks.py reads from the other benchmarks
-        "results": {n: {"median_ms": round(statistics.median(v), 3)} for n, v in step_ms.items()},
     }
-    print("RESULT " + json.dumps(result), flush=True)
-    print("BENCH_SUMMARY " + json.dumps(result), flush=True)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
+    report.emit_summary(summary, args.json)
     if not agree:
         sys.exit("the contenders disagree on the loss of the first step: not the same training")
-    return result
+    return summary
 
 
 if __name__ == "__main__":

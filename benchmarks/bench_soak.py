@@ -29,7 +29,6 @@ Output: the samples as a table, a plot of the series (--plot PATH, PNG), then th
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 from harness import cli, memory, peers, report, timing, workload
@@ -328,7 +327,7 @@ def main(argv=None) -> None:
     if args.plot:
         plot(args.plot, samples, ws, settle_step, title)
         print(f"plot: {args.plot}")
-    print("RESULT " + json.dumps(result), flush=True)
+    report.emit_summary(result, None, prefix="RESULT ")
     report.emit_summary(
         {
             "bench": "soak",

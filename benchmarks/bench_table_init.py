@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import time
 
 import torch
 from harness import report, timing
@@ -81,35 +80,38 @@ def contenders(shape: tuple[int, int], dtype: torch.dtype) -> dict:
     }, touched
 
 
+def _creating(make, first_touch: bool) -> timing.BlockRunner:
+    """Runner of ``make``: each timed step creates one table, freed outside the timing;
+    ``first_touch``: one untimed call before the first (memset reuses one table)."""
+    kept: list = []
+
+    def run(start: int, count: int) -> list[float]:
+        if first_touch and start == 0:
+            make()
+        times = []
+        for index in range(start, start + count):
+            times += timing.time_steps(lambda _: kept.append(make()), index, 1)
+            kept.clear()
+            gc.collect()
+        return times
+
+    return run
+
+
 def run(args) -> dict:
     dtype = DTYPES[args.dtype]
     shape = (args.num_embeddings, args.dim)
     table_bytes = shape[0] * shape[1] * torch.empty(0, dtype=dtype).element_size()
     makers, touched = contenders(shape, dtype)
     makers = {name: makers[name] for name in args.contenders}
-    times: dict[str, list[float]] = {name: [] for name in makers}
     print(
         f"table {shape[0]:,} x {shape[1]} {args.dtype} = {table_bytes / 1e9:.2f} GB, "
         f"{torch.get_num_threads()} torch threads, {args.rounds} rounds, "
         f"load average {report.load_average():.2f}"
     )
-    for round_index in range(args.rounds):
-        for name, make in makers.items():
-            if name == "memset" and "table" not in touched:
-                make()  # first touch, untimed
-            gc.collect()
-            start = time.perf_counter()
-            table = make()
-            times[name].append(time.perf_counter() - start)
-            del table
-            gc.collect()
-            if name != "memset":
-                continue
-        print(
-            f"  round {round_index + 1}: "
-            + ", ".join(f"{n} {t[-1]:.2f} s" for n, t in times.items()),
-            flush=True,
-        )
+    runners = {name: _creating(make, first_touch=name == "memset") for name, make in makers.items()}
+    per_round = timing.interleaved(runners, warmup=0, steps=args.rounds, rounds=args.rounds)
+    times = {name: timing.flat(blocks) for name, blocks in per_round.items()}
     touched.clear()
     results = {}
     for name, ts in times.items():

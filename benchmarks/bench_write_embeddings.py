@@ -6,16 +6,14 @@ Question: does :func:`graphemb.io.write_embeddings` write an ``.emb`` file (firs
 float32 rows that read back exactly?
 
 The same (N, D) float32 rows (standard normal, names ``0 .. N-1``) are written by each
-contender into a temporary folder, rounds interleaved; time is the median over rounds and
-"vs gensim" the median of per-round ratios (gensim's time / this time), so that both are
-measured under the same load. Each file is read back (graphemb's reader) and compared with
-the rows, bit for bit. gensim is an optional benchmark dependency (the modern stack has
-it); without it only graphemb is timed.
+contender into a temporary folder, rounds interleaved (``benchmarks/harness/timing.py``);
+time is the median over rounds and "vs gensim" the ratio of the medians (gensim's time /
+this time) with its per-round range, so that both are measured under the same load. Each
+file is read back (graphemb's reader) and compared with the rows, bit for bit. gensim is
+an optional benchmark dependency (the modern stack has it); without it only graphemb is
+timed.
 
-Measured here (modern stack, 100k x 128 float32, 3 rounds, 2 cores shared at load 2-3.7):
-graphemb 0.55 s, gensim 4.55 s: **8.2x** gensim's speed; files of 196 MiB against gensim's
-134 MiB (16 bytes a value, against gensim's shortest repr). The previous writer (one
-Python ``%.9g`` per value, 149 MiB) took 2.6 s on the same rows just before and after.
+Measurements: benchmarks/README.md ("bench_write_embeddings.py").
 
     .venv/modern/bin/python benchmarks/bench_write_embeddings.py            # 100k x 128
     .venv/modern/bin/python benchmarks/bench_write_embeddings.py --quick    # 5k x 32
@@ -28,7 +26,6 @@ import importlib.util
 import os
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 
 import numpy as np
@@ -58,6 +55,7 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="5k x 32, 1 round (a smoke test)")
+    parser.add_argument("--json", default=None, help="also write the summary JSON here")
     args = parser.parse_args()
     if args.quick:
         args.rows, args.dim, args.rounds = 5_000, 32, 1
@@ -76,42 +74,46 @@ def main() -> None:
     report.print_file_header(
         f"bench_write_embeddings: {args.rows:,} rows x {args.dim}, {args.rounds} rounds", skipped
     )
-    seconds: dict[str, list[float]] = {name: [] for name in contenders}
     sizes = {}
     with tempfile.TemporaryDirectory(prefix="bench_write_embeddings.") as folder:
-        for round_ in range(args.rounds):
-            order = list(contenders) if round_ % 2 == 0 else list(contenders)[::-1]
-            for name in order:
-                path = os.path.join(folder, f"{name.split()[0]}.emb")
-                start = time.perf_counter()
-                contenders[name](path)
-                seconds[name].append(time.perf_counter() - start)
-                sizes[name] = os.path.getsize(path)
-                back, back_names = read_embeddings(path)
-                if not (np.array_equal(back.numpy(), rows) and back_names.tolist() == names):
-                    raise AssertionError(f"{name}: the file does not read back to the rows")
-    reference = "gensim save_word2vec_format" if "gensim save_word2vec_format" in seconds else None
-    results = {}
-    print(f"{'contender':30} {'median s':>9} {'vs gensim':>10} {'file MiB':>9}")
-    for name, times in seconds.items():
-        ratio = None
-        if reference is not None:
-            ratio = timing.median([g / t for g, t in zip(seconds[reference], times, strict=True)])
-        results[name] = {
-            "median_ms": 1000 * timing.median(times),
-            "speedup_vs_gensim": ratio,
-            "rounds_s": times,
-            "file_bytes": sizes[name],
+        paths = {name: os.path.join(folder, f"{name.split()[0]}.emb") for name in contenders}
+        runners = {
+            name: timing.local_runner(_writing(writer, paths[name]))
+            for name, writer in contenders.items()
         }
-        shown = "-" if ratio is None else f"{ratio:.2f}x"
-        print(f"{name:30} {timing.median(times):9.2f} {shown:>10} {sizes[name] / 2**20:9.1f}")
-    print("(vs gensim: gensim's time / this time, median of per-round ratios; every file "
-          "read back bit for bit)")  # fmt: skip
+        per_round = timing.interleaved(runners, warmup=0, steps=args.rounds, rounds=args.rounds)
+        for name, path in paths.items():  # the last file of each contender, untimed
+            sizes[name] = os.path.getsize(path)
+            back, back_names = read_embeddings(path)
+            if not (np.array_equal(back.numpy(), rows) and back_names.tolist() == names):
+                raise AssertionError(f"{name}: the file does not read back to the rows")
+    summarize(per_round, sizes, args, skipped)
+
+
+def _writing(writer: Callable[[str], None], path: str) -> Callable[[int], None]:
+    """One timed step: ``writer`` writes the rows to ``path``."""
+    return lambda _: writer(path)
+
+
+def summarize(per_round: dict, sizes: dict, args: argparse.Namespace, skipped: dict) -> None:
+    """The table (median, speed against gensim with its per-round range), the verdict and
+    the ``BENCH_SUMMARY`` line."""
+    reference = "gensim save_word2vec_format"
+    results, rows = {}, []
+    for name, times in per_round.items():
+        ratio = timing.round_ratios(per_round[reference], times) if reference in per_round else None
+        stats = timing.stats_ms(timing.flat(times))
+        results[name] = {**stats, "speedup_vs_gensim": ratio, "file_bytes": sizes[name]}
+        median_s = f"{stats['median_ms'] / 1e3:.2f}"
+        rows.append([name, median_s, timing.fmt_ratio(ratio), f"{sizes[name] / 2**20:.1f}"])
+    report.print_table(["contender", "median s", "vs gensim", "file MiB"], rows)
+    print("(vs gensim: gensim's time / this time, ratio of medians [per-round range]; every "
+          "file read back bit for bit)")  # fmt: skip
     ours = results["graphemb write_embeddings"]["speedup_vs_gensim"]
     if ours is not None:
-        print(f"write_embeddings speed vs gensim: {report.verdict(ours, 1.0)}")
+        print(f"write_embeddings speed vs gensim: {report.verdict(ours['ratio'], 1.0)}")
     summary = {"rows": args.rows, "dim": args.dim, "results": results, "skipped": skipped}
-    report.emit_summary(summary, None)
+    report.emit_summary(summary, args.json)
 
 
 if __name__ == "__main__":

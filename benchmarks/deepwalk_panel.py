@@ -121,3 +121,93 @@ def _components_graph(count: int, classes: int, seed: int) -> tuple[Graph, np.nd
     graph = Graph.from_edges(a[keep], b[keep], num_nodes=int(sizes.sum()), undirected=True)
     labels = torch.from_numpy(np.repeat(np.arange(count) % classes, sizes))
     return graph, _one_hot(labels)
+
+
+# ---------------------------------------------------------------------------- summaries
+# Pure functions of the rows that bench_deepwalk_quality.py prints (one dict per graph,
+# seed and trainer: "graph", "nodes", "seed", "trainer", "seconds", "micro@<ratio>",
+# "macro@<ratio>"), shared by its report and by render_readme.py.
+
+
+def paired(rows: list[dict], graph: str, trainer: str) -> list[tuple[dict, dict]]:
+    """(trainer's row, gensim's row) of ``graph``, one pair per seed both ran."""
+    return [
+        (row, peer)
+        for row in rows
+        if (row["graph"], row["trainer"]) == (graph, trainer)
+        for peer in rows
+        if peer["trainer"] == "gensim" and (peer["graph"], peer["seed"]) == (graph, row["seed"])
+    ]
+
+
+def verdict_lines(rows: list[dict], ratios: list[float], load: float | None = None) -> list[str]:
+    """Per trainer other than gensim, the two targets over every graph of ``rows``: the worst
+    paired mean difference to gensim (over graphs, ratios, Micro and Macro) at least -0.3
+    points, and the worst time ratio to gensim at most 1/3 on graphs of 10k nodes or more
+    and at most 1 on smaller ones. ``load``: the load average before the run (default: this
+    run's, :data:`harness.report.START_LOAD`)."""
+    from harness.report import verdict
+
+    lines = []
+    scored = [f"{kind}@{r}" for kind in ("micro", "macro") for r in ratios]
+    for trainer in dict.fromkeys(r["trainer"] for r in rows if r["trainer"] != "gensim"):
+        worst, where, slowest = np.inf, "", 0.0
+        for graph in dict.fromkeys(r["graph"] for r in rows):
+            pairs = paired(rows, graph, trainer)
+            if not pairs:
+                continue
+            for key in scored:
+                gap = 100 * float(np.mean([row[key] - peer[key] for row, peer in pairs]))
+                if gap < worst:
+                    worst, where = gap, f"{graph} {key}"
+            bound = 1 / 3 if pairs[0][0].get("nodes", 0) >= 10_000 else 1.0
+            ratio = np.mean([row["seconds"] / peer["seconds"] for row, peer in pairs])
+            slowest = max(slowest, float(ratio / bound))
+        if where:
+            lines.append(
+                f"{trainer}: worst paired difference to gensim {worst:+.2f} points ({where}); "
+                + verdict(worst, -0.3, unit=" points", load=load)
+            )
+            lines.append(
+                f"{trainer}: time / gensim's, as a share of its bound (1/3 from 10k nodes, "
+                f"1 below), worst {slowest:.2f}; " + verdict(slowest, 1.0, at_most=True, load=load)
+            )
+    return lines
+
+
+def markdown_table(rows: list[dict], ratios: list[float], trainer: str) -> list[str]:
+    """The panel's Markdown table: per graph, gensim's Micro-F1 (mean over seeds), the
+    paired difference of ``trainer`` to gensim in points (mean +- standard error over the
+    seeds) and both mean times."""
+    shares = " / ".join(f"{100 * r:g}" for r in ratios) + " %"
+    lines = [
+        f"| graph | nodes | gensim Micro-F1 {shares} | paired difference, Micro {shares} "
+        f"| Macro {shares} | seconds: gensim, graphemb (x gensim) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for graph in dict.fromkeys(r["graph"] for r in rows):
+        pairs = paired(rows, graph, trainer)
+        if not pairs:
+            continue
+        ours, theirs = [p[0] for p in pairs], [p[1] for p in pairs]
+
+        micro = " / ".join(f"{np.mean([r[f'micro@{q}'] for r in theirs]):.3f}" for q in ratios)
+        ratio = np.mean([row["seconds"] / peer["seconds"] for row, peer in pairs])
+        cells = [
+            graph,
+            str(ours[0]["nodes"]),
+            micro,
+            " / ".join(_difference(pairs, f"micro@{q}") for q in ratios),
+            " / ".join(_difference(pairs, f"macro@{q}") for q in ratios),
+            f"{np.mean([r['seconds'] for r in theirs]):.1f}, "
+            f"{np.mean([r['seconds'] for r in ours]):.1f} ({ratio:.2f}x)",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _difference(pairs: list[tuple[dict, dict]], key: str) -> str:
+    """Mean +- standard error over the pairs of (ours - gensim's) ``key``, in points."""
+    points = 100 * np.array([row[key] - peer[key] for row, peer in pairs])
+    error = points.std(ddof=1) / np.sqrt(len(points)) if len(points) > 1 else np.nan
+    return f"{points.mean():+.1f} ± {error:.1f}"

@@ -192,3 +192,21 @@ def rank_config(args: argparse.Namespace, **entries) -> dict:
         "quick": args.quick,
         **entries,
     }
+
+
+def parse_with_quick(
+    parser: argparse.ArgumentParser, argv: list[str] | None, quick: dict
+) -> argparse.Namespace:
+    """Add ``--quick`` (a smoke test) to ``parser`` and parse ``argv``: with it, every option
+    named in ``quick`` that the command line left at its default takes the quick value."""
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke test: " + ", ".join(f"{k}={v}" for k, v in quick.items()),
+    )
+    args = parser.parse_args(argv)
+    if args.quick:
+        for key, value in quick.items():
+            if getattr(args, key) == parser.get_default(key):
+                setattr(args, key, value)
+    return args

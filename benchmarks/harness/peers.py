@@ -38,7 +38,7 @@ class Contender:
     family: str  # "graphemb" | "torch" | "dgl"
     optimizer: str  # "adam" | "adagrad"
     rows_per_step: int  # ids looked up per step by this process
-    step: Callable[[int], None]
+    step: Callable[[int], object]  # a return value reaches RankPool.call only
     profile: Callable[[int], None]
     objects: list = field(default_factory=list)  # keeps tables alive; dropped by close()
 
@@ -108,6 +108,13 @@ def _uniform_init(table: torch.Tensor) -> torch.Tensor:
     return table
 
 
+def _sparse_optimizer(library, optimizer: str, emb, lr: float):
+    """``library.SparseAdam`` or ``library.SparseAdagrad`` (graphemb's and DGL's share the
+    names and the ``([table], lr=)`` call) of the one table ``emb``."""
+    kind = {"adam": library.SparseAdam, "adagrad": library.SparseAdagrad}[optimizer]
+    return kind([emb], lr=lr)
+
+
 def graphemb_contender(
     name: str,
     optimizer: str,
@@ -128,7 +135,7 @@ def graphemb_contender(
     with one (CPU, no partition), partitioned with ``partition`` or on CUDA.
     """
     import graphemb
-    from graphemb.optim import SparseAdagrad, SparseAdam
+    import graphemb.optim
 
     emb = graphemb.NodeEmbedding(
         num_embeddings,
@@ -138,7 +145,7 @@ def graphemb_contender(
         device=device,
         partition=partition,
     )
-    opt = SparseAdam([emb], lr=lr) if optimizer == "adam" else SparseAdagrad([emb], lr=lr)
+    opt = _sparse_optimizer(graphemb.optim, optimizer, emb, lr)
     return _contender(name, "graphemb", optimizer, emb, loss, opt.step, batches, [emb, opt], sync)
 
 
@@ -196,11 +203,7 @@ def dgl_contender(
     import dgl
 
     emb = dgl.nn.NodeEmbedding(num_embeddings, dim, table_name, init_func=_uniform_init)
-    opt = (
-        dgl.optim.SparseAdam([emb], lr=lr)
-        if optimizer == "adam"
-        else dgl.optim.SparseAdagrad([emb], lr=lr)
-    )
+    opt = _sparse_optimizer(dgl.optim, optimizer, emb, lr)
 
     def update() -> None:
         opt.zero_grad()  # DGL: marks the trace to be dropped once this step has used it

@@ -23,11 +23,11 @@ class RankPool:
     test suite uses too): each rank sets its thread count, calls ``build(rank, world_size,
     spec)`` -> dict of :class:`harness.peers.Contender`, and then waits for commands in the
     job's store: run ``count`` timed steps of a contender (all ranks together, after a
-    barrier), phase-profile it, report its memory, or stop. The parent never joins the
-    process group, so it can time single-process contenders in between (interleaved with the
-    ranks' blocks; the waiting ranks sleep in the store and use no CPU). A rank that raises
-    or dies fails the parent's next wait with :class:`graphemb.testing.RankFailed` and the
-    rank's traceback.
+    barrier), run one step for its return value, phase-profile it, report its memory, or
+    stop. The parent never joins the process group, so it can time single-process contenders
+    in between (interleaved with the ranks' blocks; the waiting ranks sleep in the store and
+    use no CPU). A rank that raises or dies fails the parent's next wait with
+    :class:`graphemb.testing.RankFailed` and the rank's traceback.
     """
 
     def __init__(
@@ -84,6 +84,12 @@ class RankPool:
             return [max(a["times"][i] for a in answers) for i in range(count)]
 
         return run
+
+    def call(self, name: str, index: int) -> list:
+        """Every rank's return value of ``step(index)`` of contender ``name`` (untimed; the
+        value must be JSON), in rank order: e.g. a first step's loss to compare contenders."""
+        command = {"op": "call", "name": name, "start": index}
+        return [a["value"] for a in self._command(command, f"{name}: step {index}")]
 
     def profile(self, name: str, start: int, count: int, trace_dir: str | None = None) -> list:
         """Per-rank phase profile (:func:`harness.phases.profile_phases`) of ``count``
@@ -181,6 +187,8 @@ def _rank_main(rank: int, world_size: int, timeout: float, build, spec) -> None:
             dist.barrier()  # every rank starts the block together
             if op == "time":
                 answer = {"times": time_steps(contender.step, command["start"], command["count"])}
+            elif op == "call":
+                answer = {"value": contender.step(command["start"])}
             else:
                 path = trace_file(command.get("trace_dir"), f"{command['name']}-rank{rank}")
                 answer = profile_phases(

@@ -1,0 +1,86 @@
+"""The result tables of the READMEs are those of ``benchmarks/results/``: in sync now, and
+rendered afresh when a result changes (``benchmarks/render_readme.py``; no benchmark runs)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+
+import render_readme  # noqa: E402
+
+
+def _cells(text: str, first: str) -> list[str]:
+    """The cells of the table row of ``text`` whose first cell is ``first``."""
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and cells[0] == first:
+            return cells
+    raise AssertionError(f"no row {first!r}")
+
+
+def test_readmes_are_in_sync_with_the_results():
+    assert render_readme.stale() == {}, "run: python benchmarks/render_readme.py"
+    assert render_readme.main(["--check"]) == 0
+
+
+def _changed_results(tmp_path: Path) -> Path:
+    results = tmp_path / "results"
+    results.mkdir()
+    for name in ("deepwalk_panel.json", "sampler_panel.json"):
+        shutil.copy(BENCHMARKS / "results" / name, results / name)
+    return results
+
+
+def test_a_changed_deepwalk_result_changes_the_readme_table(tmp_path):
+    results = _changed_results(tmp_path)
+    run = json.loads((results / "deepwalk_panel.json").read_text())
+    cora = [r for r in run["rows"] if r["graph"] == "cora"]
+    gensim = {r["seed"]: r for r in cora if r["trainer"] == "gensim"}
+    compiled = {r["seed"]: r for r in cora if r["trainer"] == "compiled"}
+    gensim[0]["micro@0.5"] -= 0.2  # gensim's Cora score at 50 % labels falls 20 points on seed 0
+    (results / "deepwalk_panel.json").write_text(json.dumps(run))
+
+    readme = (BENCHMARKS.parent / "README.md").read_text()
+    rendered = render_readme.render(readme, results, where="README.md")
+    cells = _cells(rendered, "cora")
+    # independent arithmetic on the changed rows: the mean over seeds, and the paired gap
+    mean = statistics.mean(r["micro@0.5"] for r in gensim.values())
+    assert cells[2].split(" / ")[1] == f"{mean:.3f}"
+    gap = statistics.mean(100 * (compiled[s]["micro@0.5"] - gensim[s]["micro@0.5"]) for s in gensim)
+    assert cells[3].split(" / ")[1].startswith(f"{gap:+.1f} ± ")
+    assert cells != _cells(readme, "cora")
+    assert "README.md" in render_readme.stale(results=results)
+    # every other graph's row is unchanged
+    assert _cells(rendered, "dense") == _cells(readme, "dense")
+
+
+def test_a_changed_sampler_result_changes_the_sampler_table(tmp_path):
+    results = _changed_results(tmp_path)
+    run = json.loads((results / "sampler_panel.json").read_text())
+    shape = next(s for s in run["shapes"] if s["graph"] == "symmetric")
+    shape["results"]["graphemb blocks"]["median_ms"] = 12.34
+    (results / "sampler_panel.json").write_text(json.dumps(run))
+    text = (BENCHMARKS / "README.md").read_text()
+    assert _cells(render_readme.render(text, results), "symmetric")[2] == "12.3"
+    assert _cells(text, "symmetric")[2] != "12.3"
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("a\n<!-- results: nope -->\n<!-- /results -->\n", "f.md:2: unknown results region"),
+        ("<!-- results: sampler_panel -->\nrow\n", "f.md:1: region 'sampler_panel' is never"),
+        ("a\nb\n<!-- /results -->\n", "f.md:3: <!-- /results --> without an opening line"),
+    ],
+)
+def test_malformed_regions_are_refused_with_their_line(text, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        render_readme.render(text, BENCHMARKS / "results", where="f.md")
