@@ -62,8 +62,8 @@ else:
     import numpy as np
     from graphemb.io import parse_edge_list, read_graph
     try:
-        from graphemb.graph import _compiled_csc
-        compiled = _compiled_csc(__import__("torch").device("cpu")) is not None
+        from graphemb._csc import compiled_csc
+        compiled = compiled_csc(__import__("torch").device("cpu")) is not None
         from graphemb._compiled import compiled_module
         compiled = compiled and hasattr(compiled_module(), "parse_integer_edges")
     except ImportError:  # an older checkout (--before)

@@ -26,8 +26,9 @@ import numpy as np
 import torch
 
 from ._checks import as_size, check_edge_weight, check_node_id_vector, check_node_ids
-from ._compiled import compiled_module, disabled
-from .distributed.huge_pages import advise_huge_pages, empty_rows
+from ._compiled import compiled_module
+from ._csc import allocate_csc, compiled_csc, csc_by_sort
+from .distributed.huge_pages import advise_huge_pages
 
 __all__ = ["Graph"]
 
@@ -57,6 +58,10 @@ class Graph:
         As above, all on :attr:`device`.
     edge_weight : Tensor or None
         As above, on :attr:`device`. Every transform keeps it aligned with the edges.
+    symmetric : bool
+        Built undirected (``from_edges(undirected=True)``): every edge has its reverse, of
+        the same weight, so a node's out-neighbours are its in-neighbours and walks read
+        the CSC arrays instead of building :meth:`csr`. False unless a constructor knows.
     """
 
     def __init__(
@@ -96,6 +101,7 @@ class Graph:
             if edge_weight is None
             else check_edge_weight(edge_weight, indices.numel()).to(device)
         )
+        self.symmetric = False
         self._csr: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
         self._csr_weight: torch.Tensor | None = None
 
@@ -150,13 +156,13 @@ class Graph:
         if num_nodes is None:
             num_nodes = int(torch.maximum(src.max(), dst.max())) + 1 if src.numel() else 0
         num_nodes = as_size("num_nodes", num_nodes)
-        counting_sort = _compiled_csc(device)
+        counting_sort = compiled_csc(device)
         if counting_sort is not None:
             # The kernel checks every id (IndexError on a bad one, before any allocation);
             # the checks below then raise the usual message.
             try:
                 indptr, indices, edge_ids = counting_sort(
-                    src, dst, num_nodes, undirected, _allocate_csc
+                    src, dst, num_nodes, undirected, allocate_csc
                 )
             except IndexError:
                 check_node_ids(src, num_nodes, "src")
@@ -166,10 +172,13 @@ class Graph:
             check_node_ids(src, num_nodes, "src")
             check_node_ids(dst, num_nodes, "dst")
             num_stored = src.numel() + (int((src != dst).sum()) if undirected else 0)
-            indices, edge_ids = _allocate_csc(num_stored, device)
-            indptr = _csc_by_sort(src, dst, num_nodes, indices, edge_ids)
-        weight = None if edge_weight is None else edge_weight[edge_ids]
-        return cls(indptr, indices, edge_ids, weight)
+            indices, edge_ids = allocate_csc(num_stored, device)
+            indptr = csc_by_sort(src, dst, num_nodes, indices, edge_ids)
+        graph = cls(
+            indptr, indices, edge_ids, None if edge_weight is None else edge_weight[edge_ids]
+        )
+        graph.symmetric = undirected
+        return graph
 
     @classmethod
     def from_edge_table_in_place(cls, edges: torch.Tensor, num_nodes: int) -> Graph:
@@ -189,7 +198,7 @@ class Graph:
         -------
         Graph
         """
-        counting_sort = _compiled_csc(edges.device)
+        counting_sort = compiled_csc(edges.device)
         module = compiled_module()
         if (
             counting_sort is None
@@ -205,9 +214,8 @@ class Graph:
 
         def allocate(num_stored: int) -> tuple[torch.Tensor, torch.Tensor]:
             # Indices on ordinary pages, advised for 2 MiB pages once written (below): a
-            # first touch of fresh 2 MiB pages cost ~1.1 s/GB here against ~0.3 s/GB, a
-            # third of reading a 20M-edge file, for gathers ~10% faster (measured: 10M
-            # random reads of 40M indices, 0.137 s against 0.150 s).
+            # first touch of fresh 2 MiB pages cost ~1.1 s/GB against ~0.3 s/GB, for
+            # gathers ~10% faster (10M random reads of 40M indices: 0.137 s, not 0.150 s).
             return torch.empty(num_stored, dtype=torch.int64), memory[:num_stored]
 
         try:
@@ -218,7 +226,9 @@ class Graph:
             raise
         # khugepaged then moves them to 2 MiB pages in the background (here 16 MB a 10 s)
         advise_huge_pages(indices)
-        return cls(indptr, indices, edge_ids)
+        graph = cls(indptr, indices, edge_ids)
+        graph.symmetric = True
+        return graph
 
     @classmethod
     def from_dataset(cls, dataset: Any, device: torch.device | str | None = None) -> Graph:
@@ -349,9 +359,11 @@ class Graph:
         if device == self.device:
             return self
         weight = None if self.edge_weight is None else self.edge_weight.to(device)
-        return Graph(
+        moved = Graph(
             self.indptr.to(device), self.indices.to(device), self.edge_ids.to(device), weight
         )
+        moved.symmetric = self.symmetric
+        return moved
 
     def reverse(self) -> Graph:
         """The graph with every edge turned around (edge ids and weights kept)."""
@@ -408,78 +420,6 @@ class Graph:
             f"Graph(num_nodes={self.num_nodes}, num_edges={self.num_edges}{weighted}, "
             f"device={self.device})"
         )
-
-
-def _allocate_csc(
-    num_stored: int, device: torch.device | None = None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Uninitialized ``(indices, edge_ids)`` for ``num_stored`` edges. Indices on 2 MiB
-    pages: samplers read them at scattered rows, and with 4 KiB pages most reads also miss
-    the TLB (measured: gathers ~35% faster). Edge ids on ordinary pages: samplers gather
-    them only when a model asks, and a first touch of 2 MiB pages costs more (measured
-    here: ~1.1 s/GB against ~0.35 s/GB, half of read_graph's build at 1M / 20M edges)."""
-    device = torch.device("cpu") if device is None else device
-    indices = empty_rows((num_stored,), torch.int64, device)
-    return indices, torch.empty(num_stored, dtype=torch.int64, device=device)
-
-
-# Stored edges whose sources the pure-torch path gathers at a time (bounded temporaries).
-_GATHER_CHUNK = 1 << 22
-
-
-def _compiled_csc(device: torch.device) -> Any:
-    """The compiled counting sort ``graphemb_kernels.csc_from_edges`` where it can run
-    (CPU, module built from these sources, not disabled by ``GRAPHEMB_DISABLE_KERNELS``),
-    else None."""
-    module = compiled_module()
-    if device.type != "cpu" or module is None or disabled():
-        return None
-    return getattr(module, "csc_from_edges", None)
-
-
-def _csc_by_sort(
-    src: torch.Tensor,
-    dst: torch.Tensor,
-    num_nodes: int,
-    indices: torch.Tensor,
-    edge_ids: torch.Tensor,
-) -> torch.Tensor:
-    """The CSC arrays in pure torch (any device): a stable sort of the stored edges by
-    destination. Fills ``indices`` and ``edge_ids`` (shape (S,): the E edges, then, if S > E,
-    the reverses of the edges that are not self-loops) and returns ``indptr``; the reversed
-    edges are never materialized."""
-    num_edges = src.numel()
-    device = src.device
-    reverses = indices.numel() - num_edges
-    # The reversed edge E + k is the reverse of edge forward[k] (None: of edge k).
-    forward = None
-    if 0 < reverses < num_edges:
-        forward = torch.nonzero(src != dst).squeeze(1)
-    # Destination of each stored edge; 32-bit where the ids fit (half the sort's memory,
-    # and fewer radix passes). The sort writes its permutation straight into edge_ids.
-    key_dtype = torch.int32 if num_nodes <= torch.iinfo(torch.int32).max else torch.int64
-    keys = torch.empty(indices.shape, dtype=key_dtype, device=device)
-    keys[:num_edges] = dst
-    if reverses:
-        keys[num_edges:] = src if forward is None else src[forward]
-    counts = torch.bincount(keys, minlength=num_nodes)
-    torch.sort(keys, stable=True, out=(torch.empty_like(keys), edge_ids))
-    del keys
-    indptr = torch.zeros(num_nodes + 1, dtype=torch.int64, device=device)
-    torch.cumsum(counts, 0, out=indptr[1:])
-    if not reverses:
-        torch.index_select(src, 0, edge_ids, out=indices)
-        return indptr
-    for start in range(0, indices.numel(), _GATHER_CHUNK):
-        ids = edge_ids[start : start + _GATHER_CHUNK]
-        is_forward = ids < num_edges
-        reversed_of = (ids - num_edges).clamp_(min=0)
-        if forward is not None:
-            reversed_of = forward[reversed_of.clamp_(max=reverses - 1)]
-        indices[start : start + ids.numel()] = torch.where(
-            is_forward, src[ids.clamp(max=num_edges - 1)], dst[reversed_of]
-        )
-    return indptr
 
 
 def _as_id_tensor(name: str, values: Any) -> torch.Tensor:

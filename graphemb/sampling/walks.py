@@ -110,9 +110,13 @@ class RandomWalker:
         self._q = _positive_number("q", q)
         self._weighted = weighted
         self._graph = graph
-        self._indptr, self._indices, _ = graph.csr()
+        if graph.symmetric:  # out-neighbours are the in-neighbours: no CSR copy
+            self._indptr, self._indices = graph.indptr, graph.indices
+            weight = graph.edge_weight if weighted else None
+        else:
+            self._indptr, self._indices, _ = graph.csr()
+            weight = graph.csr_edge_weight() if weighted else None
         self._degrees = self._indptr[1:] - self._indptr[:-1]
-        weight = graph.csr_edge_weight() if weighted else None
         if not self.uniform:
             if graph.num_nodes > _MAX_KEYED_NODES:
                 raise ValueError(

@@ -110,6 +110,19 @@ def test_table_init_benchmark_quick_mode_times_graphemb_torch_and_the_bound():
 
 
 @GRAPHEMB_ONLY
+@GRAPHEMB_ONLY
+def test_deepwalk_memory_quick_mode_holds_the_peak_against_graph_and_tables():
+    summary = _json_line(_run("bench_deepwalk_memory.py").stdout, "BENCH_SUMMARY ")
+    tables = 2 * 5_000 * 128 * 4  # two float32 tables of the quick graph's 5k nodes
+    assert summary["tables_bytes"] == tables
+    # undirected CSC of 50k edge lines: 2 * 50k indices and edge ids, int64, at least
+    assert summary["graph_bytes"] >= 2 * 2 * 50_000 * 8
+    assert summary["bound_bytes"] == summary["graph_bytes"] + 2 * tables
+    # the child's peak holds the interpreter and torch, far above the quick graph's bound
+    assert summary["peak_bytes"] > summary["bound_bytes"]
+    assert summary["verdict"].startswith("target <= ")
+
+
 def test_deepwalk_quality_quick_mode_scores_every_trainer(tmp_path):
     pytest.importorskip("gensim", reason="the quality benchmark's peer (graphemb[bench])")
     stdout = _run(

@@ -190,3 +190,25 @@ def test_unsorted_csr_rows_keep_their_weights():
     walks = RandomWalker(graph, 0.5, 2.0, weighted=True)(start, 2, generator=seeded("cpu", 9))
     observed = Counter(map(tuple, walks[walks[:, 2] != PAD].tolist()))
     assert grouped_p_value(observed, node2vec_probabilities(0.5, 2.0)) > P_VALUE
+
+
+def test_walks_on_an_undirected_graph_read_its_csc_arrays(monkeypatch):
+    """An undirected graph's out-neighbours are its in-neighbours: walkers (weighted,
+    node2vec, uniform) never build the CSR copy, which would double the graph's memory;
+    the transition tests above run on this path."""
+    graph = weighted_graph()
+    assert graph.symmetric
+    assert not Graph.from_edges([0, 1], [1, 2]).symmetric
+    assert not graph.reverse().symmetric  # a rebuilt graph does not claim what it can't know
+
+    def no_csr(self):
+        raise AssertionError("the walker built the CSR of a symmetric graph")
+
+    monkeypatch.setattr(Graph, "csr", no_csr)
+    start = torch.arange(5).repeat(20)
+    for walker in (RandomWalker(graph), RandomWalker(graph, 0.5, 2.0, weighted=True)):
+        walks = walker(start, 4, generator=seeded("cpu"))
+        steps = torch.stack([walks[:, :-1], walks[:, 1:]], -1).reshape(-1, 2)
+        steps = steps[steps[:, 1] != PAD].tolist()
+        neighbours = adjacency()
+        assert steps and all(v in neighbours[u] for u, v in steps)
