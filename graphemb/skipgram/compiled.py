@@ -37,7 +37,7 @@ __all__ = [
 _MASK64 = (1 << 64) - 1
 
 #: Input rows start uniform in ``[-INIT_RANGE / D, INIT_RANGE / D)`` (:func:`init_tables`).
-INIT_RANGE = 2.0
+INIT_RANGE = 1.25
 
 
 class TrainingDiverged(ValueError):
@@ -76,8 +76,10 @@ def init_tables(num_nodes: int, dimensions: int, seed: int) -> tuple[torch.Tenso
     smaller the initial rows, the more updates per node that takes. word2vec.c draws from
     ``±0.5 / D`` and gensim from ``±1 / D``; from there a graph whose walks give each node
     few tokens relative to its neighbourhood's size (a small dense graph) ends the run
-    near the saddle. Rows from ``±2 / D`` leave it within the run on such graphs and train
-    as far as gensim's elsewhere (``benchmarks/results/deepwalk_quality.md``).
+    near the saddle. Larger initial rows leave it sooner, but on a strongly clustered graph
+    they end the run further below gensim's result the larger they are. ``±1.25 / D`` sits
+    between the two: this trainer's rows leave the saddle on small dense graphs about as
+    early as gensim's from ``±1 / D`` (measured: ``benchmarks/results/deepwalk_quality.md``).
 
     Returns
     -------
@@ -178,14 +180,27 @@ def hogwild_pass(
 
 
 def check_finite(rows: torch.Tensor, lr: float, where: str) -> None:
-    """Raise :class:`TrainingDiverged` when ``rows`` holds inf or NaN."""
-    finite = torch.isfinite(rows)
-    if not bool(finite.all()):
-        bad = int((~finite).any(dim=-1).nonzero()[0]) if rows.dim() > 1 else -1
+    """Raise :class:`TrainingDiverged` when ``rows`` holds inf or NaN.
+
+    Checked a block of rows at a time: ``torch.isfinite`` of a whole table makes
+    temporaries of the table's size (float and bool), which would be the run's peak.
+    """
+    blocks = rows.reshape(rows.shape[0], -1).split(_CHECK_ROWS) if rows.dim() else (rows,)
+    for index, block in enumerate(blocks):
+        finite = torch.isfinite(block)
+        if bool(finite.all()):
+            continue
+        bad = (
+            int((~finite).any(dim=-1).nonzero()[0]) + index * _CHECK_ROWS if rows.dim() > 1 else -1
+        )
         raise TrainingDiverged(
             f"skip-gram training diverged {where}: embedding row {bad} is not finite "
             f"(initial lr {lr:g}); lower lr"
         )
+
+
+#: Rows :func:`check_finite` tests at a time (8 MiB of float32 rows of 128).
+_CHECK_ROWS = 1 << 14
 
 
 def is_finite_number(value: Any) -> bool:

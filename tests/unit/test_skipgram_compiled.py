@@ -18,7 +18,7 @@ from graphemb.skipgram import (
     keep_probabilities,
     train_node_embeddings,
 )
-from graphemb.skipgram.compiled import chunk_seed, compiled_trainer, hogwild_pass
+from graphemb.skipgram.compiled import check_finite, chunk_seed, compiled_trainer, hogwild_pass
 
 kernel = compiled_trainer()
 needs_kernel = pytest.mark.skipif(kernel is None, reason="graphemb_kernels.skipgram_train absent")
@@ -352,3 +352,15 @@ def test_trainer_compiled_on_a_cuda_graph_or_unknown_trainer_is_refused():
     graph, _ = two_communities(5)
     with pytest.raises(ValueError, match="trainer must be one of"):
         train_node_embeddings(graph, trainer="fast")
+
+
+@pytest.mark.parametrize("bad_row", [0, 16_383, 16_384, 39_999])
+def test_the_finite_check_names_the_first_bad_row_in_any_block(bad_row):
+    """The table is checked a block of rows at a time (no table-sized temporaries): the
+    row named is the table's own index, in the first block as in later ones."""
+    rows = torch.zeros(40_000, 4)
+    check_finite(rows, 0.025, "here")  # all finite: no error
+    rows[bad_row, 2] = float("nan")
+    rows[-1, 0] = float("inf")  # a later bad row is not the one named
+    with pytest.raises(TrainingDiverged, match=rf"embedding row {bad_row} is not finite"):
+        check_finite(rows, 0.025, "here")
