@@ -26,7 +26,7 @@ from torch.profiler import record_function
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))  # the harness package, as the scripts import it
 
-from harness import memory, peers, phases  # noqa: E402
+from harness import busy, memory, peers, phases  # noqa: E402
 
 
 def _run(script: str, *args: str) -> subprocess.CompletedProcess:
@@ -309,3 +309,25 @@ def test_process_memory_counts_an_unlinked_mapped_segment_once():
     finally:
         segment.close()
     assert not set(memory.process_memory()["shm_maps"]) - set(before["shm_maps"])
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, dead but not yet reaped, counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_busy_processes_spin_during_the_block_and_are_gone_after():
+    with busy.busy_processes(2) as pids:
+        assert len(pids) == 2 and all(_alive(pid) for pid in pids)
+    assert not any(_alive(pid) for pid in pids)
+    with pytest.raises(RuntimeError, match="inside"), busy.busy_processes(1) as pids:
+        raise RuntimeError("an error inside the block")
+    assert not any(_alive(pid) for pid in pids)  # killed on the error too
+    with busy.busy_processes(0) as none:
+        assert none == []
+    with pytest.raises(ValueError, match="-1"), busy.busy_processes(-1):
+        pass
