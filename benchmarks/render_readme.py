@@ -62,10 +62,10 @@ def deepwalk_panel_verdicts(results: Path) -> list[str]:
     return ["```", *verdict_lines(run["rows"], run["ratios"], load=run["load_before"]), "```"]
 
 
-def sampler_panel(results: Path) -> list[str]:
+def sampler_panel(results: Path, name: str = "sampler_panel.json") -> list[str]:
     """The sampler against DGL and GraphBolt per graph shape (``sampler_panel.json``,
-    written by ``bench_sampler.py --panel --json``)."""
-    run = _read_json(results, "sampler_panel.json")
+    written by ``bench_sampler.py --panel --json``; ``name``: another such file)."""
+    run = _read_json(results, name)
     lines = [
         "| graph | edges | graphemb ms | DGL ms | GraphBolt ms "
         "| speed-up over the faster peer [per round] | verdict |",
@@ -92,6 +92,8 @@ REGIONS: dict[str, Callable[[Path], list[str]]] = {
     "deepwalk_panel": deepwalk_panel,
     "deepwalk_panel_verdicts": deepwalk_panel_verdicts,
     "sampler_panel": sampler_panel,
+    # the same panel with two processes spinning on the cores (bench_sampler.py --busy 2)
+    "sampler_panel_busy": lambda results: sampler_panel(results, "sampler_panel_busy.json"),
 }
 
 
