@@ -24,10 +24,10 @@
 // Tables are contiguous; rows of different runs are distinct, so runs are updated in
 // parallel without races.
 //
-// Every call checks what it is given before it touches a row -- devices, dtypes,
-// contiguity, shapes, and in one serial pass over index and order: index sorted and inside
-// the table, order inside grads -- and raises (IndexError, ValueError or TypeError in
-// Python) naming the bad value; a rejected call changes nothing. The per-row loops
+// Every call checks what it is given before it touches a row (sparse_rows_checks.inc) --
+// devices, dtypes, contiguity, shapes, and in one serial pass over index and order: index
+// sorted and inside the table, order inside grads -- and raises (IndexError, ValueError or
+// TypeError in Python) naming the bad value; a rejected call changes nothing. The per-row loops
 // themselves check nothing. Each call is a torch.profiler span "graphemb_kernels::<name>_".
 
 #include <torch/extension.h>
@@ -90,128 +90,7 @@ const char* kind_name(Kind kind) {
   }
 }
 
-// ------------------------------------------------------------------ checks of the inputs
-// torch's Python name of a dtype ("int64", not c10's "Long"), for error messages.
-std::string dtype_name(at::ScalarType type) {
-  switch (type) {
-    case at::kFloat: return "float32";
-    case at::kDouble: return "float64";
-    case at::kHalf: return "float16";
-    case at::kBFloat16: return "bfloat16";
-    case at::kLong: return "int64";
-    case at::kInt: return "int32";
-    case at::kShort: return "int16";
-    case at::kChar: return "int8";
-    case at::kByte: return "uint8";
-    case at::kBool: return "bool";
-    default: return c10::toString(type);
-  }
-}
-
-void check_dtype(const std::string& kernel, const at::Tensor& t, const char* name,
-                 at::ScalarType expected, const char* why) {
-  TORCH_CHECK_TYPE(t.scalar_type() == expected, "graphemb_kernels.", kernel, ": ", name,
-                   " must be ", dtype_name(expected), " (", why, "), got ",
-                   dtype_name(t.scalar_type()));
-}
-
-// A tensor the kernel reads or writes: on the CPU, of `dim` dimensions, contiguous.
-void check_tensor(const std::string& kernel, const at::Tensor& t, const char* name, int64_t dim) {
-  TORCH_CHECK_VALUE(t.device().is_cpu(), "graphemb_kernels.", kernel, ": ", name,
-                    " must be a CPU tensor, got one on ", t.device());
-  TORCH_CHECK_VALUE(t.dim() == dim, "graphemb_kernels.", kernel, ": ", name, " must have ", dim,
-                    " dimension(s), got shape ", t.sizes());
-  TORCH_CHECK_VALUE(t.is_contiguous(), "graphemb_kernels.", kernel, ": ", name,
-                    " must be contiguous, got sizes ", t.sizes(), " with strides ", t.strides());
-}
-
-// weight (N, dim) floating; index, order (M,) int64; grads (R, dim) float32 or float64.
-void check(const std::string& kernel, const at::Tensor& weight, const at::Tensor& index,
-           const at::Tensor& order, const at::Tensor& grads, double divisor) {
-  check_tensor(kernel, weight, "weight", 2);
-  check_tensor(kernel, index, "index", 1);
-  check_tensor(kernel, order, "order", 1);
-  check_tensor(kernel, grads, "grads", 2);
-  const auto w = weight.scalar_type();
-  TORCH_CHECK_TYPE(w == at::kFloat || w == at::kDouble || w == at::kHalf || w == at::kBFloat16,
-                   "graphemb_kernels.", kernel,
-                   ": weight must be float32, float64, float16 or bfloat16, got ", dtype_name(w));
-  check_dtype(kernel, index, "index", at::kLong, "row numbers");
-  check_dtype(kernel, order, "order", at::kLong, "rows of grads");
-  const auto g = grads.scalar_type();
-  TORCH_CHECK_TYPE(g == at::kFloat || g == at::kDouble, "graphemb_kernels.", kernel,
-                   ": grads must be float32 or float64 (the compute dtype), got ", dtype_name(g));
-  TORCH_CHECK_VALUE(index.numel() == order.numel(), "graphemb_kernels.", kernel,
-                    ": index and order must have the same length, got ", index.numel(), " and ",
-                    order.numel());
-  TORCH_CHECK_VALUE(grads.size(1) == weight.size(1), "graphemb_kernels.", kernel,
-                    ": grads must have the weight's ", weight.size(1), " columns, got shape ",
-                    grads.sizes());
-  TORCH_CHECK_VALUE(divisor > 0 && std::isfinite(divisor), "graphemb_kernels.", kernel,
-                    ": divisor must be a positive finite number, got ", divisor);
-}
-
-// The state tables of `spec`: (N, dim) per element or (N,) per row in the compute dtype,
-// (N,) int64 for counts.
-void check_state(const std::string& kernel, const FormulaSpec& spec,
-                 const std::vector<at::Tensor>& state, const at::Tensor& weight,
-                 at::ScalarType compute) {
-  TORCH_CHECK_VALUE(state.size() == spec.state.size(), "graphemb_kernels.", kernel, ": takes ",
-                    spec.state.size(), " state table(s), got ", state.size());
-  for (size_t i = 0; i < state.size(); ++i) {
-    const char* name = spec.state[i].key;
-    const bool per_element = spec.state[i].kind == Kind::kElement;
-    check_tensor(kernel, state[i], name, per_element ? 2 : 1);
-    const bool rows_match = state[i].size(0) == weight.size(0);
-    const bool columns_match = !per_element || state[i].size(1) == weight.size(1);
-    TORCH_CHECK_VALUE(rows_match && columns_match, "graphemb_kernels.", kernel, ": ", name,
-                      " must have shape ",
-                      per_element ? weight.sizes() : weight.sizes().slice(0, 1),
-                      " to match the weight, got ", state[i].sizes());
-    if (spec.state[i].kind == Kind::kCount) {
-      check_dtype(kernel, state[i], name, at::kLong, "step counts");
-    } else {
-      check_dtype(kernel, state[i], name, compute, "the dtype of grads");
-    }
-  }
-}
-
-// Start of every run of equal values in sorted `index`, plus a final `n` -- after checking,
-// in the same single pass, that `index` is sorted and inside the table and that `order`
-// points into grads: a bad row from a caller raises here instead of becoming an
-// out-of-bounds write (or a race between two runs of the same row) further down.
-std::vector<int64_t> checked_run_starts(const std::string& kernel, const at::Tensor& index,
-                                        const at::Tensor& order, int64_t table_rows,
-                                        int64_t grad_rows) {
-  const int64_t n = index.numel();
-  const int64_t* idx = index.data_ptr<int64_t>();
-  const int64_t* ord = order.data_ptr<int64_t>();
-  std::vector<int64_t> starts;
-  starts.reserve(n + 1);
-  for (int64_t i = 0; i < n; ++i) {
-    // one unsigned comparison catches negative and too large values alike
-    if (static_cast<uint64_t>(ord[i]) >= static_cast<uint64_t>(grad_rows)) {
-      TORCH_CHECK_INDEX(false, "graphemb_kernels.", kernel, ": order[", i, "] = ", ord[i],
-                        " is out of range for grads of ", grad_rows, " rows");
-    }
-    if (i == 0 || idx[i] != idx[i - 1]) {
-      if (i > 0 && idx[i] < idx[i - 1]) {
-        TORCH_CHECK_VALUE(false, "graphemb_kernels.", kernel, ": index must be sorted ascending, ",
-                          "got index[", i - 1, "] = ", idx[i - 1], " > index[", i, "] = ", idx[i]);
-      }
-      starts.push_back(i);
-    }
-  }
-  starts.push_back(n);
-  if (n > 0) {  // sorted: the first and the last value bound all others
-    TORCH_CHECK_INDEX(idx[0] >= 0, "graphemb_kernels.", kernel, ": index[0] = ", idx[0],
-                      " is out of range for a table of ", table_rows, " rows");
-    TORCH_CHECK_INDEX(idx[n - 1] < table_rows, "graphemb_kernels.", kernel, ": index[", n - 1,
-                      "] = ", idx[n - 1], " is out of range for a table of ", table_rows,
-                      " rows");
-  }
-  return starts;
-}
+#include "sparse_rows_checks.inc"
 
 // ------------------------------------------------------------------ the row loop
 // Brings `nbytes` at `p` towards the cache ahead of use: rows are scattered over tables of
