@@ -11,6 +11,13 @@
 // seeded from the call's key, the layer and the seed's position, so a sample depends on
 // the key only, never on the number of threads. Seeds are drawn in parallel.
 //
+// Memory: a layer's reads are random -- a seed's row pointers, its CSC segment, the marker
+// entry of every source drawn -- and each depends on the one before, so a plain loop waits
+// on one cache miss after another. Every loop prefetches the entries of the item kAhead
+// places on (the segment of a seed whose row pointers it prefetched kAhead seeds earlier;
+// the marker entries of the sources after drawing a task's seeds), which keeps several
+// misses in flight at once.
+//
 // Relabelling (sample_blocks): `marker` (one entry per graph node, -1 = unseen) holds the
 // block-local id of every node of the current block. Between layers it needs no reset:
 // a block's source nodes are the next layer's destination nodes, with the same local ids.
@@ -40,6 +47,7 @@ namespace {
 constexpr int64_t kDrawGrain = 2048;     // seeds per task of the draws
 constexpr int64_t kPassGrain = 1 << 16;  // elements per task of the light passes
 constexpr int64_t kScanGrain = 1 << 19;  // marker entries per task of the scan
+constexpr int64_t kAhead = 16;  // prefetch distance of the random reads, in items
 constexpr int64_t kUnseen = -1;
 constexpr int64_t kNew = -2;
 
@@ -99,6 +107,7 @@ at::Tensor row_pointers(const Graph& g, const int64_t* seeds, int64_t num_seeds,
   int64_t* r = rowptr.data_ptr<int64_t>();
   r[0] = 0;
   for (int64_t i = 0; i < num_seeds; ++i) {  // light and serial: a prefix sum
+    if (i + kAhead < num_seeds) __builtin_prefetch(g.indptr + seeds[i + kAhead]);
     const int64_t degree = g.indptr[seeds[i] + 1] - g.indptr[seeds[i]];
     r[i + 1] = r[i] + (fanout < 0 ? degree : std::min(degree, fanout));
   }
@@ -112,6 +121,11 @@ void draw(const Graph& g, const int64_t* seeds, int64_t num_seeds, const int64_t
           uint64_t key, uint64_t layer, int64_t* src, int64_t* dst, int64_t* pos, M* marker) {
   at::parallel_for(0, num_seeds, kDrawGrain, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
+      if (i + kAhead < end) {  // the segment a few seeds on: its row is cached by now
+        const int64_t ahead = seeds[i + kAhead];
+        __builtin_prefetch(g.indices + g.indptr[ahead]);
+        if (i + 2 * kAhead < end) __builtin_prefetch(g.indptr + seeds[i + 2 * kAhead]);
+      }
       const int64_t start = g.indptr[seeds[i]];
       const int64_t degree = g.indptr[seeds[i] + 1] - start;
       const int64_t first = r[i], count = r[i + 1] - r[i];
@@ -124,12 +138,16 @@ void draw(const Graph& g, const int64_t* seeds, int64_t num_seeds, const int64_t
         for (int64_t q = 0; q < count; ++q) p[q] += start;
       }
       for (int64_t q = 0; q < count; ++q) {
-        const int64_t u = g.indices[p[q]];
-        src[first + q] = u;
+        src[first + q] = g.indices[p[q]];
         dst[first + q] = i;
-        if (marker != nullptr && __atomic_load_n(marker + u, __ATOMIC_RELAXED) == kUnseen) {
-          __atomic_store_n(marker + u, static_cast<M>(kNew), __ATOMIC_RELAXED);  // same value
-        }
+      }
+    }
+    if (marker == nullptr) return;
+    for (int64_t e = r[begin], stop = r[end]; e < stop; ++e) {
+      if (e + kAhead < stop) __builtin_prefetch(marker + src[e + kAhead]);
+      const int64_t u = src[e];
+      if (__atomic_load_n(marker + u, __ATOMIC_RELAXED) == kUnseen) {
+        __atomic_store_n(marker + u, static_cast<M>(kNew), __ATOMIC_RELAXED);  // same value
       }
     }
   });
@@ -215,7 +233,10 @@ std::vector<std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>> blocks_w
     std::copy(f, f + num_dst, nodes);
     std::copy(fresh.begin(), fresh.end(), nodes + num_dst);
     at::parallel_for(0, num_edges, kPassGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t e = begin; e < end; ++e) src[e] = marker[src[e]];
+      for (int64_t e = begin; e < end; ++e) {
+        if (e + kAhead < end) __builtin_prefetch(marker + src[e + kAhead]);
+        src[e] = marker[src[e]];
+      }
     });
     layers.emplace_back(src_nodes, edge_index, positions, rowptr);
     frontier = src_nodes;
