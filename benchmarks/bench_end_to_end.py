@@ -310,27 +310,105 @@ def build_ranks(rank: int, world_size: int, spec: dict) -> dict:
 
 
 # ---------------------------------------------------------------------------- main
+def import_dgl(args) -> str:
+    """``"DGL <version>"`` where DGL imports (its threads set), else why it is left out."""
+    if args.no_dgl:
+        return "left out (--no-dgl)"
+    try:
+        os.environ.setdefault("DGLBACKEND", "pytorch")
+        import dgl
+
+        dgl.utils.set_num_threads(args.threads)
+        return f"DGL {dgl.__version__}"
+    except Exception as error:  # ImportError, or DGL built for another torch
+        return f"cannot import dgl ({type(error).__name__}: {error})"
+
+
+def local_contenders(args, work: SimpleNamespace, with_dgl: bool) -> dict:
+    """The contenders of this process: graphemb with --threads threads (where --procs
+    holds 1), its PyG-aggregation twin (--pyg-aggregation), DGL (where it imports)."""
+    local = {}
+    if 1 in args.procs:
+        one = f"graphemb 1 proc x {args.threads} thr"
+        local[one] = graphemb_contender(args, work, one)
+    if args.pyg_aggregation:
+        name = f"graphemb-pyg-aggr 1 proc x {args.threads} thr"
+        local[name] = graphemb_contender(args, work, name, pyg_aggregation=True)
+    if with_dgl:
+        local["dgl 1 proc"] = dgl_contender(args, work, "dgl 1 proc")
+    return local
+
+
+def rank_pools(args, device, spec: dict) -> dict:
+    """A process pool of each --procs count above 1, its contender built on every rank."""
+    import torch
+    from harness.ranks import RankPool
+
+    pools = {}
+    for procs in (p for p in args.procs if p > 1):
+        if device.type == "cuda" and procs > torch.cuda.device_count():
+            print(f"# {procs} proc x 1 thr left out: {torch.cuda.device_count()} GPU(s) here")
+            continue
+        name = f"graphemb {procs} proc x 1 thr"
+        spec_p = dict(spec, contender=name)
+        pools[name] = RankPool(build_ranks, procs, spec_p, threads_per_rank=1, timeout=900)
+    return pools
+
+
+def print_speedups(args, per_round: dict, extra: list[str], with_dgl: bool) -> dict:
+    """graphemb's speed-ups over DGL, and those of ``extra`` (the PyG-aggregation twin and
+    the process pools) over graphemb in one process, printed."""
+    from harness import report, timing
+
+    one = f"graphemb 1 proc x {args.threads} thr"
+    ratios = {}
+    if with_dgl:
+        for name in per_round:
+            if name.startswith("graphemb"):
+                ratios[name] = timing.round_ratios(per_round["dgl 1 proc"], per_round[name])
+    if one in per_round:
+        for name in extra:
+            ratios[f"{name} vs {one}"] = timing.round_ratios(per_round[one], per_round[name])
+    print()
+    for name, ratio in ratios.items():
+        verdict = ""
+        if name == one and not args.quick:
+            verdict = "  " + report.verdict(ratio["ratio"], TARGET_SPEEDUP)
+        label = name if " vs " in name else f"{name} over dgl 1 proc"
+        print(f"speed-up {label}: {timing.fmt_ratio(ratio)}{verdict}")
+    return ratios
+
+
+def profile_all(args, local: dict, pools: dict) -> dict:
+    """The phases of every contender (rank 0 of a pool) after the timed batches, printed."""
+    from harness import phases
+    from harness.report import trace_file
+
+    print(f"\n## phases (torch.profiler spans, median of {args.profile_steps} batches)")
+    start = args.warmup + args.steps
+    profiles = {}
+    for name, contender in local.items():
+        path = trace_file(args.trace, name.replace(" ", "-"))
+        profiles[name] = phases.profile_phases(
+            contender, start, args.profile_steps, trace_path=path
+        )
+    for name, pool in pools.items():
+        profiles[name] = pool.profile(name, start, args.profile_steps, args.trace)[0]
+    for name, profile in profiles.items():
+        phases.print_phases(name + (" (rank 0)" if name in pools else ""), profile)
+    return profiles
+
+
 def main(argv=None) -> dict:
     args = parse_args(argv)
     os.environ["OMP_NUM_THREADS"] = str(args.threads)  # DGL's OpenMP reads it at import
     import torch
-    from harness import phases, report, timing
-    from harness.ranks import RankPool
-    from harness.report import trace_file
+    from harness import report, timing
 
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else None
-    dgl_note = "left out (--no-dgl)"
-    if not args.no_dgl:
-        try:
-            os.environ.setdefault("DGLBACKEND", "pytorch")
-            import dgl
-
-            dgl.utils.set_num_threads(args.threads)
-            dgl_note = f"DGL {dgl.__version__}"
-        except Exception as error:  # ImportError, or DGL built for another torch
-            dgl_note = f"cannot import dgl ({type(error).__name__}: {error})"
+    dgl_note = import_dgl(args)
     with_dgl = dgl_note.startswith("DGL ")
     print(
         f"# bench_end_to_end: torch {torch.__version__}, {os.cpu_count()} cores, "
@@ -344,27 +422,12 @@ def main(argv=None) -> dict:
         f"seeds per batch, embedding {args.dim}, hidden {args.hidden}, {args.classes} classes"
     )
 
-    one = f"graphemb 1 proc x {args.threads} thr"
-    local = {}
-    if 1 in args.procs:
-        local[one] = graphemb_contender(args, work, one)
-    if args.pyg_aggregation:
-        name = f"graphemb-pyg-aggr 1 proc x {args.threads} thr"
-        local[name] = graphemb_contender(args, work, name, pyg_aggregation=True)
-    if with_dgl:
-        local["dgl 1 proc"] = dgl_contender(args, work, "dgl 1 proc")
+    local = local_contenders(args, work, with_dgl)
     work.src = work.dst = work.graph = None  # the contenders hold the graphs now
     runners = {n: timing.local_runner(c.step, sync) for n, c in local.items()}
-    pools = {}
     spec = {k: v for k, v in vars(args).items() if k not in ("json", "trace")}
-    for procs in (p for p in args.procs if p > 1):
-        if device.type == "cuda" and procs > torch.cuda.device_count():
-            print(f"# {procs} proc x 1 thr left out: {torch.cuda.device_count()} GPU(s) here")
-            continue
-        name = f"graphemb {procs} proc x 1 thr"
-        spec_p = dict(spec, contender=name)
-        pools[name] = RankPool(build_ranks, procs, spec_p, threads_per_rank=1, timeout=900)
-        runners[name] = pools[name].runner(name)
+    pools = rank_pools(args, device, spec)
+    runners.update({name: pool.runner(name) for name, pool in pools.items()})
     try:
         print(f"\n## timing: {args.steps} batches per contender in {args.rounds} rounds")
         per_round = timing.interleaved(
@@ -374,34 +437,9 @@ def main(argv=None) -> dict:
         print(f"\n{'contender':28s} {'ms/batch':>9s} {'p10':>8s} {'p90':>8s}")
         for name, r in results.items():
             print(f"{name:28s} {r['median_ms']:9.1f} {r['p10_ms']:8.1f} {r['p90_ms']:8.1f}")
-        ratios = {}
-        if with_dgl:
-            for name in per_round:
-                if name.startswith("graphemb"):
-                    ratios[name] = timing.round_ratios(per_round["dgl 1 proc"], per_round[name])
-        if one in per_round:
-            for name in [n for n in local if "pyg-aggr" in n] + list(pools):
-                ratios[f"{name} vs {one}"] = timing.round_ratios(per_round[one], per_round[name])
-        print()
-        for name, ratio in ratios.items():
-            verdict = ""
-            if name == one and not args.quick:
-                verdict = "  " + report.verdict(ratio["ratio"], TARGET_SPEEDUP)
-            label = name if " vs " in name else f"{name} over dgl 1 proc"
-            print(f"speed-up {label}: {timing.fmt_ratio(ratio)}{verdict}")
-
-        print(f"\n## phases (torch.profiler spans, median of {args.profile_steps} batches)")
-        start = args.warmup + args.steps
-        profiles = {}
-        for name, contender in local.items():
-            path = trace_file(args.trace, name.replace(" ", "-"))
-            profiles[name] = phases.profile_phases(
-                contender, start, args.profile_steps, trace_path=path
-            )
-        for name, pool in pools.items():
-            profiles[name] = pool.profile(name, start, args.profile_steps, args.trace)[0]
-        for name, profile in profiles.items():
-            phases.print_phases(name + (" (rank 0)" if name in pools else ""), profile)
+        extra = [n for n in local if "pyg-aggr" in n] + list(pools)
+        ratios = print_speedups(args, per_round, extra, with_dgl)
+        profiles = profile_all(args, local, pools)
     finally:
         for pool in pools.values():
             pool.close()

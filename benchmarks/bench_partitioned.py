@@ -61,23 +61,15 @@ def build_ranks(rank: int, world_size: int, spec: dict) -> dict:
     """Runs on each rank: the partitioned and the shared-memory contender, built collectively."""
     from graphemb import Partition
 
-    n, d = spec["num_embeddings"], spec["dim"]
-    batches, loss = workload.rank_workload(spec, rank, world_size)
+    work = workload.rank_workload(spec, rank, world_size)
     contenders = {}
     for key, partition, kind in (
-        ("partitioned", Partition.remainder(n, world_size), "partitioned"),
+        ("partitioned", Partition.remainder(work.num_embeddings, world_size), "partitioned"),
         ("shared", None, "shared"),
     ):
         name = spec[key]
         c = peers.graphemb_contender(
-            name,
-            spec["optimizer"],
-            n,
-            d,
-            batches,
-            loss,
-            table_name=spec[f"{key}_table"],
-            partition=partition,
+            name, spec["optimizer"], work, table_name=spec[f"{key}_table"], partition=partition
         )
         got = c.objects[0].storage_kind
         if got != kind:
@@ -95,7 +87,9 @@ def cpu_part(args) -> dict:
 
     part = f"graphemb partitioned {ws} ranks x {args.threads_per_rank} thr"
     shared = f"graphemb shared {ws} ranks x {args.threads_per_rank} thr"
-    single = f"graphemb 1 proc x {args.threads} thr"
+    single, local = peers.single_process_graphemb(
+        args, workload.Workload(n, d, batches, workload.make_loss(args.loss, d))
+    )
     spec = workload.rank_spec(
         args,
         optimizer=opt,
@@ -103,15 +97,6 @@ def cpu_part(args) -> dict:
         shared=shared,
         partitioned_table=workload.unique_name("part"),
         shared_table=workload.unique_name("shared"),
-    )
-    local = peers.graphemb_contender(
-        single,
-        opt,
-        n,
-        d,
-        batches,
-        workload.make_loss(args.loss, d),
-        table_name=workload.unique_name("single"),
     )
     profiles = {}
     with RankPool(build_ranks, ws, spec, threads_per_rank=args.threads_per_rank) as pool:
@@ -129,13 +114,15 @@ def cpu_part(args) -> dict:
             profiles[shared] = pool.profile(shared, start, count, args.trace)
     local.close()
 
-    results, rows = report.throughput_results(times, part, b, bound, "throughput_vs_partitioned")
-    print(
+    results = report.print_throughput(
+        times,
+        part,
+        b,
+        bound,
+        "throughput_vs_partitioned",
         "\nCPU results (throughput = total ids per second; ratio = this throughput / the "
-        "partitioned one [range of per-round ratios])"
-    )
-    report.print_table(
-        ["contender", "ms/step", "p10-p90", "M ids/s", "vs partitioned", "of bound"], rows
+        "partitioned one [range of per-round ratios])",
+        "vs partitioned",
     )
     part_vs_shared = timing.round_ratios(times[shared], times[part])
     part_vs_single = timing.round_ratios(times[single], times[part])
@@ -154,21 +141,10 @@ def cpu_part(args) -> dict:
 
 
 # ================================================================================== GPU part
-def device_part(args, device: torch.device) -> dict:
-    """One process on ``device``: graphemb partitioned (process group of world size 1),
-    graphemb local (no process group), torch nn.Embedding(sparse=True) + SparseAdam."""
-    import torch.distributed as dist
-
-    from graphemb import Partition
-
-    on_gpu = device.type == "cuda"
-    backend = "nccl" if on_gpu else "gloo"
-    sync = torch.cuda.synchronize if on_gpu else None
+def device_bound(args, device: torch.device) -> tuple[workload.Workload, dict]:
+    """The device part's workload on ``device``, and its bandwidth bound, printed (the
+    summary's ``unique_rows``, ``bandwidth``, ``bound_ms``)."""
     n, d, b, opt = args.num_embeddings, args.dim, args.batch, args.optimizer
-    if dist.is_initialized():
-        raise RuntimeError("the device part needs a process without a process group")
-    if on_gpu:
-        torch.cuda.set_device(device)  # NCCL and the default CUDA device agree
     cpu_batches = workload.make_batches(n, b, 8, args.seed)
     unique = workload.mean_unique(cpu_batches)
     batches = [ids.to(device) for ids in cpu_batches]
@@ -178,7 +154,7 @@ def device_part(args, device: torch.device) -> dict:
     bytes_per_row = bw.UPDATE_BYTES_PER_COLUMN[opt] * d
     what = (
         torch.cuda.get_device_name(device)
-        if on_gpu
+        if device.type == "cuda"
         else "CPU check of the GPU code path, not GPU numbers"
     )
     print(f"\n== device part on {device} ({what}) ==")
@@ -187,55 +163,55 @@ def device_part(args, device: torch.device) -> dict:
         f"bound: {bytes_per_row} bytes x {unique:,.0f} unique rows -> {bound:.3f} ms per step "
         f"= {bandwidth['bytes_per_s'] / bytes_per_row / 1e6:.0f} M updated rows/s"
     )
+    work = workload.Workload(n, d, batches, loss)
+    return work, {"unique_rows": unique, "bandwidth": bandwidth, "bound_ms": bound}
 
-    local = "graphemb local (no process group)"
-    part = f"graphemb partitioned ({backend}, world size 1)"
-    ref = (
-        "torch nn.Embedding(sparse=True) + SparseAdam"
-        if opt == "adam"
-        else "torch nn.Embedding(sparse=True) + Adagrad"
-    )
-    contenders = {
-        local: peers.graphemb_contender(
-            local,
-            opt,
-            n,
-            d,
-            batches,
-            loss,
-            table_name=workload.unique_name("dev-local"),
-            device=device,
-            sync=sync,
-        )
-    }
-    store = dist.TCPStore(
-        "127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(minutes=10)
-    )
-    dist.init_process_group(
-        backend, store=store, rank=0, world_size=1, timeout=timedelta(minutes=10)
-    )
-    try:
-        # On CUDA a process group alone selects partitioned storage (the brief's GPU mode);
-        # the CPU check needs an explicit partition, or it would get shared memory.
-        partition = None if on_gpu else Partition.remainder(n, 1)
-        contenders[part] = peers.graphemb_contender(
-            part,
-            opt,
-            n,
-            d,
-            batches,
-            loss,
-            table_name=workload.unique_name("dev-part"),
+
+def time_on_device(
+    args, device: torch.device, work: workload.Workload, names: dict[str, str]
+) -> tuple[dict, dict | None]:
+    """The device contenders (``names``: local, partitioned, torch) timed in interleaved
+    rounds, then the partitioned one's phases (unless --no-profile); ``(times, profile)``.
+    The local one is built before this process's group (world size 1) exists."""
+    import torch.distributed as dist
+
+    from graphemb import Partition
+
+    on_gpu = device.type == "cuda"
+    sync = torch.cuda.synchronize if on_gpu else None
+    local, part, ref = names["local"], names["partitioned"], names["torch"]
+
+    def graphemb(name: str, table: str, partition=None) -> peers.Contender:
+        return peers.graphemb_contender(
+            name,
+            args.optimizer,
+            work,
+            table_name=workload.unique_name(table),
             device=device,
             partition=partition,
             sync=sync,
         )
+
+    contenders = {local: graphemb(local, "dev-local")}
+    store = dist.TCPStore(
+        "127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(minutes=10)
+    )
+    dist.init_process_group(
+        "nccl" if on_gpu else "gloo",
+        store=store,
+        rank=0,
+        world_size=1,
+        timeout=timedelta(minutes=10),
+    )
+    try:
+        # On CUDA a process group alone selects partitioned storage (the brief's GPU mode);
+        # the CPU check needs an explicit partition, or it would get shared memory.
+        partition = None if on_gpu else Partition.remainder(work.num_embeddings, 1)
+        contenders[part] = graphemb(part, "dev-part", partition)
         kind = contenders[part].objects[0].storage_kind
         if kind != "partitioned":
             raise RuntimeError(f"{part}: expected partitioned storage, got {kind!r}")
-        contenders[ref] = peers.torch_contender(
-            ref, opt, n, d, batches, loss, device=device, sync=sync
-        )
+        contenders[ref] = peers.torch_contender(ref, args.optimizer, work, device=device, sync=sync)
         runners = {name: timing.local_runner(c.step, sync) for name, c in contenders.items()}
         times = timing.interleaved(
             runners, warmup=args.warmup, steps=args.steps, rounds=args.rounds
@@ -253,16 +229,21 @@ def device_part(args, device: torch.device) -> dict:
         for c in contenders.values():
             c.close()
         dist.destroy_process_group()
+    return times, profile
 
-    stats = {name: timing.stats_ms(timing.flat(t)) for name, t in times.items()}
+
+def device_results(
+    times: dict, ref: str, batch: int, unique: float, bound: float
+) -> tuple[dict, list]:
+    """Each device contender's summary against the torch one (``ref``), and its table row."""
     results, rows = {}, []
     for name, t in times.items():
-        s = stats[name]
+        s = timing.stats_ms(timing.flat(t))
         speedup = timing.round_ratios(times[ref], t)
         update_rate = unique / (s["median_ms"] / 1e3)
         results[name] = {
             **s,
-            "ids_per_s": b / (s["median_ms"] / 1e3),
+            "ids_per_s": batch / (s["median_ms"] / 1e3),
             "updated_rows_per_s": update_rate,
             "speedup_vs_torch": speedup,
             "fraction_of_bound": bound / s["median_ms"],
@@ -277,18 +258,44 @@ def device_part(args, device: torch.device) -> dict:
                 f"{100 * bound / s['median_ms']:.0f}%",
             ]
         )
+    return results, rows
+
+
+def device_part(args, device: torch.device) -> dict:
+    """One process on ``device``: graphemb partitioned (process group of world size 1),
+    graphemb local (no process group), torch nn.Embedding(sparse=True) + SparseAdam."""
+    import torch.distributed as dist
+
+    on_gpu = device.type == "cuda"
+    backend = "nccl" if on_gpu else "gloo"
+    if dist.is_initialized():
+        raise RuntimeError("the device part needs a process without a process group")
+    if on_gpu:
+        torch.cuda.set_device(device)  # NCCL and the default CUDA device agree
+    work, bound = device_bound(args, device)
+    names = {
+        "local": "graphemb local (no process group)",
+        "partitioned": f"graphemb partitioned ({backend}, world size 1)",
+        "torch": "torch nn.Embedding(sparse=True) + SparseAdam"
+        if args.optimizer == "adam"
+        else "torch nn.Embedding(sparse=True) + Adagrad",
+    }
+    times, profile = time_on_device(args, device, work, names)
+
+    results, rows = device_results(
+        times, names["torch"], args.batch, bound["unique_rows"], bound["bound_ms"]
+    )
     print(f"\nDevice results ({device}; synchronized before and after every step)")
     report.print_table(
         ["contender", "ms/step", "p10-p90", "M updated rows/s", "vs torch", "of bound"], rows
     )
     if profile:
-        phases.print_phases(f"Phases of {part}", profile, stats[part]["median_ms"])
+        part = names["partitioned"]
+        phases.print_phases(f"Phases of {part}", profile, results[part]["median_ms"])
     return {
         "device": str(device),
         "backend": backend,
-        "unique_rows": unique,
-        "bandwidth": bandwidth,
-        "bound_ms": bound,
+        **bound,
         "results": results,
         "phases": profile,
         "note": None if on_gpu else "CPU check of the GPU code path; not GPU numbers",

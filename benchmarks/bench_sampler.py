@@ -176,10 +176,10 @@ def import_dgl(args, threads):
         return None, f"DGL and GraphBolt contenders skipped: cannot import dgl ({error})"
 
 
-def run_shape(args, torch, dgl, shape: str) -> dict:
-    """Time every contender on one graph shape; print its table and verdict."""
+def load_graph(args, torch, shape: str):
+    """The graph of ``shape`` in graphemb's CSC and as edge lists, its sizes printed:
+    ``(graph, src, dst)``."""
     from graphemb.graph import Graph
-    from graphemb.sampling import NeighborSampler, sample_neighbors
 
     src, dst, build_seconds = build_graph(args, torch, shape)
     start = time.perf_counter()
@@ -192,6 +192,14 @@ def run_shape(args, torch, dgl, shape: str) -> dict:
         f"in-degree {int(degrees.max()):,}, max out-degree {int(out_degrees.max()):,}; "
         f"generated in {build_seconds:.1f} s, CSC in {csc_seconds:.1f} s"
     )
+    return graph, src, dst
+
+
+def contenders(args, torch, dgl, graph, src, dst) -> tuple[dict, dict, list]:
+    """Every sampler's call on a batch of seeds, and the batches each one is timed on:
+    ``(calls, inputs, seed batches)``."""
+    from graphemb.sampling import NeighborSampler, sample_neighbors
+
     generator = torch.Generator().manual_seed(args.seed + 1)
     batches = [
         torch.randperm(args.num_nodes, generator=generator)[: args.batch_size]
@@ -219,16 +227,12 @@ def run_shape(args, torch, dgl, shape: str) -> dict:
         if dgl is not None:
             calls["dgl layer"] = lambda s: dgl.sampling.sample_neighbors(dgl_graph, s, fanout)
             inputs["dgl layer"] = layers
-    del src, dst
+    return calls, inputs, batches
 
-    input_nodes = {}  # the blocks must look alike: same fanouts, same distribution
-    for name in ("graphemb blocks", "dgl blocks", "graphbolt blocks"):
-        if name in calls:
-            input_nodes[name] = int(calls[name](batches[0])[0].numel())
-    print(
-        "# input nodes of the first batch: "
-        + ", ".join(f"{k} {v:,}" for k, v in input_nodes.items())
-    )
+
+def time_calls(args, calls: dict, inputs: dict) -> tuple[dict, dict]:
+    """Every call timed in interleaved rounds, and graphemb's speed-up over each peer,
+    printed as a table: ``(results, ratios)``."""
 
     def runner(name):
         items = inputs[name]
@@ -244,12 +248,11 @@ def run_shape(args, torch, dgl, shape: str) -> dict:
         log=lambda line: None,
     )
     results = {name: timing.stats_ms(timing.flat(rounds)) for name, rounds in per_round.items()}
-    peers = [name for name in ("dgl blocks", "graphbolt blocks") if name in results]
     ratios = {
         name: timing.round_ratios(
             per_round[name], per_round[name.replace(name.split()[0], "graphemb")]
         )
-        for name in [*peers, "dgl layer"]
+        for name in ["dgl blocks", "graphbolt blocks", "dgl layer"]
         if name in results
     }
     report.print_table(
@@ -264,6 +267,25 @@ def run_shape(args, torch, dgl, shape: str) -> dict:
             for name, r in results.items()
         ],
     )
+    return results, ratios
+
+
+def run_shape(args, torch, dgl, shape: str) -> dict:
+    """Time every contender on one graph shape; print its table and verdict."""
+    graph, src, dst = load_graph(args, torch, shape)
+    calls, inputs, batches = contenders(args, torch, dgl, graph, src, dst)
+    del src, dst
+
+    input_nodes = {}  # the blocks must look alike: same fanouts, same distribution
+    for name in ("graphemb blocks", "dgl blocks", "graphbolt blocks"):
+        if name in calls:
+            input_nodes[name] = int(calls[name](batches[0])[0].numel())
+    print(
+        "# input nodes of the first batch: "
+        + ", ".join(f"{k} {v:,}" for k, v in input_nodes.items())
+    )
+
+    results, ratios = time_calls(args, calls, inputs)
     summary = {
         "graph": shape,
         "edges": graph.num_edges,
@@ -273,6 +295,7 @@ def run_shape(args, torch, dgl, shape: str) -> dict:
     summary["ratios"] = {
         k: {a: b for a, b in v.items() if a != "per_round"} for k, v in ratios.items()
     }
+    peers = [name for name in ("dgl blocks", "graphbolt blocks") if name in results]
     if peers:
         faster = min(peers, key=lambda name: results[name]["median_ms"])
         speedup = ratios[faster]["ratio"]

@@ -240,14 +240,9 @@ def minimum_bytes(spec: dict) -> float:
     return total / MEASURED_STEPS
 
 
-def main(argv=None) -> dict:
-    args = parse_args(argv)
-    cli.set_threads(1)
-    report.print_header(
-        "bench_scaleout: 2 machines x 2 ranks, hierarchical vs partitioned storage",
-        args,
-        extra=f" | ids {args.ids} | dense work {args.dense_matmuls} matmuls 512^3 per step",
-    )
+def time_ranks(args) -> tuple[dict, list, dict]:
+    """The ranks' contenders timed in interleaved rounds: ``(spec, what each rank measured,
+    times)``."""
     out = tempfile.mkdtemp(prefix="bench-scaleout-")
     spec = workload.rank_spec(
         args,
@@ -265,17 +260,13 @@ def main(argv=None) -> dict:
     for r in range(WORLD):
         os.unlink(Path(out, f"rank{r}.json"))
     os.rmdir(out)
+    return spec, measured, times
 
-    minimum = minimum_bytes(spec)
-    cross = {n: sum(m[n]["bytes"] for m in measured) for n in CONTENDERS}
-    # Per step the slowest rank's exchange time; then the median over the steps.
-    exchange = {
-        n: timing.median(list(map(max, zip(*(m[n]["exchange_s"] for m in measured), strict=True))))
-        for n in CONTENDERS
-    }
-    hidden = 1 - exchange["hierarchical+ovl"] / exchange["hierarchical"]
+
+def print_traffic(args, cross: dict, minimum: float) -> float:
+    """The bytes each storage sends across machines against the minimum and partitioned,
+    printed; the minimum as a fraction of partitioned's."""
     traffic_ratio = cross["hierarchical"] / cross["partitioned"]
-
     print("\nBytes sent across machines per step (all ranks; ids + rows)")
     report.print_table(
         ["storage", "MB/step", "vs minimum", "vs partitioned"],
@@ -293,6 +284,29 @@ def main(argv=None) -> dict:
         f"({report.verdict(traffic_ratio, 0.5, at_most=True, unit='')}"
         f"{'' if floor <= 0.5 else f'; unreachable here: the minimum is {floor:.2f}'})"
     )
+    return floor
+
+
+def main(argv=None) -> dict:
+    args = parse_args(argv)
+    cli.set_threads(1)
+    report.print_header(
+        "bench_scaleout: 2 machines x 2 ranks, hierarchical vs partitioned storage",
+        args,
+        extra=f" | ids {args.ids} | dense work {args.dense_matmuls} matmuls 512^3 per step",
+    )
+    spec, measured, times = time_ranks(args)
+
+    minimum = minimum_bytes(spec)
+    cross = {n: sum(m[n]["bytes"] for m in measured) for n in CONTENDERS}
+    # Per step the slowest rank's exchange time; then the median over the steps.
+    exchange = {
+        n: timing.median(list(map(max, zip(*(m[n]["exchange_s"] for m in measured), strict=True))))
+        for n in CONTENDERS
+    }
+    hidden = 1 - exchange["hierarchical+ovl"] / exchange["hierarchical"]
+
+    floor = print_traffic(args, cross, minimum)
     print("\nStep times (slowest rank per step) and ratios against partitioned")
     rows = []
     for name in CONTENDERS:
@@ -312,7 +326,7 @@ def main(argv=None) -> dict:
         "row_bytes": 4 * args.dim,
         "minimum_bytes_per_step": minimum,
         "minimum_vs_partitioned_traffic": floor,
-        "hierarchical_vs_partitioned_traffic": traffic_ratio,
+        "hierarchical_vs_partitioned_traffic": cross["hierarchical"] / cross["partitioned"],
         "exchange_s_main_thread": exchange,
         "hidden_share": hidden,
         "step_ms": {n: timing.stats_ms(timing.flat(times[n])) for n in CONTENDERS},

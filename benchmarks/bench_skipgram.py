@@ -79,8 +79,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument(
         "--steps", type=int, default=4, help="timed steps per contender and round (4)"
     )
-    parser.add_argument("--warmup", type=int, default=2, help="untimed steps per contender (2)")
-    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (5)")
+    cli.add_timing_options(parser, warmup=2, rounds=5)
     parser.add_argument(
         "--threads", type=int, default=2, help="torch threads of the single-process contenders (2)"
     )
@@ -91,7 +90,6 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="processes of the multi-process contenders (2; 0 leaves them out)",
     )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", default=None, help="also write the summary JSON here")
     args = cli.parse_with_quick(parser, argv, QUICK)
     if args.world_size == 1 or args.world_size < 0:
         parser.error("--world-size must be 0 or >= 2")

@@ -99,17 +99,9 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def build_ranks(rank: int, world_size: int, spec: dict) -> dict:
     """Runs on each rank: the shared-memory contender, built collectively."""
-    batches, loss = workload.rank_workload(spec, rank, world_size)
+    work = workload.rank_workload(spec, rank, world_size)
     name = spec["contender"]
-    contender = peers.graphemb_contender(
-        name,
-        spec["optimizer"],
-        spec["num_embeddings"],
-        spec["dim"],
-        batches,
-        loss,
-        table_name=spec["table"],
-    )
+    contender = peers.graphemb_contender(name, spec["optimizer"], work, table_name=spec["table"])
     kind = contender.objects[0].storage_kind
     if kind != "shared":
         raise RuntimeError(f"expected graphemb's shared-memory storage, got {kind!r}")

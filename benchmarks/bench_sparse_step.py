@@ -78,9 +78,8 @@ def label(family: str, optimizer: str) -> str:
     return f"{family} {names[FAMILIES.index(family)]}"
 
 
-def build(args, batches, loss, dgl_ok):
+def build(args, work: workload.Workload, dgl_ok):
     """Every contender, in a fixed order; their tables stay alive for the whole run."""
-    n, d = args.num_embeddings, args.dim
     contenders = {}
     for optimizer in args.optimizers:
         for family in args.families:
@@ -90,37 +89,23 @@ def build(args, batches, loss, dgl_ok):
             t0 = time.perf_counter()
             if family == "graphemb":
                 c = peers.graphemb_contender(
-                    name, optimizer, n, d, batches, loss, table_name=workload.unique_name(optimizer)
+                    name, optimizer, work, table_name=workload.unique_name(optimizer)
                 )
             elif family == "torch":
-                c = peers.torch_contender(name, optimizer, n, d, batches, loss)
+                c = peers.torch_contender(name, optimizer, work)
             else:
                 c = peers.dgl_contender(
-                    name, optimizer, n, d, batches, loss, table_name=workload.unique_name(optimizer)
+                    name, optimizer, work, table_name=workload.unique_name(optimizer)
                 )
             contenders[name] = c
             print(f"  built {name} in {time.perf_counter() - t0:.1f} s")
     return contenders
 
 
-def main(argv=None):
-    args = parse_args(argv)
-    threads = cli.set_threads(args.threads)
-    dgl_ok, dgl_note = (False, "not requested (--families)")
-    if "dgl" in args.families:
-        dgl_ok, dgl_note = peers.dgl_available()
-    report.print_header(
-        "bench_sparse_step: lookup + backward + step, one process, CPU",
-        args,
-        f" | threads {threads}",
-    )
-    print(
-        f"dgl: {dgl_note if not dgl_ok else 'DGL ' + dgl_note}"
-        + ("" if dgl_ok else "  -> DGL contenders SKIPPED")
-    )
-
+def print_bounds(args, batches, dgl_ok: bool) -> dict:
+    """Unique rows per batch, the copy bandwidth, each optimizer's bound and the tables'
+    memory, printed; the summary's entries of them."""
     n, d, b = args.num_embeddings, args.dim, args.batch
-    batches = workload.make_batches(n, b, 8, args.seed)
     unique = workload.mean_unique(batches)
     expected = workload.expected_unique(n, b)
     print(
@@ -144,15 +129,17 @@ def main(argv=None):
         f"memory: {len(planned)} contenders hold "
         f"{sum(tables[o] for _, o in planned) * table_mb / 1e3:.1f} GB of tables"
     )
+    return {
+        "unique_rows": {"expected": expected, "measured_mean": unique},
+        "bandwidth": bandwidth,
+        "bound_ms": bounds,
+    }
 
-    loss = workload.make_loss(args.loss, d)
-    contenders = build(args, batches, loss, dgl_ok)
-    runners = {name: timing.local_runner(c.step) for name, c in contenders.items()}
-    times = timing.interleaved(runners, warmup=args.warmup, steps=args.steps, rounds=args.rounds)
 
-    # ------------------------------------------------------------------ results
+def results_table(args, contenders: dict, times: dict, bounds: dict) -> dict:
+    """Each contender's summary against its peers, printed as a table."""
     stats = {name: timing.stats_ms(timing.flat(t)) for name, t in times.items()}
-    torch_adam = label("torch", "adam")
+    b = args.batch
 
     def speedup(peer, name):
         return timing.round_ratios(times[peer], times[name]) if peer in times else None
@@ -160,7 +147,7 @@ def main(argv=None):
     results, rows = {}, []
     for name, c in contenders.items():
         s = stats[name]
-        vs_torch_adam = speedup(torch_adam, name)
+        vs_torch_adam = speedup(label("torch", "adam"), name)
         vs_torch = speedup(label("torch", c.optimizer), name)
         vs_dgl = speedup(label("dgl", c.optimizer), name)
         of_bound = bounds[c.optimizer] / s["median_ms"]
@@ -200,6 +187,11 @@ def main(argv=None):
         ],
         rows,
     )
+    return results
+
+
+def print_verdicts(args, results: dict, bounds: dict, dgl_ok: bool, dgl_note: str) -> None:
+    """graphemb against its bound, torch SparseAdam (the target) and DGL."""
     print()
     for opt in args.optimizers:
         name = label("graphemb", opt)
@@ -208,7 +200,7 @@ def main(argv=None):
             f"{100 * results[name]['fraction_of_bound']:.0f}% of bound "
             f"({results[name]['median_ms']:.1f} ms/step)"
         )
-    if torch_adam in results:
+    if label("torch", "adam") in results:
         ratio = results[label("graphemb", "adam")]["speedup_vs_torch_sparseadam"]["ratio"]
         print(
             f"graphemb SparseAdam vs torch SparseAdam: {ratio:.2f}x faster "
@@ -221,7 +213,10 @@ def main(argv=None):
     if not dgl_ok:
         print(f"DGL contenders skipped: {dgl_note}")
 
-    # ------------------------------------------------------------------ profile
+
+def profile_graphemb_adam(args, contenders: dict, results: dict) -> tuple[dict | None, object]:
+    """The per-phase profile (unless --no-profile) and the operator table (--ops) of
+    graphemb's SparseAdam step, run after the timed steps."""
     profile = None
     ops = None
     subject = contenders[label("graphemb", "adam")]
@@ -235,6 +230,37 @@ def main(argv=None):
         start += profile["steps"]
     if args.ops:
         ops = phases.operator_table(subject.step, subject.name, start, 3)
+    return profile, ops
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    threads = cli.set_threads(args.threads)
+    dgl_ok, dgl_note = (False, "not requested (--families)")
+    if "dgl" in args.families:
+        dgl_ok, dgl_note = peers.dgl_available()
+    report.print_header(
+        "bench_sparse_step: lookup + backward + step, one process, CPU",
+        args,
+        f" | threads {threads}",
+    )
+    print(
+        f"dgl: {dgl_note if not dgl_ok else 'DGL ' + dgl_note}"
+        + ("" if dgl_ok else "  -> DGL contenders SKIPPED")
+    )
+
+    n, d, b = args.num_embeddings, args.dim, args.batch
+    batches = workload.make_batches(n, b, 8, args.seed)
+    bounds = print_bounds(args, batches, dgl_ok)
+
+    work = workload.Workload(n, d, batches, workload.make_loss(args.loss, d))
+    contenders = build(args, work, dgl_ok)
+    runners = {name: timing.local_runner(c.step) for name, c in contenders.items()}
+    times = timing.interleaved(runners, warmup=args.warmup, steps=args.steps, rounds=args.rounds)
+
+    results = results_table(args, contenders, times, bounds["bound_ms"])
+    print_verdicts(args, results, bounds["bound_ms"], dgl_ok, dgl_note)
+    profile, ops = profile_graphemb_adam(args, contenders, results)
 
     report.emit_summary(
         {
@@ -252,9 +278,7 @@ def main(argv=None):
                 "lr": peers.LR,
             },
             "dgl": dgl_note if not dgl_ok else f"DGL {dgl_note}",
-            "unique_rows": {"expected": expected, "measured_mean": unique},
-            "bandwidth": bandwidth,
-            "bound_ms": bounds,
+            **bounds,
             "results": results,
             "target": {"graphemb_sparseadam_vs_torch_sparseadam": TARGET_VS_TORCH},
             "profile_graphemb_sparseadam": profile,

@@ -37,15 +37,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--walkers", type=int, default=100_000, help="walks per step (100,000)")
     parser.add_argument("--length", type=int, default=40, help="steps per walk (40)")
     parser.add_argument("--repeats", type=int, default=3, help="timed steps per round (3)")
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (3)")
-    parser.add_argument("--warmup", type=int, default=1, help="untimed steps (1)")
+    cli.add_timing_options(parser, warmup=1, rounds=3)
     parser.add_argument(
         "--target",
         type=float,
         default=None,
         help="verdict: weighted time at most TARGET x the unweighted, per walk kind",
     )
-    parser.add_argument("--json", default=None, help="also write the summary JSON here")
     args = cli.parse_with_quick(parser, argv, QUICK)
     return args
 

@@ -42,7 +42,18 @@ def build_parser(description: str) -> argparse.ArgumentParser:
         action="store_true",
         help="learn from the embeddings alone (sbm has no features anyway)",
     )
+    _add_model_arguments(parser)
+    _add_training_arguments(parser)
+    launch.add_checkpoint_arguments(
+        parser,
+        "embedding, optimizers and model",
+        " (model, optimizers, epoch, best accuracy)",
+    )
+    return parser
 
+
+def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``model`` group: embedding size, layers, dropout."""
     model = parser.add_argument_group("model")
     model.add_argument(
         "--emb-dim",
@@ -64,6 +75,9 @@ def build_parser(description: str) -> argparse.ArgumentParser:
         f"{DROPOUT_WITH_FEATURES} with features)",
     )
 
+
+def _add_training_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``training`` group: epochs, batches, learning rates, seed, threads, logging."""
     train = parser.add_argument_group("training")
     train.add_argument(
         "--epochs",
@@ -110,13 +124,6 @@ def build_parser(description: str) -> argparse.ArgumentParser:
         action="store_true",
         help=f"short run for CI: {QUICK_EPOCHS} epochs unless --epochs is given, a line per epoch",
     )
-
-    launch.add_checkpoint_arguments(
-        parser,
-        "embedding, optimizers and model",
-        " (model, optimizers, epoch, best accuracy)",
-    )
-    return parser
 
 
 def finish_arguments(

@@ -194,6 +194,16 @@ def rank_config(args: argparse.Namespace, **entries) -> dict:
     }
 
 
+def add_timing_options(parser: argparse.ArgumentParser, *, warmup: int, rounds: int) -> None:
+    """``--warmup`` and ``--rounds`` of interleaved timing, with these defaults, and
+    ``--json``: for a benchmark with a parser of its own (not :func:`base_parser`)."""
+    parser.add_argument(
+        "--warmup", type=int, default=warmup, help=f"untimed steps per contender ({warmup})"
+    )
+    parser.add_argument("--rounds", type=int, default=rounds, help=f"interleaved rounds ({rounds})")
+    parser.add_argument("--json", default=None, help="also write the summary JSON here")
+
+
 def parse_with_quick(
     parser: argparse.ArgumentParser, argv: list[str] | None, quick: dict
 ) -> argparse.Namespace:

@@ -17,11 +17,11 @@ import torch
 from torch.profiler import record_function
 
 from .phases import PHASE_SPANS
+from .workload import Loss, Workload, unique_name
 
 LR = 0.01
 DGL_STORE_PORT = 12346  # hard-coded in dgl/nn/pytorch/sparse_emb.py
 
-Loss = Callable[[torch.Tensor], torch.Tensor]
 Sync = Callable[[], None] | None
 
 
@@ -92,15 +92,14 @@ def _contender(
     family: str,
     optimizer: str,
     lookup: Callable[[torch.Tensor], torch.Tensor],
-    loss: Loss,
     update: Callable[[], object],
-    batches: Sequence[torch.Tensor],
+    work: Workload,
     objects: list,
     sync: Sync = None,
 ) -> Contender:
     """A :class:`Contender` from its phases (see :func:`_phased`) and what keeps it alive."""
-    step, profile = _phased(lookup, loss, update, batches, sync)
-    return Contender(name, family, optimizer, batches[0].numel(), step, profile, objects)
+    step, profile = _phased(lookup, work.loss, update, work.batches, sync)
+    return Contender(name, family, optimizer, work.batches[0].numel(), step, profile, objects)
 
 
 def _uniform_init(table: torch.Tensor) -> torch.Tensor:
@@ -118,10 +117,7 @@ def _sparse_optimizer(library, optimizer: str, emb, lr: float):
 def graphemb_contender(
     name: str,
     optimizer: str,
-    num_embeddings: int,
-    dim: int,
-    batches: Sequence[torch.Tensor],
-    loss: Loss,
+    work: Workload,
     *,
     table_name: str,
     device: torch.device | str | None = None,
@@ -138,24 +134,28 @@ def graphemb_contender(
     import graphemb.optim
 
     emb = graphemb.NodeEmbedding(
-        num_embeddings,
-        dim,
+        work.num_embeddings,
+        work.dim,
         table_name,
         init_func=_uniform_init,
         device=device,
         partition=partition,
     )
     opt = _sparse_optimizer(graphemb.optim, optimizer, emb, lr)
-    return _contender(name, "graphemb", optimizer, emb, loss, opt.step, batches, [emb, opt], sync)
+    return _contender(name, "graphemb", optimizer, emb, opt.step, work, [emb, opt], sync)
+
+
+def single_process_graphemb(args, work: Workload) -> tuple[str, Contender]:
+    """The single-process graphemb contender of a comparison with ranks: the whole batch in
+    this process with ``args.threads`` threads; its name and the contender."""
+    name = f"graphemb 1 proc x {args.threads} thr"
+    return name, graphemb_contender(name, args.optimizer, work, table_name=unique_name("single"))
 
 
 def torch_contender(
     name: str,
     optimizer: str,
-    num_embeddings: int,
-    dim: int,
-    batches: Sequence[torch.Tensor],
-    loss: Loss,
+    work: Workload,
     *,
     device: torch.device | str = "cpu",
     lr: float = LR,
@@ -165,7 +165,7 @@ def torch_contender(
     checks = getattr(torch.sparse, "check_sparse_tensor_invariants", None)
     if checks is not None and hasattr(checks, "disable"):
         checks.disable()  # torch's default, stated explicitly (silences a warning of Adagrad)
-    emb = torch.nn.Embedding(num_embeddings, dim, sparse=True, device=device)
+    emb = torch.nn.Embedding(work.num_embeddings, work.dim, sparse=True, device=device)
     with torch.no_grad():
         _uniform_init(emb.weight)
     params = list(emb.parameters())
@@ -179,16 +179,13 @@ def torch_contender(
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    return _contender(name, "torch", optimizer, emb, loss, update, batches, [emb, opt], sync)
+    return _contender(name, "torch", optimizer, emb, update, work, [emb, opt], sync)
 
 
 def dgl_contender(
     name: str,
     optimizer: str,
-    num_embeddings: int,
-    dim: int,
-    batches: Sequence[torch.Tensor],
-    loss: Loss,
+    work: Workload,
     *,
     table_name: str,
     lr: float = LR,
@@ -202,14 +199,14 @@ def dgl_contender(
     """
     import dgl
 
-    emb = dgl.nn.NodeEmbedding(num_embeddings, dim, table_name, init_func=_uniform_init)
+    emb = dgl.nn.NodeEmbedding(work.num_embeddings, work.dim, table_name, init_func=_uniform_init)
     opt = _sparse_optimizer(dgl.optim, optimizer, emb, lr)
 
     def update() -> None:
         opt.zero_grad()  # DGL: marks the trace to be dropped once this step has used it
         opt.step()
 
-    return _contender(name, "dgl", optimizer, emb, loss, update, batches, [emb, opt])
+    return _contender(name, "dgl", optimizer, emb, update, work, [emb, opt])
 
 
 def dgl_available() -> tuple[bool, str]:

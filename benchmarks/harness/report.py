@@ -66,6 +66,17 @@ def throughput_results(
     return results, rows
 
 
+def print_throughput(
+    times: dict, reference: str, batch: int, bound: float, ratio_key: str, title: str, vs: str
+) -> dict:
+    """:func:`throughput_results`, printed as a table under ``title`` (its ratio column
+    headed ``vs``); the per-contender summary."""
+    results, rows = throughput_results(times, reference, batch, bound, ratio_key)
+    print(title)
+    print_table(["contender", "ms/step", "p10-p90", "M ids/s", vs, "of bound"], rows)
+    return results
+
+
 def environment() -> dict:
     """Date, machine and software stack, for the summary."""
     cpu = platform.processor() or "?"

@@ -6,8 +6,23 @@ import math
 import os
 import secrets
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
+
+Loss = Callable[[torch.Tensor], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What the contenders of one comparison share: a table of ``num_embeddings`` rows of
+    width ``dim``, the batches of ids (int64 ``(B,)``) a step looks up in turn, and the loss
+    of the looked-up rows (``(B, dim)`` -> scalar)."""
+
+    num_embeddings: int
+    dim: int
+    batches: Sequence[torch.Tensor]
+    loss: Loss
 
 
 def make_batches(num_embeddings: int, batch: int, count: int, seed: int) -> list[torch.Tensor]:
@@ -88,9 +103,7 @@ LOSSES = {
 }
 
 
-def make_loss(
-    kind: str, dim: int, device: torch.device | str = "cpu"
-) -> Callable[[torch.Tensor], torch.Tensor]:
+def make_loss(kind: str, dim: int, device: torch.device | str = "cpu") -> Loss:
     """The loss ``kind`` (a key of :data:`LOSSES`) for rows of width ``dim``."""
     if kind == "upstream":
         return _UpstreamLoss(dim, torch.device(device))
@@ -114,16 +127,14 @@ def rank_spec(args, **entries) -> dict:
     }
 
 
-def rank_workload(
-    spec: dict, rank: int, world_size: int
-) -> tuple[list[torch.Tensor], Callable[[torch.Tensor], torch.Tensor]]:
+def rank_workload(spec: dict, rank: int, world_size: int) -> Workload:
     """This rank's share of every batch and the loss, from a run's ``spec`` (built the
     same way on every rank)."""
+    n, d = spec["num_embeddings"], spec["dim"]
     batches = [
-        rank_slice(b, rank, world_size)
-        for b in make_batches(spec["num_embeddings"], spec["batch"], 8, spec["seed"])
+        rank_slice(b, rank, world_size) for b in make_batches(n, spec["batch"], 8, spec["seed"])
     ]
-    return batches, make_loss(spec["loss"], spec["dim"])
+    return Workload(n, d, batches, make_loss(spec["loss"], d))
 
 
 def unique_name(label: str) -> str:

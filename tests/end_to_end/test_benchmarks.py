@@ -26,7 +26,7 @@ from torch.profiler import record_function
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))  # the harness package, as the scripts import it
 
-from harness import busy, memory, peers, phases  # noqa: E402
+from harness import busy, memory, peers, phases, workload  # noqa: E402
 
 
 def _run(script: str, *args: str) -> subprocess.CompletedProcess:
@@ -247,8 +247,9 @@ def test_profile_of_graphemb_step_shows_kernel_span_and_patches_nothing():
     gen = torch.Generator().manual_seed(0)
     batches = [torch.randint(0, 1000, (300,), generator=gen) for _ in range(2)]
     loss = lambda rows: (rows * rows).sum()  # noqa: E731
+    work = workload.Workload(1000, 8, batches, loss)
     contender = peers.graphemb_contender(
-        "g", "adam", 1000, 8, batches, loss, table_name=f"test-phases-{secrets.token_hex(3)}"
+        "g", "adam", work, table_name=f"test-phases-{secrets.token_hex(3)}"
     )
     got = phases.profile_phases(contender, 0, 3)
     assert set(got["phases_ms"]) >= {"lookup", "loss (forward)", "backward", "step"}
