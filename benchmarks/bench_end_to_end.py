@@ -13,6 +13,8 @@ the same graph and the same seed batches:
   dgl 1 proc           dgl.dataloading.NeighborSampler + dgl.nn.SAGEConv +
                        dgl.nn.NodeEmbedding + dgl.optim.SparseAdam (dgl stack only); the
                        same threads
+  dgl + torch SparseAdam   the same DGL loop with the rows in torch's
+                       nn.Embedding(sparse=True) and torch.optim.SparseAdam
   graphemb 2 proc      2 processes x 1 thread (--procs 2): the embedding in shared memory,
                        the layers in DistributedDataParallel, half of every batch per rank
   graphemb-pyg-aggr    (--pyg-aggregation) graphemb 1 proc whose layers aggregate as PyG's
@@ -21,8 +23,10 @@ the same graph and the same seed batches:
 
 The graph is one of bench_sampler.py's shapes (--graph: power-law in-degrees with uniform
 sources, the default; power-law out-degrees; or symmetric; default 1M nodes, 20M edges).
-Prints the median ms per batch of 1024 seeds with the per-round spread, the speed-up over
-DGL (ratio of medians, range of per-round ratios), and a per-phase breakdown read from
+Prints the median ms per batch of 1024 seeds with the per-round spread, the speed-ups over
+both DGL loops (ratio of medians, range of per-round ratios; targets 4x DGL's own, 2x the
+torch-SparseAdam one), of 2 processes x 1 thread over 1 x 2 (target 1x), of the profiled
+forward + backward over DGL's (target 1.2x), and a per-phase breakdown read from
 ``torch.profiler`` spans -- sampling, forward (model + loss), backward, sparse step, dense
 step -- with the operators that spent the most time in each. ``--device cuda`` runs the
 layers, the embedding and the sampler on the GPU. The last line is ``BENCH_SUMMARY {json}``.
@@ -37,6 +41,11 @@ from contextlib import nullcontext
 from types import SimpleNamespace
 
 TARGET_SPEEDUP = 4.0  # graphemb per batch at least 4x DGL's, 1 process (dgl stack)
+TARGET_TORCH_ROWS = 2.0  # ... and 2x DGL's loop with torch's SparseAdam on its rows
+TARGET_LAYERS = 1.2  # forward + backward at least 1.2x DGL's
+TARGET_PROCS = 1.0  # 2 processes x 1 thread at least as fast as 1 process x 2 threads
+DGL = "dgl 1 proc"
+DGL_TORCH_ROWS = "dgl + torch SparseAdam 1 proc"
 LR_ROWS, LR_LAYERS = 0.01, 0.003
 
 
@@ -251,8 +260,10 @@ def graphemb_contender(
     return _contender(name, "graphemb", share, run_batch, [emb, model, sparse_opt, dense_opt])
 
 
-def dgl_contender(args, work, name: str):
-    """DGL's own loop: its sampler, SAGEConv layers, NodeEmbedding and SparseAdam."""
+def dgl_contender(args, work, name: str, torch_rows: bool = False):
+    """DGL's own loop: its sampler, SAGEConv layers, NodeEmbedding and SparseAdam; with
+    ``torch_rows``, the rows in torch's ``nn.Embedding(sparse=True)`` and ``SparseAdam``
+    instead (a DGL user's loop that avoids DGL's sparse optimizer)."""
     import dgl
     import torch
     import torch.nn.functional as F
@@ -266,15 +277,24 @@ def dgl_contender(args, work, name: str):
     graph = graph.to(device)
     labels = work.labels.to(device)
     sampler = dgl.dataloading.NeighborSampler(args.fanouts)
-    emb = dgl.nn.NodeEmbedding(args.num_nodes, args.dim, f"e2e-dgl-{os.getpid()}",
-                               init_func=_init_rows, device=device)  # fmt: skip
     sizes = [args.dim] + [args.hidden] * (len(args.fanouts) - 1) + [args.classes]
     layers = nn.ModuleList(
         dgl.nn.SAGEConv(sizes[k], sizes[k + 1], "mean") for k in range(len(args.fanouts))
     ).to(device)
     dropout = nn.Dropout(args.dropout)
     dense_opt = torch.optim.Adam(layers.parameters(), lr=LR_LAYERS)
-    sparse_opt = dgl.optim.SparseAdam([emb], lr=LR_ROWS)
+    if torch_rows:
+        rows = nn.Embedding(args.num_nodes, args.dim, sparse=True, device=device)
+        _init_rows(rows.weight.data)
+        torch_opt = torch.optim.SparseAdam(rows.parameters(), lr=LR_ROWS)
+        sparse_opt = SimpleNamespace(step=lambda: (torch_opt.step(), torch_opt.zero_grad()))
+        emb = lambda ids, _device: rows(ids)  # noqa: E731 (DGL's NodeEmbedding call)
+        held = [rows, layers, torch_opt]
+    else:
+        emb = dgl.nn.NodeEmbedding(args.num_nodes, args.dim, f"e2e-dgl-{os.getpid()}",
+                                   init_func=_init_rows, device=device)  # fmt: skip
+        sparse_opt = dgl.optim.SparseAdam([emb], lr=LR_ROWS)
+        held = [emb, layers, sparse_opt]
     phase_span = _phases(device)
 
     def forward(input_nodes, blocks):
@@ -296,7 +316,7 @@ def dgl_contender(args, work, name: str):
             dense_opt,
         )
 
-    return _contender(name, "dgl", args.batch_size, run_batch, [emb, layers, sparse_opt])
+    return _contender(name, "dgl", args.batch_size, run_batch, held)
 
 
 def build_ranks(rank: int, world_size: int, spec: dict) -> dict:
@@ -335,7 +355,8 @@ def local_contenders(args, work: SimpleNamespace, with_dgl: bool) -> dict:
         name = f"graphemb-pyg-aggr 1 proc x {args.threads} thr"
         local[name] = graphemb_contender(args, work, name, pyg_aggregation=True)
     if with_dgl:
-        local["dgl 1 proc"] = dgl_contender(args, work, "dgl 1 proc")
+        local[DGL] = dgl_contender(args, work, DGL)
+        local[DGL_TORCH_ROWS] = dgl_contender(args, work, DGL_TORCH_ROWS, torch_rows=True)
     return local
 
 
@@ -356,27 +377,54 @@ def rank_pools(args, device, spec: dict) -> dict:
 
 
 def print_speedups(args, per_round: dict, extra: list[str], with_dgl: bool) -> dict:
-    """graphemb's speed-ups over DGL, and those of ``extra`` (the PyG-aggregation twin and
-    the process pools) over graphemb in one process, printed."""
+    """graphemb's speed-ups over DGL's two loops, and those of ``extra`` (the
+    PyG-aggregation twin and the process pools) over graphemb in one process, printed with
+    the verdicts of their targets."""
     from harness import report, timing
 
     one = f"graphemb 1 proc x {args.threads} thr"
-    ratios = {}
-    if with_dgl:
-        for name in per_round:
-            if name.startswith("graphemb"):
-                ratios[name] = timing.round_ratios(per_round["dgl 1 proc"], per_round[name])
+    ratios, targets = {}, {}
+    for peer, target in ((DGL, TARGET_SPEEDUP), (DGL_TORCH_ROWS, TARGET_TORCH_ROWS)):
+        if not with_dgl:
+            break
+        for name in (n for n in per_round if n.startswith("graphemb")):
+            key = name if peer == DGL else f"{name} over {peer}"
+            ratios[key] = timing.round_ratios(per_round[peer], per_round[name])
+            targets[key] = target if name == one else None
     if one in per_round:
         for name in extra:
-            ratios[f"{name} vs {one}"] = timing.round_ratios(per_round[one], per_round[name])
+            key = f"{name} vs {one}"
+            ratios[key] = timing.round_ratios(per_round[one], per_round[name])
+            targets[key] = TARGET_PROCS if " proc x 1 thr" in name else None
     print()
     for name, ratio in ratios.items():
-        verdict = ""
-        if name == one and not args.quick:
-            verdict = "  " + report.verdict(ratio["ratio"], TARGET_SPEEDUP)
-        label = name if " vs " in name else f"{name} over dgl 1 proc"
+        target = targets[name]
+        judged = target is not None and not args.quick
+        verdict = "  " + report.verdict(ratio["ratio"], target) if judged else ""
+        label = name if " vs " in name or " over " in name else f"{name} over {DGL}"
         print(f"speed-up {label}: {timing.fmt_ratio(ratio)}{verdict}")
     return ratios
+
+
+def print_layer_speedups(args, profiles: dict) -> dict:
+    """Forward + backward (the profiled phases: input rows, dropout, layers, loss) of
+    graphemb against DGL's loop, with the verdict of the layers' target."""
+    from harness import report
+
+    def layers(name: str) -> float:
+        phases = profiles[name]["phases_ms"]
+        return phases["forward"] + phases["backward"]
+
+    one = f"graphemb 1 proc x {args.threads} thr"
+    if one not in profiles or DGL not in profiles:
+        return {}
+    ratio = layers(DGL) / layers(one)
+    verdict = "" if args.quick else "  " + report.verdict(ratio, TARGET_LAYERS)
+    print(
+        f"\nforward + backward: {one} {layers(one):.1f} ms, {DGL} {layers(DGL):.1f} ms "
+        f"(profiled, median of {args.profile_steps} batches): {ratio:.2f}x{verdict}"
+    )
+    return {"ratio": ratio, "graphemb_ms": layers(one), "dgl_ms": layers(DGL)}
 
 
 def profile_all(args, local: dict, pools: dict) -> dict:
@@ -440,6 +488,7 @@ def main(argv=None) -> dict:
         extra = [n for n in local if "pyg-aggr" in n] + list(pools)
         ratios = print_speedups(args, per_round, extra, with_dgl)
         profiles = profile_all(args, local, pools)
+        layer_ratios = print_layer_speedups(args, profiles)
     finally:
         for pool in pools.values():
             pool.close()
@@ -453,6 +502,7 @@ def main(argv=None) -> dict:
             n: {k: v for k, v in r.items() if k != "per_round"} for n, r in ratios.items()
         },
         "phases_ms": {n: p["phases_ms"] for n, p in profiles.items()},
+        "layers": layer_ratios,
     }
     report.emit_summary(summary, args.json)
     return summary

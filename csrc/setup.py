@@ -15,7 +15,7 @@ from torch.utils.cpp_extension import BuildExtension, CppExtension
 setup(
     name="graphemb-kernels",
     version="0.1.0",
-    description="Fused CPU kernels of graphemb: optimizer updates, CSC build, edge-list parsing, skip-gram",
+    description="Fused CPU kernels of graphemb: optimizer updates, CSC build, edge-list parsing, sampling, skip-gram, dropout",
     ext_modules=[
         CppExtension(
             "graphemb_kernels",
@@ -24,6 +24,8 @@ setup(
                 "graphemb_kernels/csc.cpp",
                 "graphemb_kernels/edge_list.cpp",
                 "graphemb_kernels/sampler.cpp",
+                "graphemb_kernels/dropout.cpp",
+                "graphemb_kernels/aggregate.cpp",
                 "graphemb_kernels/skipgram.cpp",
             ],
             # at::parallel_for runs on OpenMP; without errno, std::sqrt vectorizes (same values)

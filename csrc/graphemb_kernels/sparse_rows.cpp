@@ -34,7 +34,9 @@
 
 #include <pybind11/functional.h>
 
+#include "aggregate.h"
 #include "csc.h"
+#include "dropout.h"
 #include "edge_list.h"
 #include "sampler.h"
 #include "skipgram.h"
@@ -454,6 +456,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
              pybind11::arg("columns"), pybind11::arg("weighted"), pybind11::arg("parts") = 0,
              pybind11::call_guard<pybind11::gil_scoped_release>());
   bind_sampler(module);
+  bind_dropout(module);
+  bind_aggregate(module);
   module.def("skipgram_train", &skipgram_train,
              "word2vec's skip-gram with negative sampling over walks, Hogwild on threads, "
              "in place on syn0 and syn1: (non-finite products, products)",

@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from .._compiled import compiled_module, disabled
 from ..sampling.block import Block
 
 __all__ = ["aggregate_neighbors"]
@@ -16,9 +17,36 @@ __all__ = ["aggregate_neighbors"]
 _cpu_spmm = getattr(torch.ops.aten, "_sparse_mm_reduce_impl", None)
 
 
-def _spmm(matrix: torch.Tensor, dense: torch.Tensor, reduce: str) -> torch.Tensor:
+def _compiled_aggregate(dense: torch.Tensor) -> Any:
+    """``graphemb_kernels.csr_aggregate`` where it applies to ``dense`` (CPU, float32 or
+    float64, kernels built and not disabled), else None."""
+    module = compiled_module()
+    if (
+        dense.device.type != "cpu"
+        or dense.dtype not in (torch.float32, torch.float64)
+        or module is None
+        or disabled()
+    ):
+        return None
+    return getattr(module, "csr_aggregate", None)
+
+
+def _spmm(
+    matrix: torch.Tensor, dense: torch.Tensor, reduce: str, unit_values: bool = False
+) -> torch.Tensor:
     """``matrix @ dense`` for a CSR ``matrix``; ``reduce="mean"`` divides every row by its
-    number of entries (rows without entries give 0), as ``torch.sparse.mm`` does."""
+    number of entries (rows without entries give 0), as ``torch.sparse.mm`` does.
+    ``unit_values``: every value of ``matrix`` is 1 (not read then)."""
+    kernel = _compiled_aggregate(dense)
+    if kernel is not None:  # prefetches the scattered rows of dense (csrc/.../aggregate.cpp)
+        values = None if unit_values else matrix.values().to(dense.dtype).contiguous()
+        return kernel(
+            matrix.crow_indices().contiguous(),
+            matrix.col_indices().contiguous(),
+            values,
+            dense.contiguous(),
+            reduce == "mean",
+        )
     if dense.device.type == "cpu" and _cpu_spmm is not None:
         return _cpu_spmm(matrix, dense, reduce)[0]
     out = torch.sparse.mm(matrix, dense)
@@ -31,8 +59,8 @@ def _spmm(matrix: torch.Tensor, dense: torch.Tensor, reduce: str) -> torch.Tenso
 class _BlockAggregation(torch.autograd.Function):
     """``(A h, h[:D])`` with ``A`` the block's (D, S) aggregation matrix.
 
-    Forward is one CSR product on ``adj_t`` (on CPU the kernel PyG's ``SAGEConv`` runs,
-    so the outputs are the same bits); backward is one CSR product with the transpose,
+    Forward is one CSR product on ``adj_t`` (on CPU graphemb's compiled kernel where it is
+    built, else the one PyG's ``SAGEConv`` runs); backward is one CSR product with the transpose,
     which the block builds once, instead of autograd transposing (sorting) the matrix.
     The gradient of ``h[:D]`` is added into the first rows of that product in place,
     instead of slicing's zero-filled full-size gradient and a sum.
@@ -48,7 +76,7 @@ class _BlockAggregation(torch.autograd.Function):
         reduce: str,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         ctx.transpose, ctx.num_dst, ctx.num_src = transpose, num_dst, h.shape[0]
-        return _spmm(adj_t, h, reduce), h.narrow(0, 0, num_dst)
+        return _spmm(adj_t, h, reduce, unit_values=True), h.narrow(0, 0, num_dst)
 
     @staticmethod
     def backward(  # type: ignore[override]

@@ -1,17 +1,17 @@
-"""Dropout from 16 random bits per element: the same distribution as ``torch.nn.Dropout``
-(to within ``p``'s rounding to a multiple of 1/65536), cheaper than it on recent torch.
+"""Dropout whose mask is never stored: a hash of (call key, element position) decides.
 
 ``torch.nn.functional.dropout`` draws one Bernoulli variable per element through torch's
-generic per-element sampler; on CPU that is the most expensive pass of a GNN layer's
-forward. Here one 64-bit random word (``Tensor.random_`` over int64's whole range) gives
-four elements 16 uniform bits each, and an element is kept when its 16 bits, read as a
-signed integer, are at least a threshold: one cheap comparison instead of a sample.
+generic sampler, writes a mask of the input's size, multiplies by it, and multiplies the
+gradient by it again; on CPU the draw is the most expensive pass of a GNN layer's
+forward. With the compiled kernels (``graphemb_kernels``), each call here draws one random
+64-bit key from torch's generator, and element ``i`` (in memory order) is kept when a
+32-bit hash of ``(key, i)`` is at least ``round(p * 2**32)``: kept with probability
+``1 - p`` to within ``2**-32``, independently of the others. Forward and backward are each
+one pass (the backward recomputes the mask from the key), and nothing of the input's size
+is kept between them.
 
-Measured on CPU (200k x 64 float32, 2 threads, forward only): torch 2.13's
-``F.dropout`` 255 ms, this one about 95 ms; but torch 2.2.1's ``F.dropout`` takes 92 ms,
-and there the ``torch.where`` of the forward and of the backward pass cost more than
-torch's whole mask. So the GNN models keep ``torch.nn.Dropout``; use this module where the
-torch at hand is the slow one.
+Without the kernels, on GPUs, and for dtypes other than float32 and float64, it is
+``torch.nn.functional.dropout``: the same distribution.
 
 Example
 -------
@@ -28,76 +28,62 @@ Example
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from .._checks import check_probability
+from .._compiled import compiled_module, disabled
 
-__all__ = ["Dropout", "dropout", "keep_mask"]
+__all__ = ["Dropout", "dropout", "hashed_dropout_applies"]
 
-_LEVELS = 1 << 16  # 16 bits per element
+_LEVELS = 1 << 32  # the hash's 32 bits per element
 
 
 def _threshold(p: float) -> tuple[int, float]:
-    """The signed 16-bit threshold that drops ``round(p * 65536)`` of 65536 values, and the
-    probability of keeping an element that it gives."""
-    dropped = min(round(p * _LEVELS), _LEVELS - 1)  # p just below 1 still keeps 1 in 65536
-    return dropped - _LEVELS // 2, (_LEVELS - dropped) / _LEVELS
+    """The 32-bit threshold that drops ``round(p * 2**32)`` of the ``2**32`` hash values,
+    and the probability of keeping an element that it gives."""
+    dropped = min(round(p * _LEVELS), _LEVELS - 1)  # p just below 1 still keeps 1 in 2**32
+    return dropped, (_LEVELS - dropped) / _LEVELS
 
 
-def keep_mask(
-    shape: torch.Size | tuple[int, ...],
-    p: float,
-    device: torch.device | str | None = None,
-    generator: torch.Generator | None = None,
-) -> torch.Tensor:
-    """A boolean mask of ``shape``: each element ``True`` (kept) independently with
-    probability ``1 - round(p * 65536) / 65536``.
-
-    Parameters
-    ----------
-    shape : tuple of int
-    p : float
-        Probability of dropping an element, in ``[0, 1)``.
-    device : torch.device, optional
-    generator : torch.Generator, optional
-        Source of the random bits (default: torch's generator of ``device``).
-
-    Returns
-    -------
-    Tensor of bool, of ``shape``.
-    """
-    count = 1
-    for size in shape:
-        count *= int(size)
-    words = torch.empty((count + 3) // 4, dtype=torch.int64, device=device)
-    # the whole int64 range: all 64 bits uniform (random_() alone leaves the sign bit 0)
-    words.random_(-(2**63), 2**63 - 1, generator=generator)
-    threshold, _ = _threshold(p)
-    return (words.view(torch.int16)[:count] >= threshold).view(shape)
+def hashed_dropout_applies(x: torch.Tensor) -> bool:
+    """Whether :func:`dropout` takes the compiled hashed-mask path for ``x`` (CPU,
+    float32 or float64, kernels built and not disabled) rather than torch's dropout."""
+    module = compiled_module()
+    return (
+        x.device.type == "cpu"
+        and x.dtype in (torch.float32, torch.float64)
+        and module is not None
+        and hasattr(module, "dropout_masked_scale")
+        and not disabled()
+    )
 
 
-class _MaskedScale(torch.autograd.Function):
-    """``where(mask, x, 0) * scale``; the gradient is the same map of the output's."""
+class _HashedDropout(torch.autograd.Function):
+    """``x * scale`` where ``hash(key, i) >= threshold``, else 0; the gradient is the same
+    map of the output's gradient (same key, so the same elements)."""
 
     @staticmethod
-    def forward(ctx, x, mask, scale):  # noqa: D102
-        ctx.save_for_backward(mask)
-        ctx.scale = scale
-        return torch.where(mask, x, 0.0).mul_(scale)
+    def forward(ctx: Any, x: torch.Tensor, threshold: int, scale: float, key: int) -> torch.Tensor:  # type: ignore[override]
+        ctx.args = (threshold, scale, key)
+        kernel = compiled_module().dropout_masked_scale  # type: ignore[union-attr]
+        return kernel(x.contiguous(), threshold, scale, key)
 
     @staticmethod
-    def backward(ctx, grad):  # noqa: D102
-        (mask,) = ctx.saved_tensors
-        return torch.where(mask, grad, 0.0).mul_(ctx.scale), None, None
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:  # type: ignore[override]
+        kernel = compiled_module().dropout_masked_scale  # type: ignore[union-attr]
+        return kernel(grad.contiguous(), *ctx.args), None, None, None
 
 
 def dropout(
     x: torch.Tensor, p: float, training: bool = True, generator: torch.Generator | None = None
 ) -> torch.Tensor:
     """Zero each element of ``x`` with probability ``p`` and scale the others by
-    ``1 / (1 - p)`` (both with ``p`` rounded to a multiple of 1/65536), as
-    ``torch.nn.functional.dropout``; ``x`` itself when not ``training`` or ``p == 0``.
+    ``1 / (1 - p)``, as ``torch.nn.functional.dropout``; ``x`` itself when not
+    ``training`` or ``p == 0``.
 
     Parameters
     ----------
@@ -105,6 +91,8 @@ def dropout(
     p : float in [0, 1)
     training : bool
     generator : torch.Generator, optional
+        Source of the call's key on the hashed path (default: torch's generator).
+        torch's dropout, the path elsewhere, always reads torch's default generator.
 
     Returns
     -------
@@ -112,18 +100,20 @@ def dropout(
     """
     if not training or p == 0.0:
         return x
-    _, keep = _threshold(p)
-    mask = keep_mask(x.shape, p, x.device, generator)
-    return _MaskedScale.apply(x, mask, 1.0 / keep)
+    if not hashed_dropout_applies(x):
+        return F.dropout(x, p, training=True)
+    threshold, keep = _threshold(p)
+    key = int(torch.randint(-(2**63), 2**63 - 1, (), dtype=torch.int64, generator=generator))
+    return _HashedDropout.apply(x, threshold, 1.0 / keep, key)
 
 
 class Dropout(nn.Module):
-    """Drop-in for ``torch.nn.Dropout`` whose mask costs one comparison per element.
+    """Drop-in for ``torch.nn.Dropout`` that keeps no mask (see the module's docstring).
 
     Parameters
     ----------
     p : float
-        Probability of zeroing an element, in ``[0, 1)`` (rounded to a multiple of 1/65536).
+        Probability of zeroing an element, in ``[0, 1)``.
     """
 
     def __init__(self, p: float = 0.5) -> None:

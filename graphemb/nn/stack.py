@@ -17,6 +17,7 @@ from ..embedding import NodeEmbedding
 from ..graph import Graph
 from ..sampling.block import Block
 from .blocks import as_blocks
+from .dropout import Dropout
 from .input import EmbeddingInput
 
 __all__ = ["BlockGNN", "SAGEStack"]
@@ -77,10 +78,9 @@ class BlockGNN(nn.Module):
         if not callable(activation):
             raise TypeError(f"activation must be callable, got {type(activation).__name__}")
         self.input = EmbeddingInput(embedding, num_features) if input_layer is None else input_layer
-        # torch's own: graphemb.nn.Dropout is faster on torch 2.13 but slower on 2.2 (its
-        # torch.where passes cost more there than nn.Dropout's whole mask; see dropout.py)
-        self.input_dropout = nn.Dropout(input_dropout)
-        self.dropout = nn.Dropout(dropout)
+        # no stored mask with the compiled kernels, torch's dropout without (dropout.py)
+        self.input_dropout = Dropout(input_dropout)
+        self.dropout = Dropout(dropout)
         self.activation = activation
         self.hidden_size = hidden_size
         #: Widths of the ``num_layers + 1`` representations: the input layer's output,
