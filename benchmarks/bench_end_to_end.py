@@ -40,6 +40,8 @@ import sys
 from contextlib import nullcontext
 from types import SimpleNamespace
 
+from harness.busy import add_busy_option, busy_processes
+
 TARGET_SPEEDUP = 4.0  # graphemb per batch at least 4x DGL's, 1 process (dgl stack)
 TARGET_TORCH_ROWS = 2.0  # ... and 2x DGL's loop with torch's SparseAdam on its rows
 TARGET_LAYERS = 1.2  # forward + backward at least 1.2x DGL's
@@ -89,6 +91,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="also time graphemb with the layers aggregating as PyG's SAGEConv does on adj_t",
     )
     parser.add_argument("--seed", type=int, default=0)
+    add_busy_option(parser, "the timings and profiles", "verdicts 'under N busy processes'")
     parser.add_argument("--trace", default=None, help="write Chrome traces of the profiles here")
     parser.add_argument("--json", default=None, help="also write the summary JSON here")
     args = parser.parse_args(argv)
@@ -380,7 +383,7 @@ def print_speedups(args, per_round: dict, extra: list[str], with_dgl: bool) -> d
     """graphemb's speed-ups over DGL's two loops, and those of ``extra`` (the
     PyG-aggregation twin and the process pools) over graphemb in one process, printed with
     the verdicts of their targets."""
-    from harness import report, timing
+    from harness import timing
 
     one = f"graphemb 1 proc x {args.threads} thr"
     ratios, targets = {}, {}
@@ -400,16 +403,23 @@ def print_speedups(args, per_round: dict, extra: list[str], with_dgl: bool) -> d
     for name, ratio in ratios.items():
         target = targets[name]
         judged = target is not None and not args.quick
-        verdict = "  " + report.verdict(ratio["ratio"], target) if judged else ""
+        verdict = "  " + _verdict(args, ratio["ratio"], target) if judged else ""
         label = name if " vs " in name or " over " in name else f"{name} over {DGL}"
         print(f"speed-up {label}: {timing.fmt_ratio(ratio)}{verdict}")
     return ratios
 
 
+def _verdict(args, ratio: float, target: float) -> str:
+    """The harness's verdict line, marked as a loaded run under ``--busy``."""
+    from harness import report
+
+    line = report.verdict(ratio, target)
+    return f"under {args.busy} busy processes: {line}" if args.busy else line
+
+
 def print_layer_speedups(args, profiles: dict) -> dict:
     """Forward + backward (the profiled phases: input rows, dropout, layers, loss) of
     graphemb against DGL's loop, with the verdict of the layers' target."""
-    from harness import report
 
     def layers(name: str) -> float:
         phases = profiles[name]["phases_ms"]
@@ -419,7 +429,7 @@ def print_layer_speedups(args, profiles: dict) -> dict:
     if one not in profiles or DGL not in profiles:
         return {}
     ratio = layers(DGL) / layers(one)
-    verdict = "" if args.quick else "  " + report.verdict(ratio, TARGET_LAYERS)
+    verdict = "" if args.quick else "  " + _verdict(args, ratio, TARGET_LAYERS)
     print(
         f"\nforward + backward: {one} {layers(one):.1f} ms, {DGL} {layers(DGL):.1f} ms "
         f"(profiled, median of {args.profile_steps} batches): {ratio:.2f}x{verdict}"
@@ -445,6 +455,24 @@ def profile_all(args, local: dict, pools: dict) -> dict:
     for name, profile in profiles.items():
         phases.print_phases(name + (" (rank 0)" if name in pools else ""), profile)
     return profiles
+
+
+def time_and_profile(args, runners: dict, local: dict, pools: dict, with_dgl: bool):
+    """Interleaved timing of every contender, the speed-ups printed, then the profiles:
+    ``(results, ratios, profiles)``."""
+    from harness import timing
+
+    print(f"\n## timing: {args.steps} batches per contender in {args.rounds} rounds")
+    per_round = timing.interleaved(
+        runners, warmup=args.warmup, steps=args.steps, rounds=args.rounds
+    )
+    results = {n: timing.stats_ms(timing.flat(t)) for n, t in per_round.items()}
+    print(f"\n{'contender':28s} {'ms/batch':>9s} {'p10':>8s} {'p90':>8s}")
+    for name, r in results.items():
+        print(f"{name:28s} {r['median_ms']:9.1f} {r['p10_ms']:8.1f} {r['p90_ms']:8.1f}")
+    extra = [n for n in local if "pyg-aggr" in n] + list(pools)
+    ratios = print_speedups(args, per_round, extra, with_dgl)
+    return results, ratios, profile_all(args, local, pools)
 
 
 def main(argv=None) -> dict:
@@ -477,17 +505,10 @@ def main(argv=None) -> dict:
     pools = rank_pools(args, device, spec)
     runners.update({name: pool.runner(name) for name, pool in pools.items()})
     try:
-        print(f"\n## timing: {args.steps} batches per contender in {args.rounds} rounds")
-        per_round = timing.interleaved(
-            runners, warmup=args.warmup, steps=args.steps, rounds=args.rounds
-        )
-        results = {n: timing.stats_ms(timing.flat(t)) for n, t in per_round.items()}
-        print(f"\n{'contender':28s} {'ms/batch':>9s} {'p10':>8s} {'p90':>8s}")
-        for name, r in results.items():
-            print(f"{name:28s} {r['median_ms']:9.1f} {r['p10_ms']:8.1f} {r['p90_ms']:8.1f}")
-        extra = [n for n in local if "pyg-aggr" in n] + list(pools)
-        ratios = print_speedups(args, per_round, extra, with_dgl)
-        profiles = profile_all(args, local, pools)
+        with busy_processes(args.busy) as spinning:
+            if spinning:
+                print(f"# {len(spinning)} busy processes spinning: a loaded run")
+            results, ratios, profiles = time_and_profile(args, runners, local, pools, with_dgl)
         layer_ratios = print_layer_speedups(args, profiles)
     finally:
         for pool in pools.values():

@@ -38,7 +38,7 @@ import sys
 import time
 
 from harness import report, timing
-from harness.busy import busy_processes
+from harness.busy import add_busy_option, busy_processes
 
 TARGET_SPEEDUP = 1.5  # graphemb's sample_blocks vs the faster of DGL and GraphBolt, quiet CPU
 TARGET_LOADED = 1.2  # the same with --busy processes spinning on the cores
@@ -74,13 +74,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=None, help="torch and DGL threads")
     parser.add_argument("--no-dgl", action="store_true", help="leave the DGL contenders out")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--busy",
-        type=int,
-        default=0,
-        help="processes spinning on the cores during the timings: a loaded run, held to "
-        f"{TARGET_LOADED:g}x (the machine must be quiet before it)",
-    )
+    add_busy_option(parser, "the timings", f"held to {TARGET_LOADED:g}x")
     parser.add_argument("--json", default=None, help="also write the RESULT json to this path")
     args = parser.parse_args(argv)
     quick = args.quick

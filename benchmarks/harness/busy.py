@@ -8,12 +8,25 @@ spin, each on whatever core the scheduler gives it, for the duration of a ``with
 
 from __future__ import annotations
 
+import argparse
 import multiprocessing
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 #: Seconds to wait for a busy process to exit once told to.
 STOP_TIMEOUT = 10.0
+
+
+def add_busy_option(parser: argparse.ArgumentParser, during: str, verdicts: str) -> None:
+    """``--busy N`` (default 0): N processes spinning on the cores ``during`` the named part
+    of a run; ``verdicts`` says how the loaded run is judged."""
+    parser.add_argument(
+        "--busy",
+        type=int,
+        default=0,
+        help=f"processes spinning on the cores during {during}: a loaded run, {verdicts} "
+        "(the machine must be quiet before it)",
+    )
 
 
 def _spin() -> None:
