@@ -9,9 +9,11 @@
 // dtype in the entries' order, divided by the entry count for the mean.
 //
 // The aggregation splits its rows into tasks of about equal work (entries + rows), since
-// a hub row can hold a large share of the entries.
+// a hub row can hold a large share of the entries, and threads take them from a shared
+// counter (tasks.h).
 
 #include "aggregate.h"
+#include "tasks.h"
 
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
@@ -115,13 +117,13 @@ at::Tensor csr_aggregate(const at::Tensor& crow, const at::Tensor& col,
                       "entry, of dense's dtype");
   }
   at::Tensor out = at::empty({rows, F}, dense.options());
-  const int64_t tasks = std::max<int64_t>(1, std::min<int64_t>(rows, 8 * at::get_num_threads()));
+  // many more tasks than threads, taken from a shared counter (tasks.h)
+  const int64_t threads = at::get_num_threads();
+  const int64_t tasks = std::max<int64_t>(1, std::min<int64_t>(rows, 16 * threads));
   const std::vector<int64_t> bounds = balanced_bounds(c, rows, tasks);
   const int64_t* k = col.data_ptr<int64_t>();
   auto run = [&](auto&& body) {
-    at::parallel_for(0, tasks, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t t = begin; t < end; ++t) body(bounds[t], bounds[t + 1]);
-    });
+    for_each_task(tasks, [&](int64_t t) { body(bounds[t], bounds[t + 1]); });
   };
   if (dense.scalar_type() == at::kFloat) {
     const float* v = values.has_value() ? values->data_ptr<float>() : nullptr;

@@ -18,6 +18,7 @@
 // of threads.
 
 #include "dropout.h"
+#include "tasks.h"
 
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
@@ -84,10 +85,9 @@ at::Tensor dropout_masked_scale(const at::Tensor& x, int64_t threshold, double s
   const auto t = static_cast<uint32_t>(threshold);
   const auto k = static_cast<uint64_t>(key);
   // a task never straddles a multiple of 2^32 elements (grain divides 2^32)
-  auto split = [&](auto&& body) {
-    at::parallel_for(0, (n + kGrain - 1) / kGrain, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t c = begin; c < end; ++c) body(c * kGrain, std::min(n, (c + 1) * kGrain));
-    });
+  auto split = [&](auto&& body) {  // tasks taken from a shared counter (tasks.h)
+    for_each_task((n + kGrain - 1) / kGrain,
+                  [&](int64_t c) { body(c * kGrain, std::min(n, (c + 1) * kGrain)); });
   };
   if (x.scalar_type() == at::kFloat) {
     const float* xs = x.data_ptr<float>();
