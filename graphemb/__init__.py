@@ -14,14 +14,22 @@
 
 Importing graphemb imports neither PyG nor DGL: PyG models live in :mod:`graphemb.nn`,
 DGL adapters in :mod:`graphemb.dgl`.
+
+Importing graphemb before the first tensor is created turns on huge pages under torch's
+large CPU allocations (``THP_MEM_ALLOC_ENABLE=1``, see :mod:`graphemb._allocator`) unless
+the variable is set already.
 """
 
-from . import optim
-from .checkpoint import load, save
-from .distributed import CoordinationError
-from .embedding import NodeEmbedding
-from .graph import Graph
-from .storage import Partition
+from ._allocator import default_huge_page_allocations
+
+default_huge_page_allocations()  # before anything below imports torch
+
+from . import optim  # noqa: E402
+from .checkpoint import load, save  # noqa: E402
+from .distributed import CoordinationError  # noqa: E402
+from .embedding import NodeEmbedding  # noqa: E402
+from .graph import Graph  # noqa: E402
+from .storage import Partition  # noqa: E402
 
 __version__ = "0.1.0"
 

@@ -16,4 +16,12 @@ report     header, environment, aligned tables, the ``BENCH_SUMMARY`` line
 
 The scripts run as ``python benchmarks/bench_x.py``: Python puts ``benchmarks/`` first on
 ``sys.path``, so ``import harness`` finds this package (spawned ranks inherit the path).
+
+Importing the harness turns on torch's huge-page CPU allocations as importing graphemb does
+(:mod:`graphemb._allocator`), before any tensor exists: every contender of a run, graphemb's
+and its peers', allocates the same way (``THP_MEM_ALLOC_ENABLE=0`` keeps them all off).
 """
+
+from graphemb._allocator import default_huge_page_allocations
+
+default_huge_page_allocations()

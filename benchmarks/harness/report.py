@@ -98,6 +98,8 @@ def environment() -> dict:
         "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
         # other processes' load: on a shared machine, read every number against it
         "loadavg_1min": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
+        # torch's huge-page CPU allocations, the same for every contender of the process
+        "thp_mem_alloc": os.environ.get("THP_MEM_ALLOC_ENABLE"),
     }
     if "dgl" in sys.modules:
         env["dgl"] = sys.modules["dgl"].__version__

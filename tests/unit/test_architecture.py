@@ -152,15 +152,8 @@ def test_every_import_of_the_package_names_one_of_its_modules():
     assert unresolved == [], f"imports of modules that do not exist: {unresolved}"
 
 
-# Removed on its own branch (the layers' input check moves out of graphemb._checks); until
-# that lands this one circle, and only it, is expected.
-PENDING_CYCLE = ["graphemb._checks", "graphemb.embedding", "graphemb._checks"]
-
-
 def test_no_import_cycles():
     found = cycles(import_graph())
-    if found == [PENDING_CYCLE]:
-        pytest.xfail("the _checks <-> embedding circle is removed on another branch")
     assert found == [], "import cycles: " + "; ".join(" -> ".join(c) for c in found)
 
 
