@@ -91,7 +91,9 @@ class NodeEmbedding:
     device : torch.device or str, optional
         Where rows are stored. Default: CPU.
     partition : Partition, optional
-        Row ownership across ranks; selects partitioned storage. Default: ``id % world_size``.
+        Row ownership across ranks; selects partitioned storage. Default: ``id % world_size``
+        (shared memory: blocks of rows in turn, see
+        :meth:`~graphemb.storage.shared.SharedMemoryStorage.default_partition`).
     dtype : torch.dtype
         Element type of the table: float32 (default), float64, float16 or bfloat16.
         Optimizers compute in float32 (or float64) whatever the table's type.

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from .._compiled import compiled_module, disabled
+from .._compiled import float_kernel
 from ..sampling.block import Block
 
 __all__ = ["aggregate_neighbors"]
@@ -17,27 +17,13 @@ __all__ = ["aggregate_neighbors"]
 _cpu_spmm = getattr(torch.ops.aten, "_sparse_mm_reduce_impl", None)
 
 
-def _compiled_aggregate(dense: torch.Tensor) -> Any:
-    """``graphemb_kernels.csr_aggregate`` where it applies to ``dense`` (CPU, float32 or
-    float64, kernels built and not disabled), else None."""
-    module = compiled_module()
-    if (
-        dense.device.type != "cpu"
-        or dense.dtype not in (torch.float32, torch.float64)
-        or module is None
-        or disabled()
-    ):
-        return None
-    return getattr(module, "csr_aggregate", None)
-
-
 def _spmm(
     matrix: torch.Tensor, dense: torch.Tensor, reduce: str, unit_values: bool = False
 ) -> torch.Tensor:
     """``matrix @ dense`` for a CSR ``matrix``; ``reduce="mean"`` divides every row by its
     number of entries (rows without entries give 0), as ``torch.sparse.mm`` does.
     ``unit_values``: every value of ``matrix`` is 1 (not read then)."""
-    kernel = _compiled_aggregate(dense)
+    kernel = float_kernel("csr_aggregate", dense)
     if kernel is not None:  # prefetches the scattered rows of dense (csrc/.../aggregate.cpp)
         values = None if unit_values else matrix.values().to(dense.dtype).contiguous()
         return kernel(

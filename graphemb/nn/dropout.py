@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .._checks import check_probability
-from .._compiled import compiled_module, disabled
+from .._compiled import float_kernel
 
 __all__ = ["Dropout", "dropout", "hashed_dropout_applies"]
 
@@ -52,14 +52,7 @@ def _threshold(p: float) -> tuple[int, float]:
 def hashed_dropout_applies(x: torch.Tensor) -> bool:
     """Whether :func:`dropout` takes the compiled hashed-mask path for ``x`` (CPU,
     float32 or float64, kernels built and not disabled) rather than torch's dropout."""
-    module = compiled_module()
-    return (
-        x.device.type == "cpu"
-        and x.dtype in (torch.float32, torch.float64)
-        and module is not None
-        and hasattr(module, "dropout_masked_scale")
-        and not disabled()
-    )
+    return float_kernel("dropout_masked_scale", x) is not None
 
 
 class _HashedDropout(torch.autograd.Function):
@@ -68,14 +61,14 @@ class _HashedDropout(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, threshold: int, scale: float, key: int) -> torch.Tensor:  # type: ignore[override]
-        ctx.args = (threshold, scale, key)
-        kernel = compiled_module().dropout_masked_scale  # type: ignore[union-attr]
+        kernel = float_kernel("dropout_masked_scale", x)
+        assert kernel is not None  # dropout() checked
+        ctx.kernel, ctx.args = kernel, (threshold, scale, key)  # backward uses the same
         return kernel(x.contiguous(), threshold, scale, key)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:  # type: ignore[override]
-        kernel = compiled_module().dropout_masked_scale  # type: ignore[union-attr]
-        return kernel(grad.contiguous(), *ctx.args), None, None, None
+        return ctx.kernel(grad.contiguous(), *ctx.args), None, None, None
 
 
 def dropout(

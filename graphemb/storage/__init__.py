@@ -99,9 +99,10 @@ def create_storage(
         )
     shared = partition is None and device.type == "cpu"
     exchange = Exchange.create(device, timeout, f"NodeEmbedding {name!r}")
-    partition = partition or Partition.remainder(num_embeddings, world_size)
     if shared:
+        partition = SharedMemoryStorage.default_partition(num_embeddings, world_size)
         return SharedMemoryStorage(name, num_embeddings, partition, exchange, coordinator)
+    partition = partition or Partition.remainder(num_embeddings, world_size)
     return PartitionedStorage(name, num_embeddings, device, partition, exchange, coordinator)
 
 

@@ -5,6 +5,10 @@ A :class:`Partition` splits the ``num_embeddings`` rows of a table among ``num_p
 
 * ``remainder`` -- row ``i`` belongs to part ``i % num_parts`` (balanced, spreads hot
   low-numbered nodes over all parts; the default, as in DGL);
+* ``blocks`` -- blocks of ``block_size`` consecutive rows dealt out in turn: row ``i``
+  belongs to part ``(i // block_size) % num_parts`` (``remainder`` is ``block_size=1``).
+  Balanced as ``remainder`` is, and a part's rows fill whole memory pages where all ranks
+  share one table (what shared-memory storage uses);
 * ``range`` -- part ``p`` owns the contiguous rows ``[boundaries[p], boundaries[p + 1])``;
   parts may have different sizes, including zero rows.
 
@@ -34,13 +38,13 @@ from .._checks import as_size, is_integer_like
 
 __all__ = ["Partition"]
 
-_MODES = ("remainder", "range")
+_MODES = ("remainder", "blocks", "range")
 
 
 class Partition:
     """Assignment of table rows to ``num_parts`` owners.
 
-    Prefer the constructors :meth:`remainder` and :meth:`range`.
+    Prefer the constructors :meth:`remainder`, :meth:`blocks` and :meth:`range`.
 
     Parameters
     ----------
@@ -48,11 +52,13 @@ class Partition:
         Number of rows of the table (any integer-like value: numpy integer, 0-d tensor).
     num_parts : int
         Number of owners (the world size of the process group that stores the table).
-    mode : {"remainder", "range"}
+    mode : {"remainder", "blocks", "range"}
         The assignment rule.
     boundaries : sequence of int, optional
         For ``mode="range"``: ``num_parts + 1`` non-decreasing offsets, starting at 0 and
         ending at ``num_embeddings`` (a list, a numpy array or a 1-d integer tensor).
+    block_size : int, optional
+        For ``mode="blocks"``: the number of consecutive rows dealt to one part at a time.
     """
 
     def __init__(
@@ -61,24 +67,30 @@ class Partition:
         num_parts: int,
         mode: str = "remainder",
         boundaries: Sequence[int] | torch.Tensor | None = None,
+        block_size: int | None = None,
     ) -> None:
         num_embeddings = as_size("num_embeddings", num_embeddings, minimum=1)
         num_parts = as_size("num_parts", num_parts, minimum=1)
         if mode not in _MODES:
             raise ValueError(f"partition mode must be one of {_MODES}, got {mode!r}")
+        if (mode == "range") != (boundaries is not None):
+            raise ValueError(
+                f"a {mode!r} partition "
+                + ("needs boundaries" if mode == "range" else "takes no boundaries")
+            )
+        if (mode == "blocks") != (block_size is not None):
+            raise ValueError(
+                f"a {mode!r} partition "
+                + ("needs a block_size" if mode == "blocks" else "takes no block_size")
+            )
         self._num_embeddings = num_embeddings
         self._num_parts = num_parts
         self._mode = mode
-        if mode == "range":
-            if boundaries is None:
-                raise ValueError("a 'range' partition needs boundaries")
-            self._boundaries: torch.Tensor | None = _checked_boundaries(
-                boundaries, num_embeddings, num_parts
-            )
-        else:
-            if boundaries is not None:
-                raise ValueError("a 'remainder' partition takes no boundaries")
-            self._boundaries = None
+        # remainder is the blocks rule with blocks of one row: one formula serves both
+        self._block = 1 if block_size is None else as_size("block_size", block_size, minimum=1)
+        self._boundaries: torch.Tensor | None = None
+        if boundaries is not None:
+            self._boundaries = _checked_boundaries(boundaries, num_embeddings, num_parts)
         # Cached copies of the boundaries per device (index math runs where the ids are).
         self._boundaries_on: dict[torch.device, torch.Tensor] = {}
 
@@ -87,6 +99,11 @@ class Partition:
     def remainder(cls, num_embeddings: int, num_parts: int) -> Partition:
         """Row ``i`` belongs to part ``i % num_parts``."""
         return cls(num_embeddings, num_parts, "remainder")
+
+    @classmethod
+    def blocks(cls, num_embeddings: int, num_parts: int, block_size: int) -> Partition:
+        """Row ``i`` belongs to part ``(i // block_size) % num_parts``."""
+        return cls(num_embeddings, num_parts, "blocks", block_size=block_size)
 
     @classmethod
     def range(  # noqa: A003 - the mode's name
@@ -123,10 +140,16 @@ class Partition:
     def mode(self) -> str:
         """How rows map to parts.
 
-        ``"remainder"``: row ``i`` in part ``i % num_parts``; ``"range"``: contiguous
-        parts between :attr:`boundaries`.
+        ``"remainder"``: row ``i`` in part ``i % num_parts``; ``"blocks"``: in part
+        ``(i // block_size) % num_parts``; ``"range"``: contiguous parts between
+        :attr:`boundaries`.
         """
         return self._mode
+
+    @property
+    def block_size(self) -> int | None:
+        """Rows per block of a ``blocks`` partition (``None`` for the other modes)."""
+        return self._block if self._mode == "blocks" else None
 
     @property
     def boundaries(self) -> list[int] | None:
@@ -137,8 +160,10 @@ class Partition:
         """Number of rows owned by ``part``."""
         part = self._check_part(part)
         if self._boundaries is None:
-            # ids part, part + P, part + 2P, ... below num_embeddings
-            return max(0, (self._num_embeddings - part + self._num_parts - 1) // self._num_parts)
+            # whole rounds of num_parts blocks, then what part's block gets of the last one
+            cycle = self._block * self._num_parts
+            rounds, rest = divmod(self._num_embeddings, cycle)
+            return rounds * self._block + min(self._block, max(0, rest - part * self._block))
         return int(self._boundaries[part + 1] - self._boundaries[part])
 
     def local_sizes(self) -> list[int]:
@@ -159,7 +184,8 @@ class Partition:
         Tensor of int64, same shape and device as ``ids``.
         """
         if self._boundaries is None:
-            return torch.remainder(ids, self._num_parts)
+            blocks = ids if self._block == 1 else torch.div(ids, self._block, rounding_mode="floor")
+            return torch.remainder(blocks, self._num_parts)
         inner = self._boundaries_for(ids.device)[1:-1]
         # Part p holds [b[p], b[p+1]): its index is the number of inner boundaries <= id.
         return torch.bucketize(ids, inner, right=True)
@@ -167,7 +193,10 @@ class Partition:
     def to_local(self, ids: torch.Tensor) -> torch.Tensor:
         """Index of each global id inside its owner's local rows."""
         if self._boundaries is None:
-            return torch.div(ids, self._num_parts, rounding_mode="floor")
+            if self._block == 1:
+                return torch.div(ids, self._num_parts, rounding_mode="floor")
+            rounds = torch.div(ids, self._block * self._num_parts, rounding_mode="floor")
+            return rounds * self._block + torch.remainder(ids, self._block)
         starts = self._boundaries_for(ids.device)
         return ids - starts[self.owner(ids)]
 
@@ -175,7 +204,11 @@ class Partition:
         """Global ids of the local rows ``local_ids`` of ``part``."""
         part = self._check_part(part)
         if self._boundaries is None:
-            return local_ids * self._num_parts + part
+            if self._block == 1:
+                return local_ids * self._num_parts + part
+            rounds = torch.div(local_ids, self._block, rounding_mode="floor")
+            offset = torch.remainder(local_ids, self._block)
+            return (rounds * self._num_parts + part) * self._block + offset
         return local_ids + int(self._boundaries[part])
 
     def global_ids(self, part: int, device: torch.device | str | None = None) -> torch.Tensor:
@@ -192,19 +225,31 @@ class Partition:
             "num_embeddings": self._num_embeddings,
             "num_parts": self._num_parts,
             "boundaries": self.boundaries,
+            "block_size": self.block_size,
         }
 
     @classmethod
     def from_dict(cls, spec: dict) -> Partition:
-        return cls(spec["num_embeddings"], spec["num_parts"], spec["mode"], spec["boundaries"])
+        """The partition :meth:`to_dict` describes (``block_size`` may be absent)."""
+        return cls(
+            spec["num_embeddings"],
+            spec["num_parts"],
+            spec["mode"],
+            spec["boundaries"],
+            spec.get("block_size"),
+        )
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Partition) and self.to_dict() == other.to_dict()
 
     def __hash__(self) -> int:
-        return hash((self._mode, self._num_embeddings, self._num_parts, str(self.boundaries)))
+        return hash(
+            (self._mode, self._num_embeddings, self._num_parts, str(self.boundaries), self._block)
+        )
 
     def __repr__(self) -> str:
+        if self._mode == "blocks":
+            return f"Partition.blocks({self._num_embeddings}, {self._num_parts}, {self._block})"
         if self._boundaries is None:
             return f"Partition.remainder({self._num_embeddings}, {self._num_parts})"
         return f"Partition.range({self._num_embeddings}, {self.boundaries})"

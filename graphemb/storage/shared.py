@@ -21,6 +21,20 @@ class SharedMemoryStorage(RowStorage):
 
     kind = "shared"
     coalesce_before_push = False  # measured: -14 ms of a ~96 ms step per rank (2 ranks)
+    # Rows an owner takes at a time by default: 512 rows fill whole 4 KiB pages of every
+    # table (8-byte step counts included), so each rank's update touches its own pages
+    # only, half as many as with rows dealt one by one (shared memory gets no huge pages).
+    owner_block_rows = 512
+    blocks_per_rank = 8  # small tables: smaller blocks, so that every rank owns rows
+
+    @classmethod
+    def default_partition(cls, num_embeddings: int, world_size: int) -> Partition:
+        """Who updates which row when the user gives no partition: blocks of rows dealt out
+        in turn, as balanced as ``id % world_size``; a block holds
+        :attr:`owner_block_rows` rows, fewer where the table has less than
+        :attr:`blocks_per_rank` such blocks per rank."""
+        rows = num_embeddings // (cls.blocks_per_rank * world_size)
+        return Partition.blocks(num_embeddings, world_size, max(1, min(cls.owner_block_rows, rows)))
 
     def __init__(
         self,

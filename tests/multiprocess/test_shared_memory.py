@@ -78,6 +78,38 @@ def test_ranks_train_like_one_process_on_the_union(world_size, no_leaked_segment
         scenarios.assert_same_training(result, oracle)
 
 
+def owned_rows_worker(rank, world_size, num_rows):
+    emb = NodeEmbedding(num_rows, 4, "owners", timeout=30)
+    opt = SparseAdam([emb], lr=0.1)
+    tables = {"weight": emb.weight, **opt.state[emb]}
+    # the bytes of the rows this rank writes, per table: [start, stop) of every owned row
+    owned = emb.storage.owned_ids()
+    spans = {}
+    for key, table in tables.items():
+        row_bytes = table[0].numel() * table.element_size()
+        base = table.data_ptr() % 4096  # offset of the table in its first page
+        spans[key] = (base + owned * row_bytes, base + (owned + 1) * row_bytes)
+    return owned, spans
+
+
+def test_each_rank_updates_whole_pages_of_every_table(no_leaked_segments):
+    """Shared memory has 4 KiB pages: an owner's rows fill pages of their own in every table
+    (weight, moments, 8-byte step counts), and every row has exactly one owner."""
+    num_rows = 20_000
+    results = run_ranks(owned_rows_worker, 2, num_rows)
+    owners = torch.cat([owned for owned, _ in results])
+    assert torch.equal(owners.sort().values, torch.arange(num_rows))
+    assert abs(len(results[0][0]) - len(results[1][0])) <= 512  # balanced
+    for key in results[0][1]:
+        pages = []
+        for _, spans in results:
+            start, stop = spans[key]
+            first, last = start // 4096, (stop - 1) // 4096  # pages a row lies on
+            pages.append(set(first.tolist()) | set(last.tolist()))
+        shared = pages[0] & pages[1]
+        assert not shared, f"{key}: pages written by both ranks: {sorted(shared)[:5]}"
+
+
 def growing_batches_worker(rank, world_size):
     """Batches of very different sizes: mailboxes are replaced by larger ones mid-run."""
     emb = NodeEmbedding(5000, 8, "growing", timeout=30)

@@ -27,6 +27,8 @@ def path(request, monkeypatch):
         pytest.skip("graphemb_kernels with dropout_masked_scale is not built here")
     if request.param == "torch":
         monkeypatch.setenv(DISABLE_VARIABLE, "1")
+    else:  # the path the test names, whatever the environment says
+        monkeypatch.delenv(DISABLE_VARIABLE, raising=False)
     return request.param
 
 
@@ -99,9 +101,10 @@ def test_output_and_gradient_share_the_mask(device, path):
     assert 0.7 < kept.float().mean().item() < 0.8
 
 
-def test_hashed_path_repeats_with_a_seed_whatever_the_threads():
+def test_hashed_path_repeats_with_a_seed_whatever_the_threads(monkeypatch):
     if not HAS_KERNEL:
         pytest.skip("graphemb_kernels with dropout_masked_scale is not built here")
+    monkeypatch.delenv(DISABLE_VARIABLE, raising=False)
     x = torch.randn(3, 200_000)
     threads = torch.get_num_threads()
     try:
@@ -128,9 +131,12 @@ def test_without_kernels_it_is_torchs_dropout(monkeypatch):
     assert torch.equal(ours, F.dropout(x, 0.4))
 
 
-def test_paths_taken():
+def test_paths_taken(monkeypatch):
+    monkeypatch.delenv(DISABLE_VARIABLE, raising=False)
     assert not hashed_dropout_applies(torch.ones(3, dtype=torch.bfloat16))
     assert hashed_dropout_applies(torch.ones(3)) == HAS_KERNEL
+    monkeypatch.setenv(DISABLE_VARIABLE, "1")
+    assert not hashed_dropout_applies(torch.ones(3))
     sage = GraphSAGE(None, num_features=4, hidden_size=8, num_classes=2, dropout=0.3)
     assert isinstance(sage.dropout, Dropout) and isinstance(sage.input_dropout, Dropout)
 

@@ -14,12 +14,21 @@ CASES = [
     Partition.remainder(2, 4),  # more parts than rows: parts 2 and 3 own nothing
     Partition.range(10, [0, 3, 3, 10]),  # an empty middle part
     Partition.even_range(11, 4),
+    Partition.blocks(23, 3, 4),  # the last round is partial: parts own 8, 8 and 7 rows
+    Partition.blocks(5, 3, 4),  # fewer rows than one round: part 2 owns nothing
+    Partition.blocks(12, 2, 1),  # blocks of one row: remainder's assignment
 ]
 
 
 def brute_force_owners(part: Partition) -> list[int]:
     if part.mode == "remainder":
         return [i % part.num_parts for i in range(part.num_embeddings)]
+    if part.mode == "blocks":  # deal the blocks out one at a time
+        owners, block = [], part.block_size
+        for start in range(0, part.num_embeddings, block):
+            turn = start // block
+            owners += [turn % part.num_parts] * min(block, part.num_embeddings - start)
+        return owners
     b = part.boundaries
     return [
         next(p for p in range(part.num_parts) if b[p] <= i < b[p + 1])
@@ -46,11 +55,21 @@ def test_even_range_sizes():
     assert Partition.even_range(11, 4).local_sizes() == [3, 3, 3, 2]
 
 
-def test_round_trip_through_dict_and_equality():
-    part = Partition.range(10, [0, 3, 3, 10])
+@pytest.mark.parametrize(
+    "part",
+    [Partition.range(10, [0, 3, 3, 10]), Partition.blocks(10, 3, 2), Partition.remainder(10, 3)],
+    ids=repr,
+)
+def test_round_trip_through_dict_and_equality(part):
     assert Partition.from_dict(part.to_dict()) == part
-    assert part != Partition.remainder(10, 3)
     assert len({part, Partition.from_dict(part.to_dict())}) == 1
+    others = {Partition.remainder(10, 3), Partition.blocks(10, 3, 2), Partition.blocks(10, 3, 5)}
+    assert len(others - {part}) == len(others) - (part in others)
+
+
+def test_a_dict_written_before_blocks_existed_still_loads():
+    old = {"mode": "remainder", "num_embeddings": 10, "num_parts": 3, "boundaries": None}
+    assert Partition.from_dict(old) == Partition.remainder(10, 3)
 
 
 @pytest.mark.parametrize(
@@ -58,6 +77,10 @@ def test_round_trip_through_dict_and_equality():
     [
         (lambda: Partition.remainder(0, 2), "num_embeddings"),
         (lambda: Partition.remainder(10, 0), "num_parts"),
+        (lambda: Partition.blocks(10, 2, 0), "block_size"),
+        (lambda: Partition(10, 2, "blocks"), "needs a block_size"),
+        (lambda: Partition(10, 2, "remainder", block_size=3), "takes no block_size"),
+        (lambda: Partition(10, 2, "range"), "needs boundaries"),
         (lambda: Partition(10, 2, "hash"), "'hash'"),
         (lambda: Partition.range(10, [0, 5]), "end at num_embeddings=10"),
         (lambda: Partition.range(10, [1, 5, 10]), "start at 0"),
