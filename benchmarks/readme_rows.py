@@ -96,6 +96,11 @@ def _file(name: str) -> str:
     return f"`results/{name}`"
 
 
+def _over(name: str, peer: str) -> str:
+    """A speed-up's label: its key, which names the peer unless it is ``peer``."""
+    return name if " vs " in name or " over " in name else f"{name} over {peer}"
+
+
 def end_to_end(results: Path) -> list[str]:
     """GraphSAGE with a learnable embedding end to end on the three shapes
     (``e2e_<shape>.json``, ``bench_end_to_end.py --graph <shape> --procs 1,2 --json``)."""
@@ -127,7 +132,7 @@ def end_to_end(results: Path) -> list[str]:
         cell([f"{n}: {median(n)} ms/batch" for n in ours] + [f"layers: {layers} ms"]),
         cell([f"{n}: {median(n)} ms/batch" for n in peers] + [f"DGL's layers: {dgl_layers} ms"]),
         cell(
-            [f"{n}: {per_shape('speedups', n, fmt=ratio)}" for n in speedups]
+            [f"{_over(n, peers[0])}: {per_shape('speedups', n, fmt=ratio)}" for n in speedups]
             + [f"layers: {per_shape('layers', 'ratio', fmt=lambda v: f'{v:.2f}x')}"]
         ),
         cell(
@@ -278,10 +283,62 @@ def bandwidth_bound(results: Path) -> list[str]:
     return ["| " + " | ".join(cells) + " |"]
 
 
+def multiprocess(results: Path) -> list[str]:
+    """Shared-memory ranks against one process on both cores, and DGL's multi-process mode
+    (``multiprocess.json``, ``bench_multiprocess.py --json``)."""
+    run = Result(results, "multiprocess.json")
+    config = run.get("config")
+    times = run.get("results")
+    ours = [n for n in times if n.startswith("graphemb")]
+    peers = [n for n in times if not n.startswith("graphemb")]
+    vs_dgl = run.get("ratio_graphemb_vs_dgl_multi")
+    cells = [
+        f"shared-memory table: {config['world_size']} processes x {config['threads_per_rank']} "
+        f"thread against 1 process x {config['threads_single']} threads, Sparse"
+        f"{config['optimizer'].capitalize()}, N = {config['num_embeddings']:,}, D = "
+        f"{config['dim']}, {config['batch_total']:,} ids per step in total "
+        f"(`bench_multiprocess.py`; {_file(run.name)})",
+        cell([f"{n}: {ms(times[n]['median_ms'])} ms/step" for n in ours]),
+        cell([f"{n}: {ms(times[n]['median_ms'])} ms/step" for n in peers]),
+        cell(
+            [f"{ratio(run.get('ratio_multi_vs_single'))} the throughput of 1 process"]
+            + ([f"{ratio(vs_dgl)} DGL's, multi-process"] if vs_dgl else [])
+        ),
+        cell(run.verdicts()),
+        run.run(),
+    ]
+    return ["| " + " | ".join(cells) + " |"]
+
+
+def table_init(results: Path) -> list[str]:
+    """Creating and initialising a large table (``table_init.json``,
+    ``bench_table_init.py --json``), projected to the target's 50M x 64 bfloat16."""
+    run = Result(results, "table_init.json")
+    rows, columns = run.get("shape")
+    times = run.get("results")
+    ours = run.get("results", "graphemb")
+    peers = [n for n in times if n != "graphemb"]
+    cells = [
+        f"creating a {rows:,} x {columns} {run.get('dtype')} table ({run.get('table_gb')} GB) "
+        f"with `init_func=uniform_by_id(...)` (chunks in parallel), {run.get('threads')} "
+        f"threads, {run.get('rounds')} rounds; the target is for 50M x 64 bfloat16, projected "
+        f"at the measured rate (`bench_table_init.py -n {rows}`; {_file(run.name)})",
+        f"{ours['median_s']:.2f} s, {ours['gb_per_s']:.2f} GB/s; projected to 50M x 64: "
+        f"{run.get('projected_s_for_50M_x_64_bf16'):.1f} s",
+        cell([f"{n}: {times[n]['median_s']:.2f} s" for n in peers]),
+        f"time {ours['over_torch']:.2f}x torch's, {ours['over_bound']:.2f}x the bound's",
+        cell(run.verdicts()),
+        run.run(),
+    ]
+    return ["| " + " | ".join(cells) + " |"]
+
+
 ROWS: tuple[Callable[[Path], list[str]], ...] = (
     sparse_step,
     lambda results: sparse_step(results, "adagrad"),
     bandwidth_bound,
+    multiprocess,
+    table_init,
     end_to_end,
     sampler,
     lambda results: sampler(results, "sampler_panel_busy.json"),
