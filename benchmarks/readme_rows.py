@@ -166,11 +166,21 @@ def sampler(results: Path, name: str = "sampler_panel.json") -> list[str]:
         what,
         f"{medians('graphemb blocks')} ms",
         cell([f"{n}: {medians(n)} ms" for n in peers]),
-        " / ".join(f"{ratio(s['ratios'][s['faster_peer']])} {s['faster_peer']}" for s in shapes),
+        _over_faster(shapes),
         cell([f"{s['graph']}: {s['verdict']}" for s in shapes]),
         run.run(),
     ]
     return ["| " + " | ".join(cells) + " |"]
+
+
+def _over_faster(shapes: list[dict]) -> str:
+    """The speed-ups over each shape's faster peer, the peer named once if it is the same."""
+    faster = {s["faster_peer"] for s in shapes}
+    if len(faster) == 1:
+        return f"over {faster.pop()}: " + " / ".join(
+            ratio(s["ratios"][s["faster_peer"]]) for s in shapes
+        )
+    return " / ".join(f"{ratio(s['ratios'][s['faster_peer']])} {s['faster_peer']}" for s in shapes)
 
 
 def deepwalk_quality(results: Path) -> list[str]:
@@ -293,11 +303,12 @@ def multiprocess(results: Path) -> list[str]:
     peers = [n for n in times if not n.startswith("graphemb")]
     vs_dgl = run.get("ratio_graphemb_vs_dgl_multi")
     cells = [
-        f"shared-memory table: {config['world_size']} processes x {config['threads_per_rank']} "
-        f"thread against 1 process x {config['threads_single']} threads, Sparse"
-        f"{config['optimizer'].capitalize()}, N = {config['num_embeddings']:,}, D = "
-        f"{config['dim']}, {config['batch_total']:,} ids per step in total "
-        f"(`bench_multiprocess.py`; {_file(run.name)})",
+        _ranks_what(
+            run,
+            f"shared-memory table, {config['world_size']} processes x "
+            f"{config['threads_per_rank']} thread against 1 process x "
+            f"{config['threads_single']} threads",
+        ),
         cell([f"{n}: {ms(times[n]['median_ms'])} ms/step" for n in ours]),
         cell([f"{n}: {ms(times[n]['median_ms'])} ms/step" for n in peers]),
         cell(
@@ -333,18 +344,84 @@ def table_init(results: Path) -> list[str]:
     return ["| " + " | ".join(cells) + " |"]
 
 
+def read_graph(results: Path) -> list[str]:
+    """Reading an edge list into an undirected graph against ``pandas.read_csv``
+    (``read_graph.json``, ``bench_read_graph.py --json``)."""
+    run = Result(results, "read_graph.json")
+    times = run.get("results")
+    ours = run.get("results", "graphemb read_graph")
+    peers = [n for n in times if n.startswith("pandas")]
+    others = [n for n in times if n not in peers and n != "graphemb read_graph"]
+
+    def seconds(name: str) -> str:
+        r = times[name]
+        return f"{name}: {r['median_s']:.2f} s, peak {r['peak_over_arrays']:.2f}x its arrays"
+
+    cells = [
+        f"`read_graph`, a {run.get('nodes'):,}-node / {run.get('edges'):,}-edge edge list "
+        f"({run.get('file_bytes') / 2**20:.0f} MiB) into an undirected CSC graph, each reader in "
+        f"a fresh process (`bench_read_graph.py`; {_file(run.name)})",
+        cell([seconds("graphemb read_graph"), *(seconds(n) for n in others)]),
+        cell([seconds(n) for n in peers]),
+        f"{ours['speedup_vs_pandas']:.2f}x the speed of pandas (`sep=' '`)",
+        cell(run.verdicts()),
+        run.run(),
+    ]
+    return ["| " + " | ".join(cells) + " |"]
+
+
+def _ranks_what(run: Result, title: str) -> str:
+    config = run.get("config")
+    return (
+        f"{title}, Sparse{config['optimizer'].capitalize()}, N = {config['num_embeddings']:,}, "
+        f"D = {config['dim']}, {config['batch_total']:,} ids per step in total "
+        f"(`bench_{run.get('bench')}.py`; {_file(run.name)})"
+    )
+
+
+def partitioned(results: Path) -> list[str]:
+    """A partitioned table on gloo ranks of one machine against shared memory and one
+    process (``partitioned.json``, ``bench_partitioned.py --json``; its CPU part)."""
+    run = Result(results, "partitioned.json")
+    config = run.get("config")
+    times = run.get("cpu", "results")
+    ours, *others = list(times)
+    cells = [
+        _ranks_what(
+            run,
+            f"partitioned table, {config['world_size']} gloo ranks x "
+            f"{config['threads_per_rank']} thread on one machine (rows pulled from and "
+            "pushed to their owner ranks)",
+        ),
+        f"{ours}: {ms(times[ours]['median_ms'])} ms/step",
+        cell([f"{n}: {ms(times[n]['median_ms'])} ms/step" for n in others]),
+        cell(
+            [
+                f"{ratio(run.get('cpu', 'partitioned_vs_shared'))} the throughput of shared memory",
+                f"{ratio(run.get('cpu', 'partitioned_vs_single'))} that of 1 process",
+            ]
+        ),
+        "no target",
+        run.run(),
+    ]
+    return ["| " + " | ".join(cells) + " |"]
+
+
 ROWS: tuple[Callable[[Path], list[str]], ...] = (
     sparse_step,
     lambda results: sparse_step(results, "adagrad"),
     bandwidth_bound,
     multiprocess,
-    table_init,
+    partitioned,
     end_to_end,
     sampler,
     lambda results: sampler(results, "sampler_panel_busy.json"),
+    table_init,
+    read_graph,
     deepwalk_quality,
     deepwalk_memory,
 )
+"""The table's rows, in order: each a function of the results folder."""
 
 
 def measured(results: Path) -> list[str]:

@@ -150,3 +150,10 @@ def test_the_end_to_end_row_follows_its_three_files(tmp_path):
     path.write_text(json.dumps(run))
     with pytest.raises(readme_rows.ResultsError, match=f"{path}: no key 'layers'"):
         readme_rows.end_to_end(results)
+    # a run written before the benchmarks kept their verdict lines: no row without them
+    shutil.copy(BENCHMARKS / "results" / "e2e_symmetric.json", path)
+    run = json.loads((results / "e2e_powerlaw-out.json").read_text())
+    del run["verdicts"]
+    (results / "e2e_powerlaw-out.json").write_text(json.dumps(run))
+    with pytest.raises(readme_rows.ResultsError, match="e2e_powerlaw-out.json: no key 'verdicts'"):
+        readme_rows.end_to_end(results)
