@@ -157,3 +157,21 @@ def test_the_end_to_end_row_follows_its_three_files(tmp_path):
     (results / "e2e_powerlaw-out.json").write_text(json.dumps(run))
     with pytest.raises(readme_rows.ResultsError, match="e2e_powerlaw-out.json: no key 'verdicts'"):
         readme_rows.end_to_end(results)
+
+
+def test_a_benchmark_summary_keeps_its_printed_verdict_lines(tmp_path, monkeypatch, capsys):
+    from harness import report
+
+    monkeypatch.setattr(report, "VERDICTS", [])
+    line = "speed-up a over b: 2.00x  " + report.verdict(2.0, 1.5, load=0.25)
+    report.print_verdict(line)
+    report.emit_summary({"bench": "x"}, str(tmp_path / "x.json"))
+    written = json.loads((tmp_path / "x.json").read_text())
+    assert written["verdicts"] == [
+        "speed-up a over b: 2.00x  target >= 1.5x: MET (load before the run 0.25)"
+    ]
+    assert capsys.readouterr().out.startswith(line + "\n")
+    assert written["environment"]["loadavg_1min_start"] == round(report.START_LOAD, 2)
+    # a summary that brings its own verdicts keeps them
+    report.emit_summary({"verdicts": ["own"]}, str(tmp_path / "y.json"))
+    assert json.loads((tmp_path / "y.json").read_text())["verdicts"] == ["own"]
