@@ -383,7 +383,7 @@ def print_speedups(args, per_round: dict, extra: list[str], with_dgl: bool) -> d
     """graphemb's speed-ups over DGL's two loops, and those of ``extra`` (the
     PyG-aggregation twin and the process pools) over graphemb in one process, printed with
     the verdicts of their targets."""
-    from harness import timing
+    from harness import report, timing
 
     one = f"graphemb 1 proc x {args.threads} thr"
     ratios, targets = {}, {}
@@ -405,7 +405,8 @@ def print_speedups(args, per_round: dict, extra: list[str], with_dgl: bool) -> d
         judged = target is not None and not args.quick
         verdict = "  " + _verdict(args, ratio["ratio"], target) if judged else ""
         label = name if " vs " in name or " over " in name else f"{name} over {DGL}"
-        print(f"speed-up {label}: {timing.fmt_ratio(ratio)}{verdict}")
+        line = f"speed-up {label}: {timing.fmt_ratio(ratio)}{verdict}"
+        (report.print_verdict if judged else print)(line)  # verdicts go to the summary too
     return ratios
 
 
@@ -420,6 +421,7 @@ def _verdict(args, ratio: float, target: float) -> str:
 def print_layer_speedups(args, profiles: dict) -> dict:
     """Forward + backward (the profiled phases: input rows, dropout, layers, loss) of
     graphemb against DGL's loop, with the verdict of the layers' target."""
+    from harness import report
 
     def layers(name: str) -> float:
         phases = profiles[name]["phases_ms"]
@@ -430,10 +432,12 @@ def print_layer_speedups(args, profiles: dict) -> dict:
         return {}
     ratio = layers(DGL) / layers(one)
     verdict = "" if args.quick else "  " + _verdict(args, ratio, TARGET_LAYERS)
-    print(
-        f"\nforward + backward: {one} {layers(one):.1f} ms, {DGL} {layers(DGL):.1f} ms "
+    line = (
+        f"forward + backward: {one} {layers(one):.1f} ms, {DGL} {layers(DGL):.1f} ms "
         f"(profiled, median of {args.profile_steps} batches): {ratio:.2f}x{verdict}"
     )
+    print()
+    (print if args.quick else report.print_verdict)(line)
     return {"ratio": ratio, "graphemb_ms": layers(one), "dgl_ms": layers(DGL)}
 
 

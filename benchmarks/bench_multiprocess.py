@@ -191,7 +191,7 @@ def time_all(args, names: Names, local: dict, spec: dict, dgl: Dgl) -> tuple[dic
 def print_ratios(args, names: Names, times: dict, results: dict, dgl: Dgl) -> dict:
     """(b)/(a) against its target, (b)/reference, (b)/(c) against its target, printed."""
     ratio_b_a = results[names.multi]["throughput_vs_single_graphemb"]
-    print(
+    report.print_verdict(
         f"(b)/(a) throughput: {timing.fmt_ratio(ratio_b_a)}  "
         f"({report.target_mark(ratio_b_a['ratio'], TARGET_VS_SINGLE)})"
     )
@@ -202,7 +202,7 @@ def print_ratios(args, names: Names, times: dict, results: dict, dgl: Dgl) -> di
     ratio_b_c = None
     if dgl.multi_ok:
         ratio_b_c = timing.round_ratios(times[names.dgl_multi], times[names.multi])
-        print(
+        report.print_verdict(
             f"(b)/(c) graphemb/DGL multi-process throughput: {timing.fmt_ratio(ratio_b_c)}  "
             f"({report.target_mark(ratio_b_c['ratio'], TARGET_VS_DGL)})"
         )

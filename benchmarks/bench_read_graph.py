@@ -249,8 +249,10 @@ def main() -> None:
     )
     graph = summary.get("graphemb read_graph")
     if graph is not None and graph["speedup_vs_pandas"] is not None and not args.quick:
-        print(f"read_graph speed vs pandas: {report.verdict(graph['speedup_vs_pandas'], 1.0)}")
-        print(
+        report.print_verdict(
+            f"read_graph speed vs pandas: {report.verdict(graph['speedup_vs_pandas'], 1.0)}"
+        )
+        report.print_verdict(
             "read_graph peak / arrays: "
             + report.verdict(graph["peak_over_arrays"], 2.0, at_most=True, unit="x")
         )

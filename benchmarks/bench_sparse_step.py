@@ -202,7 +202,7 @@ def print_verdicts(args, results: dict, bounds: dict, dgl_ok: bool, dgl_note: st
         )
     if label("torch", "adam") in results:
         ratio = results[label("graphemb", "adam")]["speedup_vs_torch_sparseadam"]["ratio"]
-        print(
+        report.print_verdict(
             f"graphemb SparseAdam vs torch SparseAdam: {ratio:.2f}x faster "
             f"({report.target_mark(ratio, TARGET_VS_TORCH)})"
         )

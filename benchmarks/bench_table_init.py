@@ -51,6 +51,7 @@ def parse_args(argv=None):
         help="comma-separated subset (default: all)",
     )
     parser.add_argument("--quick", action="store_true", help="1M rows, 2 rounds")
+    parser.add_argument("--json", metavar="PATH", help="also write the summary here")
     args = parser.parse_args(argv)
     args.num_embeddings = args.num_embeddings or (1_000_000 if args.quick else 50_000_000)
     args.rounds = args.rounds or (2 if args.quick else 3)
@@ -133,8 +134,9 @@ def run(args) -> dict:
     }
 
 
-def print_results(summary: dict) -> None:
-    """The table, the verdict and the ``BENCH_SUMMARY`` line."""
+def print_results(summary: dict, json_path: str | None = None) -> None:
+    """The table, the verdict and the ``BENCH_SUMMARY`` line (also written to
+    ``json_path``)."""
     rows = []
     for name, r in summary["results"].items():
         over_bound = f"{r['over_bound']:.2f}" if "over_bound" in r else "-"
@@ -146,15 +148,17 @@ def print_results(summary: dict) -> None:
         scale = 50e6 * 64 * 2 / 1e9 / summary["table_gb"]
         projected = summary["results"]["graphemb"]["median_s"] * scale
         summary["projected_s_for_50M_x_64_bf16"] = projected
-        print(
-            f"\ngraphemb at this rate: {projected:.1f} s for 50M x 64 bfloat16 "
+        print()
+        report.print_verdict(
+            f"graphemb at this rate: {projected:.1f} s for 50M x 64 bfloat16 "
             f"({report.verdict(projected, TARGET_S, at_most=True, unit=' s')})"
         )
-    report.emit_summary(summary, None)
+    report.emit_summary(summary, json_path)
 
 
 def main(argv=None) -> None:
-    print_results(run(parse_args(argv)))
+    args = parse_args(argv)
+    print_results(run(args), args.json)
 
 
 if __name__ == "__main__":

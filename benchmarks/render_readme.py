@@ -88,7 +88,16 @@ def sampler_panel(results: Path, name: str = "sampler_panel.json") -> list[str]:
     return lines
 
 
+def measured(results: Path) -> list[str]:
+    """The main README's "Measured here" table, one row per benchmark
+    (:mod:`readme_rows`)."""
+    import readme_rows
+
+    return readme_rows.measured(results)
+
+
 REGIONS: dict[str, Callable[[Path], list[str]]] = {
+    "measured": measured,
     "deepwalk_panel": deepwalk_panel,
     "deepwalk_panel_verdicts": deepwalk_panel_verdicts,
     "sampler_panel": sampler_panel,

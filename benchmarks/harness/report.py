@@ -199,9 +199,25 @@ def print_file_header(title: str, skipped: dict[str, str]) -> None:
         print(f"# skipped {name}: {reason}")
 
 
+VERDICTS: list[str] = []
+"""The verdict lines printed so far by :func:`print_verdict`, for the summary."""
+
+
+def print_verdict(line: str) -> None:
+    """Print ``line`` (what was measured, the figure and its :func:`verdict`) and keep it for
+    the summary's ``"verdicts"``: the READMEs quote these lines as printed."""
+    print(line, flush=True)
+    VERDICTS.append(line)
+
+
 def emit_summary(summary: dict, path: str | None, prefix: str = SUMMARY_PREFIX) -> None:
-    """Print ``prefix + json`` of the environment and ``summary`` (and write it to ``path``)."""
-    summary = {"environment": environment(), **summary}
+    """Print ``prefix + json`` of the environment and ``summary`` (and write it to ``path``);
+    the lines of :func:`print_verdict` go under ``"verdicts"`` unless ``summary`` has its own.
+    """
+    env = {**environment(), "loadavg_1min_start": round(START_LOAD, 2)}
+    summary = {"environment": env, **summary}
+    if VERDICTS and "verdicts" not in summary:
+        summary["verdicts"] = list(VERDICTS)
     text = json.dumps(summary, sort_keys=False, default=_json_default)
     if path:
         with open(path, "w") as f:
