@@ -37,9 +37,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from contextlib import nullcontext
 from types import SimpleNamespace
 
+import e2e_loops as loops
 from harness.busy import add_busy_option, busy_processes
 
 TARGET_SPEEDUP = 4.0  # graphemb per batch at least 4x DGL's, 1 process (dgl stack)
@@ -48,7 +48,6 @@ TARGET_LAYERS = 1.2  # forward + backward at least 1.2x DGL's
 TARGET_PROCS = 1.0  # 2 processes x 1 thread at least as fast as 1 process x 2 threads
 DGL = "dgl 1 proc"
 DGL_TORCH_ROWS = "dgl + torch SparseAdam 1 proc"
-LR_ROWS, LR_LAYERS = 0.01, 0.003
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -136,70 +135,6 @@ def make_workload(args) -> SimpleNamespace:
     return SimpleNamespace(src=src, dst=dst, labels=labels, batches=batches, seconds=seconds)
 
 
-def _init_rows(table):
-    table.uniform_(-0.1, 0.1)
-    return table
-
-
-def _phases(device):
-    """``phase(name)``: a ``record_function`` span that also holds the device's work."""
-    import torch
-    from harness.phases import PHASE_SPANS
-    from torch.profiler import record_function
-
-    class phase:
-        def __init__(self, name: str) -> None:
-            self.span = record_function(PHASE_SPANS[name])
-
-        def __enter__(self):
-            self.span.__enter__()
-
-        def __exit__(self, *exc):
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            self.span.__exit__(*exc)
-
-    return phase
-
-
-def _contender(name, family, rows, run_batch, objects):
-    """A harness Contender whose ``step``/``profile`` run one whole training iteration."""
-    from harness.peers import Contender
-
-    return Contender(
-        name,
-        family,
-        "adam",
-        rows,
-        step=lambda i: run_batch(i, nullcontext_phase),
-        profile=lambda i: run_batch(i, None),
-        objects=objects,
-    )
-
-
-def nullcontext_phase(name: str):
-    return nullcontext()
-
-
-def _training_step(phase, sample, forward, labels, sparse_opt, dense_opt) -> None:
-    """One training iteration of every contender, each phase inside ``phase(name)``:
-    ``sample()`` gives ``(input_nodes, output_nodes, blocks)``, ``forward(input_nodes,
-    blocks)`` the logits of the output nodes."""
-    import torch.nn.functional as F
-
-    with phase("sample"):
-        input_nodes, output_nodes, blocks = sample()
-    with phase("forward"):
-        loss = F.cross_entropy(forward(input_nodes, blocks), labels[output_nodes])
-    with phase("backward"):
-        loss.backward()
-    with phase("sparse_step"):
-        sparse_opt.step()
-    with phase("dense_step"):
-        dense_opt.step()
-        dense_opt.zero_grad()
-
-
 def graphemb_contender(
     args, work, name: str, *, rank: int = 0, world_size: int = 1, pyg_aggregation: bool = False
 ):
@@ -228,7 +163,7 @@ def graphemb_contender(
     sampler = NeighborSampler(args.fanouts)
     generator = torch.Generator(device=device).manual_seed(args.seed + 2 + rank)
     emb = NodeEmbedding(args.num_nodes, args.dim, f"e2e-{os.getppid()}-{name}".replace(" ", "-"),
-                        init_func=_init_rows, device=device)  # fmt: skip
+                        init_func=loops.init_rows, device=device)  # fmt: skip
     model_class = GraphSAGE
     if pyg_aggregation:
 
@@ -244,14 +179,14 @@ def graphemb_contender(
         from torch.nn.parallel import DistributedDataParallel
 
         trained = DistributedDataParallel(model)
-    dense_opt = torch.optim.Adam(trained.parameters(), lr=LR_LAYERS)
-    sparse_opt = SparseAdam([emb], lr=LR_ROWS)
-    phase_span = _phases(device)
+    dense_opt = torch.optim.Adam(trained.parameters(), lr=loops.LR_LAYERS)
+    sparse_opt = SparseAdam([emb], lr=loops.LR_ROWS)
+    phase_span = loops.phase_spans(device)
     share = args.batch_size // world_size
 
     def run_batch(i: int, phase) -> None:
         seeds = work.batches[i % len(work.batches)][rank * share : (rank + 1) * share]
-        _training_step(
+        loops.training_step(
             phase or phase_span,
             lambda: sampler.sample_blocks(graph, seeds.to(device), generator),
             lambda _, blocks: trained(blocks),
@@ -260,66 +195,9 @@ def graphemb_contender(
             dense_opt,
         )
 
-    return _contender(name, "graphemb", share, run_batch, [emb, model, sparse_opt, dense_opt])
-
-
-def dgl_contender(args, work, name: str, torch_rows: bool = False):
-    """DGL's own loop: its sampler, SAGEConv layers, NodeEmbedding and SparseAdam; with
-    ``torch_rows``, the rows in torch's ``nn.Embedding(sparse=True)`` and ``SparseAdam``
-    instead (a DGL user's loop that avoids DGL's sparse optimizer)."""
-    import dgl
-    import torch
-    import torch.nn.functional as F
-    from torch import nn
-
-    device = torch.device(args.device)
-    # In-neighbour sampling reads the CSC form only: the other two formats would double the
-    # memory of the benchmark without changing DGL's speed.
-    graph = dgl.graph((work.src, work.dst), num_nodes=args.num_nodes).formats("csc")
-    graph.create_formats_()
-    graph = graph.to(device)
-    labels = work.labels.to(device)
-    sampler = dgl.dataloading.NeighborSampler(args.fanouts)
-    sizes = [args.dim] + [args.hidden] * (len(args.fanouts) - 1) + [args.classes]
-    layers = nn.ModuleList(
-        dgl.nn.SAGEConv(sizes[k], sizes[k + 1], "mean") for k in range(len(args.fanouts))
-    ).to(device)
-    dropout = nn.Dropout(args.dropout)
-    dense_opt = torch.optim.Adam(layers.parameters(), lr=LR_LAYERS)
-    if torch_rows:
-        rows = nn.Embedding(args.num_nodes, args.dim, sparse=True, device=device)
-        _init_rows(rows.weight.data)
-        torch_opt = torch.optim.SparseAdam(rows.parameters(), lr=LR_ROWS)
-        sparse_opt = SimpleNamespace(step=lambda: (torch_opt.step(), torch_opt.zero_grad()))
-        emb = lambda ids, _device: rows(ids)  # noqa: E731 (DGL's NodeEmbedding call)
-        held = [rows, layers, torch_opt]
-    else:
-        emb = dgl.nn.NodeEmbedding(args.num_nodes, args.dim, f"e2e-dgl-{os.getpid()}",
-                                   init_func=_init_rows, device=device)  # fmt: skip
-        sparse_opt = dgl.optim.SparseAdam([emb], lr=LR_ROWS)
-        held = [emb, layers, sparse_opt]
-    phase_span = _phases(device)
-
-    def forward(input_nodes, blocks):
-        h = dropout(emb(input_nodes, device))
-        for k, (layer, block) in enumerate(zip(layers, blocks, strict=True)):
-            if k:
-                h = dropout(F.relu(h))
-            h = layer(block, h)
-        return h
-
-    def run_batch(i: int, phase) -> None:
-        seeds = work.batches[i % len(work.batches)].to(device)
-        _training_step(
-            phase or phase_span,
-            lambda: sampler.sample_blocks(graph, seeds),
-            forward,
-            labels,
-            sparse_opt,
-            dense_opt,
-        )
-
-    return _contender(name, "dgl", args.batch_size, run_batch, held)
+    return loops.loop_contender(
+        name, "graphemb", share, run_batch, [emb, model, sparse_opt, dense_opt]
+    )
 
 
 def build_ranks(rank: int, world_size: int, spec: dict) -> dict:
@@ -358,8 +236,8 @@ def local_contenders(args, work: SimpleNamespace, with_dgl: bool) -> dict:
         name = f"graphemb-pyg-aggr 1 proc x {args.threads} thr"
         local[name] = graphemb_contender(args, work, name, pyg_aggregation=True)
     if with_dgl:
-        local[DGL] = dgl_contender(args, work, DGL)
-        local[DGL_TORCH_ROWS] = dgl_contender(args, work, DGL_TORCH_ROWS, torch_rows=True)
+        local[DGL] = loops.dgl_contender(args, work, DGL)
+        local[DGL_TORCH_ROWS] = loops.dgl_contender(args, work, DGL_TORCH_ROWS, torch_rows=True)
     return local
 
 

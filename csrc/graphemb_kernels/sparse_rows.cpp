@@ -40,13 +40,13 @@
 #include "edge_list.h"
 #include "sampler.h"
 #include "skipgram.h"
+#include "tasks.h"
 
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -108,8 +108,8 @@ constexpr int64_t kRunsPerBlock = 1024;  // rows a thread takes at a time
 // Calls update(row, summed_grad) once per distinct row, in parallel over rows, with
 // update = make_update() made once per thread (it may keep per-thread state);
 // prefetch_row(row) is called a few rows ahead of update(row, ...). `starts`: the runs of
-// checked_run_starts. Threads take blocks of rows from a shared counter rather than one
-// fixed half each, so that a thread the OS preempts (a busy machine) delays only its block.
+// checked_run_starts. Threads take blocks of rows as tasks from a shared counter
+// (tasks.h), so that a thread the OS preempts (a busy machine) delays only its block.
 template <typename C, typename MakeUpdate, typename Prefetch>
 void for_each_row(const std::vector<int64_t>& starts, const at::Tensor& index,
                   const at::Tensor& order, const at::Tensor& grads, double divisor,
@@ -122,12 +122,8 @@ void for_each_row(const std::vector<int64_t>& starts, const at::Tensor& index,
   if (runs <= 0) return;
   const C div = static_cast<C>(divisor);
   const int64_t blocks = (runs + kRunsPerBlock - 1) / kRunsPerBlock;
-  const int64_t workers = std::min<int64_t>(blocks, at::get_num_threads());
-  std::atomic<int64_t> next_block{0};
-  at::parallel_for(0, workers, 1, [&](int64_t, int64_t) {
-    std::vector<C> sum(dim);
-    auto update = make_update();
-    for (int64_t block = next_block++; block < blocks; block = next_block++) {
+  for_each_task_with(blocks, [&] {
+    return [&, sum = std::vector<C>(dim), update = make_update()](int64_t block) mutable {
       const int64_t begin = block * kRunsPerBlock;
       const int64_t end = std::min(runs, begin + kRunsPerBlock);
       for (int64_t k = begin; k < end; ++k) {
@@ -151,7 +147,7 @@ void for_each_row(const std::vector<int64_t>& starts, const at::Tensor& index,
         }
         update(idx[first], row_grad);
       }
-    }
+    };
   });
 }
 

@@ -1,0 +1,134 @@
+"""The training loops of ``bench_end_to_end.py``: one iteration's phases, the harness
+contender that runs it, and DGL's two loops (its own sparse optimizer, and torch's
+``SparseAdam`` on ``nn.Embedding(sparse=True)``)."""
+
+from __future__ import annotations
+
+import os
+from contextlib import nullcontext
+from types import SimpleNamespace
+
+LR_ROWS, LR_LAYERS = 0.01, 0.003
+
+
+def init_rows(table):
+    table.uniform_(-0.1, 0.1)
+    return table
+
+
+def phase_spans(device):
+    """``phase(name)``: a ``record_function`` span that also holds the device's work."""
+    import torch
+    from harness.phases import PHASE_SPANS
+    from torch.profiler import record_function
+
+    class phase:
+        def __init__(self, name: str) -> None:
+            self.span = record_function(PHASE_SPANS[name])
+
+        def __enter__(self):
+            self.span.__enter__()
+
+        def __exit__(self, *exc):
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            self.span.__exit__(*exc)
+
+    return phase
+
+
+def loop_contender(name, family, rows, run_batch, objects):
+    """A harness Contender whose ``step``/``profile`` run one whole training iteration."""
+    from harness.peers import Contender
+
+    return Contender(
+        name,
+        family,
+        "adam",
+        rows,
+        step=lambda i: run_batch(i, nullcontext_phase),
+        profile=lambda i: run_batch(i, None),
+        objects=objects,
+    )
+
+
+def nullcontext_phase(name: str):
+    return nullcontext()
+
+
+def training_step(phase, sample, forward, labels, sparse_opt, dense_opt) -> None:
+    """One training iteration of every contender, each phase inside ``phase(name)``:
+    ``sample()`` gives ``(input_nodes, output_nodes, blocks)``, ``forward(input_nodes,
+    blocks)`` the logits of the output nodes."""
+    import torch.nn.functional as F
+
+    with phase("sample"):
+        input_nodes, output_nodes, blocks = sample()
+    with phase("forward"):
+        loss = F.cross_entropy(forward(input_nodes, blocks), labels[output_nodes])
+    with phase("backward"):
+        loss.backward()
+    with phase("sparse_step"):
+        sparse_opt.step()
+    with phase("dense_step"):
+        dense_opt.step()
+        dense_opt.zero_grad()
+
+
+def dgl_contender(args, work, name: str, torch_rows: bool = False):
+    """DGL's own loop: its sampler, SAGEConv layers, NodeEmbedding and SparseAdam; with
+    ``torch_rows``, the rows in torch's ``nn.Embedding(sparse=True)`` and ``SparseAdam``
+    instead (a DGL user's loop that avoids DGL's sparse optimizer)."""
+    import dgl
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    device = torch.device(args.device)
+    # In-neighbour sampling reads the CSC form only: the other two formats would double the
+    # memory of the benchmark without changing DGL's speed.
+    graph = dgl.graph((work.src, work.dst), num_nodes=args.num_nodes).formats("csc")
+    graph.create_formats_()
+    graph = graph.to(device)
+    labels = work.labels.to(device)
+    sampler = dgl.dataloading.NeighborSampler(args.fanouts)
+    sizes = [args.dim] + [args.hidden] * (len(args.fanouts) - 1) + [args.classes]
+    layers = nn.ModuleList(
+        dgl.nn.SAGEConv(sizes[k], sizes[k + 1], "mean") for k in range(len(args.fanouts))
+    ).to(device)
+    dropout = nn.Dropout(args.dropout)
+    dense_opt = torch.optim.Adam(layers.parameters(), lr=LR_LAYERS)
+    if torch_rows:
+        rows = nn.Embedding(args.num_nodes, args.dim, sparse=True, device=device)
+        init_rows(rows.weight.data)
+        torch_opt = torch.optim.SparseAdam(rows.parameters(), lr=LR_ROWS)
+        sparse_opt = SimpleNamespace(step=lambda: (torch_opt.step(), torch_opt.zero_grad()))
+        emb = lambda ids, _device: rows(ids)  # noqa: E731 (DGL's NodeEmbedding call)
+        held = [rows, layers, torch_opt]
+    else:
+        emb = dgl.nn.NodeEmbedding(args.num_nodes, args.dim, f"e2e-dgl-{os.getpid()}",
+                                   init_func=init_rows, device=device)  # fmt: skip
+        sparse_opt = dgl.optim.SparseAdam([emb], lr=LR_ROWS)
+        held = [emb, layers, sparse_opt]
+    phase_span = phase_spans(device)
+
+    def forward(input_nodes, blocks):
+        h = dropout(emb(input_nodes, device))
+        for k, (layer, block) in enumerate(zip(layers, blocks, strict=True)):
+            if k:
+                h = dropout(F.relu(h))
+            h = layer(block, h)
+        return h
+
+    def run_batch(i: int, phase) -> None:
+        seeds = work.batches[i % len(work.batches)].to(device)
+        training_step(
+            phase or phase_span,
+            lambda: sampler.sample_blocks(graph, seeds),
+            forward,
+            labels,
+            sparse_opt,
+            dense_opt,
+        )
+
+    return loop_contender(name, "dgl", args.batch_size, run_batch, held)
