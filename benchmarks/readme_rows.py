@@ -82,6 +82,11 @@ def cell(lines: Sequence[str]) -> str:
     return "<br>".join(line.replace("|", "\\|") for line in lines)
 
 
+def table_row(cells: Sequence[str]) -> list[str]:
+    """The markdown line of one row (a list of one line: rows are lists of lines)."""
+    return ["| " + " | ".join(cells) + " |"]
+
+
 def ms(value: float) -> str:
     """Milliseconds, to 3 significant figures or whole milliseconds."""
     return f"{value:.0f}" if value >= 100 else f"{value:.1f}"
@@ -140,7 +145,7 @@ def end_to_end(results: Path) -> list[str]:
         ),
         cell([f"{s}: {run.run()}" for s, run in zip(SHAPES, runs, strict=True)]),
     ]
-    return ["| " + " | ".join(cells) + " |"]
+    return table_row(cells)
 
 
 def sampler(results: Path, name: str = "sampler_panel.json") -> list[str]:
@@ -170,7 +175,7 @@ def sampler(results: Path, name: str = "sampler_panel.json") -> list[str]:
         cell([f"{s['graph']}: {s['verdict']}" for s in shapes]),
         run.run(),
     ]
-    return ["| " + " | ".join(cells) + " |"]
+    return table_row(cells)
 
 
 def _over_faster(shapes: list[dict]) -> str:
@@ -207,7 +212,7 @@ def deepwalk_quality(results: Path) -> list[str]:
         cell(verdict_lines(rows, ratios, load=run.get("load_before"))),
         f"date not recorded in the file, load {run.get('load_before')} before the run",
     ]
-    return ["| " + " | ".join(cells) + " |"]
+    return table_row(cells)
 
 
 def deepwalk_memory(results: Path) -> list[str]:
@@ -225,7 +230,7 @@ def deepwalk_memory(results: Path) -> list[str]:
         run.get("verdict"),
         run.run(),
     ]
-    return ["| " + " | ".join(cells) + " |"]
+    return table_row(cells)
 
 
 def _sparse_contenders(run: Result, optimizer: str) -> tuple[str, dict, dict]:
@@ -264,7 +269,7 @@ def sparse_step(results: Path, optimizer: str = "adam") -> list[str]:
         cell(lines) if lines else "no target",
         run.run(),
     ]
-    return ["| " + " | ".join(cells) + " |"]
+    return table_row(cells)
 
 
 def bandwidth_bound(results: Path) -> list[str]:
@@ -290,7 +295,7 @@ def bandwidth_bound(results: Path) -> list[str]:
         "no target",
         run.run(),
     ]
-    return ["| " + " | ".join(cells) + " |"]
+    return table_row(cells)
 
 
 def multiprocess(results: Path) -> list[str]:
@@ -318,7 +323,7 @@ def multiprocess(results: Path) -> list[str]:
         cell(run.verdicts()),
         run.run(),
     ]
-    return ["| " + " | ".join(cells) + " |"]
+    return table_row(cells)
 
 
 def table_init(results: Path) -> list[str]:
@@ -341,7 +346,7 @@ def table_init(results: Path) -> list[str]:
         cell(run.verdicts()),
         run.run(),
     ]
-    return ["| " + " | ".join(cells) + " |"]
+    return table_row(cells)
 
 
 def read_graph(results: Path) -> list[str]:
@@ -367,7 +372,7 @@ def read_graph(results: Path) -> list[str]:
         cell(run.verdicts()),
         run.run(),
     ]
-    return ["| " + " | ".join(cells) + " |"]
+    return table_row(cells)
 
 
 def _ranks_what(run: Result, title: str) -> str:
@@ -404,7 +409,7 @@ def partitioned(results: Path) -> list[str]:
         "no target",
         run.run(),
     ]
-    return ["| " + " | ".join(cells) + " |"]
+    return table_row(cells)
 
 
 ROWS: tuple[Callable[[Path], list[str]], ...] = (

@@ -51,8 +51,8 @@ class NodeEmbedding:
 
     * no ``torch.distributed`` process group: in this process, on ``device`` (CPU or CUDA);
     * a process group, CPU, no ``partition``, every rank on one machine: once, in shared
-      memory that every rank maps; each row is updated by one owner rank
-      (``id % world_size``);
+      memory that every rank maps; each row is updated by one owner rank (blocks of rows
+      dealt to the ranks in turn);
     * the same when ranks span machines (or ``machines`` is given): ``"hierarchical"`` --
       rows partitioned across machines, each machine's share once in its shared memory
       (:mod:`graphemb.storage.hierarchical`);

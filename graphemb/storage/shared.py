@@ -23,7 +23,8 @@ class SharedMemoryStorage(RowStorage):
     coalesce_before_push = False  # measured: -14 ms of a ~96 ms step per rank (2 ranks)
     # Rows an owner takes at a time by default: 512 rows fill whole 4 KiB pages of every
     # table (8-byte step counts included), so each rank's update touches its own pages
-    # only, half as many as with rows dealt one by one (shared memory gets no huge pages).
+    # only, half as many as with rows dealt one by one (shared memory usually gets no huge
+    # pages: Linux's shmem_enabled defaults to "never").
     owner_block_rows = 512
     blocks_per_rank = 8  # small tables: smaller blocks, so that every rank owns rows
 

@@ -63,6 +63,7 @@ def test_import_sets_the_switch_and_keeps_the_users_choice():
 def test_large_tensors_sit_on_huge_pages_unless_the_user_says_no():
     on, off = _probe(None), _probe("0")
     assert on["huge_kb"] is not None and off["huge_kb"] is not None
-    # Most of the 64 MiB (whole 2 MiB pages inside the block) against none at all.
-    assert on["huge_kb"] >= 32 << 10, on
+    # Huge pages under the block against none at all (not all of it: where memory is
+    # fragmented the kernel may fall back to 4 KiB pages for part of a block).
+    assert on["huge_kb"] >= 2 << 10, on
     assert off["huge_kb"] == 0, off
