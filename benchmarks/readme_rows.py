@@ -82,9 +82,10 @@ def cell(lines: Sequence[str]) -> str:
     return "<br>".join(line.replace("|", "\\|") for line in lines)
 
 
-def table_row(cells: Sequence[str]) -> list[str]:
-    """The markdown line of one row (a list of one line: rows are lists of lines)."""
-    return ["| " + " | ".join(cells) + " |"]
+def table_row(cells: Sequence[str], run: Result | None = None) -> list[str]:
+    """The markdown line of one row (a list of one line: rows are lists of lines), ending
+    with the date and load of ``run`` where one is given."""
+    return ["| " + " | ".join([*cells, *([run.run()] if run else [])]) + " |"]
 
 
 def ms(value: float) -> str:
@@ -173,9 +174,8 @@ def sampler(results: Path, name: str = "sampler_panel.json") -> list[str]:
         cell([f"{n}: {medians(n)} ms" for n in peers]),
         _over_faster(shapes),
         cell([f"{s['graph']}: {s['verdict']}" for s in shapes]),
-        run.run(),
     ]
-    return table_row(cells)
+    return table_row(cells, run)
 
 
 def _over_faster(shapes: list[dict]) -> str:
@@ -228,9 +228,8 @@ def deepwalk_memory(results: Path) -> list[str]:
         f"{run.get('bound_bytes') / GIB:.2f} GiB",
         f"{run.get('peak_bytes') / run.get('bound_bytes'):.2f} of the bound",
         run.get("verdict"),
-        run.run(),
     ]
-    return table_row(cells)
+    return table_row(cells, run)
 
 
 def _sparse_contenders(run: Result, optimizer: str) -> tuple[str, dict, dict]:
@@ -267,9 +266,8 @@ def sparse_step(results: Path, optimizer: str = "adam") -> list[str]:
         cell([f"{n}: {ms(r['median_ms'])} ms" for n, r in peers.items()]),
         cell([f"{ratio(ours[key])} {peer}" for peer, key in vs if ours.get(key)]),
         cell(lines) if lines else "no target",
-        run.run(),
     ]
-    return table_row(cells)
+    return table_row(cells, run)
 
 
 def bandwidth_bound(results: Path) -> list[str]:
@@ -293,9 +291,8 @@ def bandwidth_bound(results: Path) -> list[str]:
         + " / ".join(f"{r['fraction_of_bound'] * copy:.1f}" for r in steps.values())
         + f" GB/s, rows scattered over the tables, against the copy's {copy:.1f} GB/s",
         "no target",
-        run.run(),
     ]
-    return table_row(cells)
+    return table_row(cells, run)
 
 
 def multiprocess(results: Path) -> list[str]:
@@ -321,9 +318,8 @@ def multiprocess(results: Path) -> list[str]:
             + ([f"{ratio(vs_dgl)} DGL's, multi-process"] if vs_dgl else [])
         ),
         cell(run.verdicts()),
-        run.run(),
     ]
-    return table_row(cells)
+    return table_row(cells, run)
 
 
 def table_init(results: Path) -> list[str]:
@@ -344,9 +340,8 @@ def table_init(results: Path) -> list[str]:
         cell([f"{n}: {times[n]['median_s']:.2f} s" for n in peers]),
         f"time {ours['over_torch']:.2f}x torch's, {ours['over_bound']:.2f}x the bound's",
         cell(run.verdicts()),
-        run.run(),
     ]
-    return table_row(cells)
+    return table_row(cells, run)
 
 
 def read_graph(results: Path) -> list[str]:
@@ -370,18 +365,20 @@ def read_graph(results: Path) -> list[str]:
         cell([seconds(n) for n in peers]),
         f"{ours['speedup_vs_pandas']:.2f}x the speed of pandas (`sep=' '`)",
         cell(run.verdicts()),
-        run.run(),
     ]
-    return table_row(cells)
+    return table_row(cells, run)
 
 
 def _ranks_what(run: Result, title: str) -> str:
     config = run.get("config")
-    return (
-        f"{title}, Sparse{config['optimizer'].capitalize()}, N = {config['num_embeddings']:,}, "
-        f"D = {config['dim']}, {config['batch_total']:,} ids per step in total "
-        f"(`bench_{run.get('bench')}.py`; {_file(run.name)})"
-    )
+    facts = [
+        title,
+        f"Sparse{config['optimizer'].capitalize()}",
+        f"N = {config['num_embeddings']:,}",
+        f"D = {config['dim']}",
+        f"{config['batch_total']:,} ids per step in total",
+    ]
+    return ", ".join(facts) + f" (`bench_{run.get('bench')}.py`; {_file(run.name)})"
 
 
 def partitioned(results: Path) -> list[str]:
@@ -407,9 +404,8 @@ def partitioned(results: Path) -> list[str]:
             ]
         ),
         "no target",
-        run.run(),
     ]
-    return table_row(cells)
+    return table_row(cells, run)
 
 
 ROWS: tuple[Callable[[Path], list[str]], ...] = (
