@@ -15,7 +15,10 @@
 //   index   (M,)  int64: table rows, sorted ascending (runs of equal rows = duplicates)
 //   order   (M,)  int64: grads row of each sorted position (a stable sort keeps the
 //                 summation order of torch's index_add_)
-//   grads   (R, dim) compute dtype (float32, or float64 for float64 tables)
+//   grads   parts (R_p, dim) of the compute dtype (float32, or float64 for float64
+//                 tables), read as one (R, dim) table: their concatenation, never copied
+//                 together (the rows that ranks push through shared memory stay where
+//                 the senders wrote them)
 //   divisor       the world size (gradients are averaged over ranks)
 //   hyper         the formula's hyper-parameters, in the registry's order
 // kFormulas below states what each formula takes; formulas() returns it so that Python
@@ -110,14 +113,40 @@ constexpr int64_t kRunsPerBlock = 1024;  // rows a thread takes at a time
 // prefetch_row(row) is called a few rows ahead of update(row, ...). `starts`: the runs of
 // checked_run_starts. Threads take blocks of rows as tasks from a shared counter
 // (tasks.h), so that a thread the OS preempts (a busy machine) delays only its block.
+// The gradient parts read as one table: row k of their concatenation, found by a scan of
+// the few part ends (one part per sender rank at most).
+template <typename C>
+class GradRows {
+ public:
+  explicit GradRows(const std::vector<at::Tensor>& parts) : dim_(parts.front().size(1)) {
+    int64_t end = 0;
+    for (const auto& part : parts) {
+      bases_.push_back(part.data_ptr<C>());
+      starts_.push_back(end);
+      end += part.size(0);
+      ends_.push_back(end);
+    }
+  }
+  const C* row(int64_t k) const {
+    size_t p = 0;
+    while (k >= ends_[p]) ++p;  // k < the last end: checked_run_starts
+    return bases_[p] + (k - starts_[p]) * dim_;
+  }
+
+ private:
+  int64_t dim_;
+  std::vector<const C*> bases_;
+  std::vector<int64_t> starts_, ends_;
+};
+
 template <typename C, typename MakeUpdate, typename Prefetch>
 void for_each_row(const std::vector<int64_t>& starts, const at::Tensor& index,
-                  const at::Tensor& order, const at::Tensor& grads, double divisor,
-                  MakeUpdate make_update, Prefetch prefetch_row) {
-  const int64_t dim = grads.size(1);
+                  const at::Tensor& order, const std::vector<at::Tensor>& grads,
+                  double divisor, MakeUpdate make_update, Prefetch prefetch_row) {
+  const int64_t dim = grads.front().size(1);
   const int64_t* idx = index.data_ptr<int64_t>();
   const int64_t* ord = order.data_ptr<int64_t>();
-  const C* g = grads.data_ptr<C>();
+  const GradRows<C> g(grads);
   const int64_t runs = static_cast<int64_t>(starts.size()) - 1;
   if (runs <= 0) return;
   const C div = static_cast<C>(divisor);
@@ -129,15 +158,15 @@ void for_each_row(const std::vector<int64_t>& starts, const at::Tensor& index,
       for (int64_t k = begin; k < end; ++k) {
         if (k + kPrefetchRuns < runs) {
           const int64_t ahead = starts[k + kPrefetchRuns];
-          prefetch(g + ord[ahead] * dim, dim * static_cast<int64_t>(sizeof(C)));
+          prefetch(g.row(ord[ahead]), dim * static_cast<int64_t>(sizeof(C)));
           prefetch_row(idx[ahead]);
         }
         const int64_t first = starts[k], last = starts[k + 1];
-        const C* row_grad = g + ord[first] * dim;
+        const C* row_grad = g.row(ord[first]);
         if (last - first > 1 || divisor != 1.0) {  // else: the gradient row as it is
           for (int64_t j = 0; j < dim; ++j) sum[j] = row_grad[j];
           for (int64_t i = first + 1; i < last; ++i) {
-            const C* more = g + ord[i] * dim;
+            const C* more = g.row(ord[i]);
             for (int64_t j = 0; j < dim; ++j) sum[j] += more[j];
           }
           if (divisor != 1.0) {
@@ -159,7 +188,7 @@ struct Call {
   const std::vector<at::Tensor>& state;
   const at::Tensor& index;
   const at::Tensor& order;
-  const at::Tensor& grads;
+  const std::vector<at::Tensor>& grads;
   double divisor;
   const std::vector<double>& hyper;
   const std::vector<int64_t>& starts;
@@ -379,7 +408,8 @@ std::tuple<at::Tensor, at::Tensor> sort_rows(const at::Tensor& ids, int64_t num_
 // formula: position in formula_table() (Python maps registry names to it); state and
 // hyper in the order the registry gives them.
 void fused_update(int64_t formula, at::Tensor weight, std::vector<at::Tensor> state,
-                  at::Tensor index, at::Tensor order, at::Tensor grads, double divisor,
+                  at::Tensor index, at::Tensor order, std::vector<at::Tensor> grads,
+                  double divisor,
                   std::vector<double> hyper) {
   const auto& table = formula_table();
   TORCH_CHECK_VALUE(formula >= 0 && formula < static_cast<int64_t>(table.size()),
@@ -388,15 +418,16 @@ void fused_update(int64_t formula, at::Tensor weight, std::vector<at::Tensor> st
   const FormulaSpec& spec = table[formula];
   const std::string kernel = spec.name;
   RECORD_FUNCTION("graphemb_kernels::" + kernel + "_", std::vector<c10::IValue>());
-  check(kernel, weight, index, order, grads, divisor);
-  check_state(kernel, spec, state, weight, grads.scalar_type());
+  const int64_t grad_rows = check(kernel, weight, index, order, grads, divisor);
+  const auto compute = grads.front().scalar_type();
+  check_state(kernel, spec, state, weight, compute);
   TORCH_CHECK_VALUE(hyper.size() == spec.hyper.size(), "graphemb_kernels.", kernel, ": takes ",
                     spec.hyper.size(), " hyper-parameter(s), got ", hyper.size());
-  const auto starts = checked_run_starts(kernel, index, order, weight.size(0), grads.size(0));
+  const auto starts = checked_run_starts(kernel, index, order, weight.size(0), grad_rows);
   const Call call{weight, state, index, order, grads, divisor, hyper, starts};
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, weight.scalar_type(), "weight", [&] {
     using W = scalar_t;
-    AT_DISPATCH_FLOATING_TYPES(grads.scalar_type(), "grads", [&] {
+    AT_DISPATCH_FLOATING_TYPES(compute, "grads", [&] {
       using C = scalar_t;
       switch (formula) {
         case kSgd: sgd<W, C>(call); break;
@@ -427,11 +458,12 @@ formulas() {
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
   module.doc() = "Fused CPU kernels of graphemb: sparse optimizer updates, CSC construction";
-  module.attr("API_VERSION") = 2;
+  module.attr("API_VERSION") = 3;  // 3: grads is a list of parts
   // csc_from_edges takes an edge_ids that holds src and dst (reads every edge first)
   module.attr("CSC_EDGE_IDS_MAY_HOLD_EDGES") = true;
   module.def("fused_update", &fused_update,
-             "Sum each run's gradient rows, divide by divisor, apply the formula in place",
+             "Sum each run's gradient rows (order indexes the concatenation of the grads "
+             "parts), divide by divisor, apply the formula in place",
              pybind11::arg("formula"), pybind11::arg("weight"), pybind11::arg("state"),
              pybind11::arg("index"), pybind11::arg("order"), pybind11::arg("grads"),
              pybind11::arg("divisor"), pybind11::arg("hyper"));

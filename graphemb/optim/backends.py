@@ -15,6 +15,9 @@ Both fused backends are a :class:`FusedBackend` around a function of the same si
 ``fused_update(formula, weight, state, index, order, grads, divisor, hyper)`` with ``index``
 the stably sorted rows and ``order`` the gradient row behind each position, and the sort
 that gives them (:func:`graphemb.optim.kernels.sort_rows` on CPU, ``torch.sort`` on GPUs).
+Gradient rows may come as :class:`~graphemb.distributed.mailbox.RowParts` (rows pushed
+through shared memory, left where the senders wrote them): the C++ kernels read the parts
+in place, the other backends copy them into one tensor first.
 
 :func:`select_backend` picks one when an optimizer takes an embedding (its
 ``add_param_group``); ``GRAPHEMB_DISABLE_KERNELS=1`` at that moment picks pure torch.
@@ -28,6 +31,7 @@ from collections.abc import Callable, Mapping
 
 import torch
 
+from ..distributed.mailbox import RowParts
 from . import kernels, triton_update
 from .functional import Formula
 from .rows import Workspace, coalesce_rows, gather_rows, scatter_rows
@@ -87,7 +91,7 @@ class UpdateBackend(abc.ABC):
             The formula's state tables, ``(N, dim)`` or ``(N,)``, updated in place.
         ids : Tensor of int64 (M,)
             Rows of the tables, duplicates allowed.
-        grads : Tensor (M, dim), the compute dtype
+        grads : Tensor (M, dim) of the compute dtype, or RowParts of M such rows
         divisor : int
             The world size (gradients are averaged over ranks).
         hyper : mapping of str to float
@@ -113,6 +117,8 @@ class TorchBackend(UpdateBackend):
         self._workspace = workspace
 
     def update_(self, formula, weight, state, ids, grads, divisor, hyper):
+        if isinstance(grads, RowParts):
+            grads = grads.materialize()
         index, grads = coalesce_rows(ids, grads, self._workspace)
         if divisor != 1:
             grads.div_(divisor)
@@ -150,6 +156,9 @@ class FusedBackend(UpdateBackend):
     kernel : FusedUpdate
     sort : callable
         ``sort(ids, num_rows) -> (index, order)``, as ``torch.sort(ids, stable=True)``.
+    takes_parts : bool
+        Whether ``kernel`` takes ``grads`` as a list of tensors whose concatenation
+        ``order`` indexes (else one tensor).
     """
 
     def __init__(
@@ -157,14 +166,23 @@ class FusedBackend(UpdateBackend):
         name: str,
         kernel: FusedUpdate,
         sort: Callable[[torch.Tensor, int], tuple[torch.Tensor, torch.Tensor]] = stable_sort,
+        takes_parts: bool = False,
     ) -> None:
         self.name = name
         self._kernel = kernel
         self._sort = sort
+        self._takes_parts = takes_parts
 
     def update_(self, formula, weight, state, ids, grads, divisor, hyper):
         index, order = self._sort(ids, weight.shape[0])
-        self._kernel(formula.name, weight, state, index, order, grads.contiguous(), divisor, hyper)
+        if isinstance(grads, RowParts) and self._takes_parts:
+            order = grads.positions[order]  # rows of the parts' concatenation
+            grads = [part.contiguous() for part in grads.parts]
+        elif isinstance(grads, RowParts):
+            grads = grads.materialize()
+        else:
+            grads = grads.contiguous()
+        self._kernel(formula.name, weight, state, index, order, grads, divisor, hyper)
 
 
 def select_backend(
@@ -186,7 +204,9 @@ def select_backend(
     contiguous = all(t.is_contiguous() for t in state.values())
     if contiguous and kernels.usable_for(weight):
         if kernels.supports(formula.name):
-            return FusedBackend("cpu-kernels", kernels.fused_update, kernels.sort_rows)
+            return FusedBackend(
+                "cpu-kernels", kernels.fused_update, kernels.sort_rows, takes_parts=True
+            )
         _fall_back(formula, kernels.unavailable_reason(formula.name))
     elif contiguous and weight.device.type == "cuda" and triton_update.available(weight):
         if triton_update.supports(formula.name):

@@ -20,7 +20,7 @@ oracles.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import ModuleType
 
 import torch
@@ -39,7 +39,7 @@ __all__ = [
     "usable_for",
 ]
 
-_API_VERSION = 2  # graphemb_kernels.API_VERSION of the one-entry-point interface
+_API_VERSION = 3  # graphemb_kernels.API_VERSION of the one-entry-point interface (3: parts)
 
 
 def _registry_entry(formula: Formula) -> tuple[str, list[tuple[str, str]], list[str]]:
@@ -161,7 +161,7 @@ def fused_update(
     state: Mapping[str, torch.Tensor],
     index: torch.Tensor,
     order: torch.Tensor,
-    grads: torch.Tensor,
+    grads: torch.Tensor | Sequence[torch.Tensor],
     divisor: float,
     hyper: Mapping[str, float],
 ) -> None:
@@ -185,7 +185,8 @@ def fused_update(
     order : Tensor of int64 (M,)
         The ``grads`` row of each position of ``index`` (a stable sort keeps the summation
         order of ``index_add_``).
-    grads : Tensor (R, dim), float32 or float64 (the compute dtype)
+    grads : Tensor (R, dim), float32 or float64 (the compute dtype), or a list of such
+        tensors of one dtype, read in place as their concatenation (``order`` indexes it)
     divisor : float > 0
         The world size.
     hyper : mapping of str to float
@@ -227,7 +228,7 @@ def fused_update(
         [state[key] for key in spec.state_keys],
         index,
         order,
-        grads,
+        [grads] if isinstance(grads, torch.Tensor) else list(grads),
         float(divisor),
         [float(hyper[name]) for name in spec.hyper],
     )

@@ -30,6 +30,7 @@ import torch
 from torch.profiler import record_function
 
 from .._checks import as_size
+from ..distributed.mailbox import RowParts
 from ..embedding import NodeEmbedding
 from . import backends
 from .functional import FORMULAS, Formula
@@ -232,7 +233,7 @@ class SparseOptimizer(torch.optim.Optimizer):
                 with record_function("graphemb::coalesce"):
                     ids, grads = coalesce_rows(ids, grads, self._workspace)
             with record_function("graphemb::push"):
-                ids, (grads,) = storage.push(ids, [grads], operation)
+                ids, grads = storage.push_gradients(ids, grads, operation)
             divisor = storage.world_size
         if ids.numel():
             with record_function("graphemb::update"):
@@ -244,7 +245,7 @@ class SparseOptimizer(torch.optim.Optimizer):
         self,
         embedding: NodeEmbedding,
         index: torch.Tensor,
-        grads: torch.Tensor,
+        grads: torch.Tensor | RowParts,
         divisor: int,
         group: dict,
     ) -> None:

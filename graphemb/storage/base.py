@@ -33,6 +33,7 @@ import torch
 from ..distributed.coordination import Coordinator
 from ..distributed.exchange import Exchange
 from ..distributed.huge_pages import empty_rows, zeros_table
+from ..distributed.mailbox import RowParts
 from .partition import Partition
 
 __all__ = ["RowStorage", "RowPrefetch", "TableInit"]
@@ -186,6 +187,15 @@ class RowStorage(ABC):
         if self.exchange is None:
             return ids, list(values)
         return self.exchange.push(ids, self.partition.owner(ids), values, operation)
+
+    def push_gradients(
+        self, ids: torch.Tensor, grads: torch.Tensor, operation: str
+    ) -> tuple[torch.Tensor, torch.Tensor | RowParts]:
+        """:meth:`push` of one step's gradient rows ``grads`` (M, dim). A layout may leave
+        the received rows where they are (:class:`~graphemb.distributed.mailbox.RowParts`,
+        valid until :meth:`after_update`) instead of copying them into one tensor."""
+        ids, (grads,) = self.push(ids, [grads], operation)
+        return ids, grads
 
     def write_rows(
         self,

@@ -66,6 +66,11 @@ class SharedMemoryStorage(RowStorage):
         ids, values, _ = self._mailboxes.deliver(ids, self.partition.owner(ids), values, operation)
         return ids, values
 
+    def push_gradients(self, ids, grads, operation):
+        # The update reads the rows in place: this rank's own in grads, the others' in
+        # their senders' mailboxes, which nobody rewrites before after_update's barrier.
+        return self._mailboxes.deliver_in_place(ids, self.partition.owner(ids), grads, operation)
+
     def write_rows(self, tables, ids, rows, operation):
         # Every rank can address every row: write in place, no traffic (after_update syncs).
         for table, values in zip(tables, rows, strict=True):

@@ -78,6 +78,23 @@ def test_ranks_train_like_one_process_on_the_union(world_size, no_leaked_segment
         scenarios.assert_same_training(result, oracle)
 
 
+def pure_torch_worker(rank, world_size):
+    os.environ["GRAPHEMB_DISABLE_KERNELS"] = "1"  # read when an optimizer takes an embedding
+    result = scenarios.train_rank(rank, world_size, shared_embedding)
+    probe = shared_embedding("backend-probe")
+    return result, {SparseAdam([probe]).update_backend(probe)}
+
+
+def test_pure_torch_update_of_rows_left_in_the_mailboxes(no_leaked_segments):
+    """The pushed gradient rows stay in the senders' mailboxes (RowParts); the pure-torch
+    backend gathers them into one tensor and must train like one process too."""
+    results = run_ranks(pure_torch_worker, 2)
+    oracle = scenarios.train_union(2)
+    for result, backends in results:
+        assert backends == {"torch"}
+        scenarios.assert_same_training(result, oracle)
+
+
 def owned_rows_worker(rank, world_size, num_rows):
     emb = NodeEmbedding(num_rows, 4, "owners", timeout=30)
     opt = SparseAdam([emb], lr=0.1)

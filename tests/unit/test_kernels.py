@@ -45,7 +45,8 @@ def module_id(kernel: str) -> int:
 
 
 def call(kernel: str, tables: dict, index, order, grads, divisor: float = 1.0) -> None:
-    """The module's entry point, called as graphemb.optim.kernels.fused_update calls it."""
+    """The module's entry point, called as graphemb.optim.kernels.fused_update calls it
+    (``grads`` one tensor or a list of parts)."""
     formula = FORMULAS[kernel]
     graphemb_kernels.fused_update(
         module_id(kernel),
@@ -53,7 +54,7 @@ def call(kernel: str, tables: dict, index, order, grads, divisor: float = 1.0) -
         [tables[key] for key in formula.state_keys],
         index,
         order,
-        grads,
+        [grads] if isinstance(grads, torch.Tensor) else grads,
         divisor,
         [HYPER[name] for name in formula.hyper],
     )
@@ -101,6 +102,53 @@ def test_kernel_matches_float64_reference(kernel, divisor):
             torch.testing.assert_close(value.double(), expected[key], rtol=1e-5, atol=1e-6)
         else:
             assert torch.equal(value, expected[key]), key
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_grads_in_parts_are_read_as_their_concatenation(kernel):
+    """Gradient rows in several tensors (an empty one among them), ``order`` indexing their
+    concatenation out of sequence: the same update as the float64 reference on the rows
+    gathered into one tensor."""
+    tables = make_tables(kernel)
+    ids = torch.tensor([7, 2, 7, 0, 9, 2, 7, 4])
+    gen = torch.Generator().manual_seed(2)
+    parts = [torch.randn(3, D, generator=gen), torch.empty(0, D), torch.randn(6, D, generator=gen)]
+    positions = torch.tensor([8, 0, 3, 5, 1, 7, 4, 6])  # row of the concatenation behind ids
+    grads = torch.cat(parts)[positions]
+    expected = reference(kernel, tables, ids, grads, 2.0)
+    index, order = sorted_args(ids)
+    call(kernel, tables, index, positions[order], parts, 2.0)
+    for key, value in tables.items():
+        if value.is_floating_point():
+            torch.testing.assert_close(value.double(), expected[key], rtol=1e-5, atol=1e-6)
+        else:
+            assert torch.equal(value, expected[key]), key
+
+
+PART_PROBLEMS = [  # (what, parts, error, message)
+    ("no parts", [], ValueError, r"grads must hold at least one tensor, got an empty list"),
+    ("parts of two dtypes", [torch.ones(2, D), torch.ones(2, D, dtype=torch.float64)],
+     TypeError, r"grads\[1\] must be float32 \(the dtype of grads\[0\]\), got float64"),
+    ("a part of another width", [torch.ones(2, D), torch.ones(2, D + 1)],
+     ValueError, rf"grads\[1\] must have the weight's {D} columns, got shape \[2, {D + 1}\]"),
+    ("a strided part", [torch.ones(2, D), torch.ones(2, 2 * D)[:, ::2]],
+     ValueError, r"grads\[1\] must be contiguous"),
+    ("order past the parts", [torch.ones(2, D), torch.ones(1, D)],
+     IndexError, r"order\[3\] = 3 is out of range for grads of 3 rows"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "what, parts, error, message", PART_PROBLEMS, ids=[c[0] for c in PART_PROBLEMS]
+)
+def test_bad_parts_raise_and_change_nothing(what, parts, error, message):
+    tables = make_tables("adam")
+    before = {k: v.clone() for k, v in tables.items()}
+    index, order = torch.tensor([1, 2, 2, 5]), torch.tensor([0, 1, 2, 3])
+    with pytest.raises(error, match=rf"graphemb_kernels\.adam: {message}"):
+        call("adam", tables, index, order, parts)
+    for key, value in tables.items():
+        assert torch.equal(value, before[key]), f"{what}: {key} changed"
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
@@ -255,6 +303,7 @@ def test_wrong_number_of_tables_or_hyper_parameters_changes_nothing(kernel):
     tables = make_tables(kernel)
     before = {k: v.clone() for k, v in tables.items()}
     index, order, grads = _valid()
+    grads = [grads]  # the module takes the gradient rows as a list of parts
     state = [tables[key] for key in formula.state_keys]
     hyper = [HYPER[name] for name in formula.hyper]
     id_ = module_id(kernel)

@@ -551,7 +551,8 @@ def test_compiled_module_is_matched_formula_by_formula(monkeypatch):
     by_name = {entry[0]: entry for entry in good}
     other_adagrad = ("adagrad", [("sum", "row")], ["lr", "eps"])  # built from other sources
     table = [by_name["adam"], other_adagrad, by_name["sgd"]]  # no row-wise Adagrad, reordered
-    monkeypatch.setattr(importlib, "import_module", lambda name: _fake_kernels(2, table))
+    current = kernels._API_VERSION
+    monkeypatch.setattr(importlib, "import_module", lambda name: _fake_kernels(current, table))
     loaded, reason, ids, missing = kernels._load()
     assert loaded is not None and reason == ""
     assert ids == {"adam": 0, "sgd": 2}
