@@ -140,7 +140,7 @@ class SharedMemoryMailboxes:
         rows : RowParts
             Their values: ``value`` itself and one slice of every other sender's mailbox.
         """
-        mine = self._post(ids, owners, [value], operation)
+        mine = self._post(ids, owners, [value], operation, ascending=True)
         received_ids: list[torch.Tensor] = []
         positions: list[torch.Tensor] = []
         parts = [value]
@@ -157,14 +157,25 @@ class SharedMemoryMailboxes:
         return torch.cat(received_ids), RowParts(parts, torch.cat(positions))
 
     def _post(
-        self, ids: torch.Tensor, owners: torch.Tensor, values: Sequence[torch.Tensor], operation
+        self,
+        ids: torch.Tensor,
+        owners: torch.Tensor,
+        values: Sequence[torch.Tensor],
+        operation: str,
+        ascending: bool = False,
     ) -> torch.Tensor:
-        """Write the rows other ranks own into this rank's mailbox, grouped by owner, and
-        wait until every rank has written its own; returns the positions of the rows this
-        rank owns itself (they never go through the mailbox)."""
+        """Write the rows other ranks own into this rank's mailbox, grouped by owner (with
+        ``ascending``: each owner's rows by ascending id, else in the order given), and wait
+        until every rank has written its own; returns the positions of the rows this rank
+        owns itself (they never go through the mailbox)."""
         own = owners == self._rank
         mine = torch.nonzero(own).flatten()
         others = torch.nonzero(~own).flatten()
+        if ascending:
+            # An update reading the rows in place walks them by ascending id: in this
+            # order it reads each mailbox front to back instead of at random (shared
+            # memory has 4 KiB pages). The sort costs ~2 ms per 90,000 rows.
+            others = others[torch.argsort(ids[others])]
         if self._world_size > 2:  # group the others by owner (two ranks: one group)
             others = others[torch.argsort(owners[others], stable=True)]
         counts = torch.bincount(owners, minlength=self._world_size)
