@@ -76,7 +76,7 @@ class UpdateBackend(abc.ABC):
         weight: torch.Tensor,
         state: Mapping[str, torch.Tensor],
         ids: torch.Tensor,
-        grads: torch.Tensor,
+        grads: torch.Tensor | RowParts,
         divisor: int,
         hyper: Mapping[str, float],
     ) -> None:

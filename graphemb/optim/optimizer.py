@@ -225,15 +225,16 @@ class SparseOptimizer(torch.optim.Optimizer):
         # with overlap: waits for the pushes started by backward (or now)
         span = "graphemb::wait_push" if storage.overlaps else "graphemb::take_gradients"
         with record_function(span):
-            ids, grads, pushed = embedding.take_gradients(operation)
+            ids, recorded, pushed = embedding.take_gradients(operation)
+        grads: torch.Tensor | RowParts = recorded
         if pushed:
             divisor = storage.world_size
         elif storage.distributed:
             if storage.coalesce_before_push:  # fewer rows to send
                 with record_function("graphemb::coalesce"):
-                    ids, grads = coalesce_rows(ids, grads, self._workspace)
+                    ids, recorded = coalesce_rows(ids, recorded, self._workspace)
             with record_function("graphemb::push"):
-                ids, grads = storage.push_gradients(ids, grads, operation)
+                ids, grads = storage.push_gradients(ids, recorded, operation)
             divisor = storage.world_size
         if ids.numel():
             with record_function("graphemb::update"):
