@@ -52,16 +52,24 @@ def _madvise_mode() -> bool:
     return sys.platform.startswith("linux") and "[madvise]" in _THP_MODE.read_text()
 
 
-def test_import_sets_the_switch_and_keeps_the_users_choice():
-    assert _probe(None)["variable"] == "1"
-    assert _probe("0")["variable"] == "0"
+@pytest.fixture(scope="module")
+def probes() -> tuple[dict, dict]:
+    """The probe without the variable set, and with the user's ``0`` (two interpreters,
+    shared by the tests of this module: each takes seconds to import torch)."""
+    return _probe(None), _probe("0")
+
+
+def test_import_sets_the_switch_and_keeps_the_users_choice(probes):
+    default, users_choice = probes
+    assert default["variable"] == "1"
+    assert users_choice["variable"] == "0"
 
 
 @pytest.mark.skipif(
     not _madvise_mode(), reason="needs Linux transparent huge pages in madvise mode"
 )
-def test_large_tensors_sit_on_huge_pages_unless_the_user_says_no():
-    on, off = _probe(None), _probe("0")
+def test_large_tensors_sit_on_huge_pages_unless_the_user_says_no(probes):
+    on, off = probes
     assert on["huge_kb"] is not None and off["huge_kb"] is not None
     # Huge pages under the block against none at all (not all of it: where memory is
     # fragmented the kernel may fall back to 4 KiB pages for part of a block).
