@@ -108,11 +108,6 @@ inline void prefetch(const void* p, int64_t nbytes) {
 constexpr int64_t kPrefetchRuns = 4;  // rows ahead (N=1M, D=128: 4 best of 2-8; into L2 only: worse)
 constexpr int64_t kRunsPerBlock = 1024;  // rows a thread takes at a time
 
-// Calls update(row, summed_grad) once per distinct row, in parallel over rows, with
-// update = make_update() made once per thread (it may keep per-thread state);
-// prefetch_row(row) is called a few rows ahead of update(row, ...). `starts`: the runs of
-// checked_run_starts. Threads take blocks of rows as tasks from a shared counter
-// (tasks.h), so that a thread the OS preempts (a busy machine) delays only its block.
 // The gradient parts read as one table: row k of their concatenation, found by a scan of
 // the few part ends (one part per sender rank at most).
 template <typename C>
@@ -139,6 +134,11 @@ class GradRows {
   std::vector<int64_t> starts_, ends_;
 };
 
+// Calls update(row, summed_grad) once per distinct row, in parallel over rows, with
+// update = make_update() made once per thread (it may keep per-thread state);
+// prefetch_row(row) is called a few rows ahead of update(row, ...). `starts`: the runs of
+// checked_run_starts. Threads take blocks of rows as tasks from a shared counter
+// (tasks.h), so that a thread the OS preempts (a busy machine) delays only its block.
 template <typename C, typename MakeUpdate, typename Prefetch>
 void for_each_row(const std::vector<int64_t>& starts, const at::Tensor& index,
                   const at::Tensor& order, const std::vector<at::Tensor>& grads,
@@ -409,8 +409,7 @@ std::tuple<at::Tensor, at::Tensor> sort_rows(const at::Tensor& ids, int64_t num_
 // hyper in the order the registry gives them.
 void fused_update(int64_t formula, at::Tensor weight, std::vector<at::Tensor> state,
                   at::Tensor index, at::Tensor order, std::vector<at::Tensor> grads,
-                  double divisor,
-                  std::vector<double> hyper) {
+                  double divisor, std::vector<double> hyper) {
   const auto& table = formula_table();
   TORCH_CHECK_VALUE(formula >= 0 && formula < static_cast<int64_t>(table.size()),
                     "graphemb_kernels.fused_update: formula must be in [0, ", table.size(),
