@@ -31,6 +31,7 @@ __all__ = [
     "learning_rate",
     "noise_and_keep",
     "progress_bar",
+    "token_counts",
     "train_step",
     "walker",
 ]
@@ -68,12 +69,29 @@ def walker(graph: Graph, settings: Settings) -> RandomWalker:
     return RandomWalker(graph, settings.p, settings.q, weighted=settings.weighted)
 
 
+def token_counts(graph: Graph, weighted: bool) -> torch.Tensor:
+    """How often walks visit each node, up to a constant: float64 of shape (N,).
+
+    word2vec counts the tokens of its corpus before training; walks are drawn as they are
+    trained, so their counts stand in: a node's in-degree, or with ``weighted`` walks its
+    weighted in-degree (the sum of its in-edges' weights). On an undirected graph a walk's
+    long-run share of visits to a node is exactly that (the stationary distribution of
+    the walk); counting edges instead of weights would give the noise distribution and the
+    subsampling of an unweighted graph whose walks these are not.
+    """
+    if weighted and graph.edge_weight is not None:
+        _, destinations = graph.edges()
+        counts = torch.zeros(graph.num_nodes, dtype=torch.float64, device=graph.device)
+        return counts.index_add_(0, destinations, graph.edge_weight.to(torch.float64))
+    return graph.in_degrees().to(torch.float64)
+
+
 def noise_and_keep(graph: Graph, settings: Settings) -> tuple[NegativeSampler, torch.Tensor]:
-    """The noise distribution (in-degree ** 0.75; uniform on a graph without edges) and the
-    subsampling keep probabilities, float64 of shape (N,)."""
-    degrees = graph.in_degrees()
-    noise = NegativeSampler(degrees if bool((degrees > 0).any()) else torch.ones_like(degrees))
-    return noise, keep_probabilities(degrees, settings.sample)
+    """The noise distribution (:func:`token_counts` ** 0.75; uniform on a graph without
+    edges) and the subsampling keep probabilities, float64 of shape (N,)."""
+    counts = token_counts(graph, settings.weighted)
+    noise = NegativeSampler(counts if bool((counts > 0).any()) else torch.ones_like(counts))
+    return noise, keep_probabilities(counts, settings.sample)
 
 
 def chunks(

@@ -99,7 +99,8 @@ def train_node_embeddings(
         Passes; each draws fresh walks.
     sample : float
         Subsampling threshold of frequent nodes (gensim's ``sample``; 0 disables). Node
-        frequencies are their expected share of walk tokens, the in-degree share.
+        frequencies are their expected share of walk tokens: the in-degree share, or the
+        weighted in-degree share with ``weighted`` walks (the noise distribution too).
     lr : float, optional
         Initial learning rate of SGD (word2vec's ``alpha``), decayed linearly over the run.
         Default: :data:`COMPILED_LR` (word2vec's 0.025) for the compiled trainer,
