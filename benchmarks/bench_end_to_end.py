@@ -75,7 +75,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=None, help="untimed batches (default 2)")
     parser.add_argument("--steps", type=int, default=None, help="timed batches (default 15)")
     parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds (3)")
-    parser.add_argument("--profile-steps", type=int, default=None, help="default 3")
+    parser.add_argument("--profile-steps", type=int, default=None, help="default 7")
     parser.add_argument("--threads", type=int, default=2, help="torch threads of 1 process")
     parser.add_argument(
         "--procs",
@@ -102,7 +102,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         "warmup": (1, 2),
         "steps": (4, 15),
         "rounds": (2, 3),
-        "profile_steps": (2, 3),
+        "profile_steps": (2, 7),
     }
     for key, (small, full) in defaults.items():
         if getattr(args, key) is None:
