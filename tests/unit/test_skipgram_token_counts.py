@@ -40,12 +40,8 @@ DEGREES = [4, 3, 3, 3, 4, 3]
 
 
 def weighted_graph() -> Graph:
-    src = torch.tensor([u for u, _, _ in EDGES])
-    dst = torch.tensor([v for _, v, _ in EDGES])
-    weight = torch.tensor([w for _, _, w in EDGES], dtype=torch.float64)
-    return Graph.from_edges(
-        torch.cat([src, dst]), torch.cat([dst, src]), num_nodes=6, edge_weight=weight.repeat(2)
-    )
+    src, dst, weight = zip(*EDGES, strict=True)
+    return Graph.from_edges(list(src), list(dst), 6, undirected=True, edge_weight=list(weight))
 
 
 def test_token_counts_are_in_degrees_or_weighted_in_degrees():
