@@ -28,7 +28,10 @@ both DGL loops (ratio of medians, range of per-round ratios; targets 4x DGL's ow
 torch-SparseAdam one), of 2 processes x 1 thread over 1 x 2 (target 1x), of the profiled
 forward + backward over DGL's (target 1.2x), and a per-phase breakdown read from
 ``torch.profiler`` spans -- sampling, forward (model + loss), backward, sparse step, dense
-step -- with the operators that spent the most time in each. ``--device cuda`` runs the
+step -- with the operators that spent the most time in each. With --procs above 1 it first
+prints what share of the whole batch's input rows and first-layer edges one rank's part of
+the seeds reaches (the ranks' frontiers overlap at the hubs, so each rank does more than
+1/procs of the work). ``--device cuda`` runs the
 layers, the embedding and the sampler on the GPU. The last line is ``BENCH_SUMMARY {json}``.
 """
 
@@ -357,6 +360,44 @@ def time_and_profile(args, runners: dict, local: dict, pools: dict, with_dgl: bo
     return results, ratios, profile_all(args, local, pools)
 
 
+def rank_frontier_shares(args, work, batches: int = 3) -> dict:
+    """How much of the whole batch's work a rank of each --procs count above 1 gets: its
+    share of the seeds' input rows (the rows it gathers, pushes and has updated) and of the
+    first layer's edges, against the whole batch's, means over the first ``batches``
+    batches (each share sampled anew, as the ranks do)."""
+    import torch
+
+    from graphemb.graph import Graph
+    from graphemb.sampling import NeighborSampler
+
+    counts = [p for p in args.procs if p > 1]
+    if not counts or args.device != "cpu":
+        return {}
+    graph = getattr(work, "graph", None)
+    if graph is None:
+        graph = Graph.from_edges(work.src, work.dst, args.num_nodes)
+    sampler, generator = NeighborSampler(args.fanouts), torch.Generator().manual_seed(args.seed)
+    shares = {}
+    for procs in counts:
+        rows, edges = [], []
+        for seeds in work.batches[:batches]:
+            whole = sampler.sample_blocks(graph, seeds, generator)
+            for part in seeds.chunk(procs):
+                share = sampler.sample_blocks(graph, part, generator)
+                rows.append(share[0].numel() / whole[0].numel())
+                edges.append(share[2][0].num_edges / whole[2][0].num_edges)
+        shares[procs] = {
+            "input_rows": sum(rows) / len(rows),
+            "first_layer_edges": sum(edges) / len(edges),
+        }
+        print(
+            f"# a rank of {procs}: {shares[procs]['input_rows']:.0%} of the whole batch's input "
+            f"rows, {shares[procs]['first_layer_edges']:.0%} of its first layer's edges "
+            f"(1/{procs} would split the work without overlap)"
+        )
+    return shares
+
+
 def main(argv=None) -> dict:
     args = parse_args(argv)
     os.environ["OMP_NUM_THREADS"] = str(args.threads)  # DGL's OpenMP reads it at import
@@ -381,6 +422,7 @@ def main(argv=None) -> dict:
     )
 
     local = local_contenders(args, work, with_dgl)
+    frontiers = rank_frontier_shares(args, work)
     work.src = work.dst = work.graph = None  # the contenders hold the graphs now
     runners = {n: timing.local_runner(c.step, sync) for n, c in local.items()}
     spec = {k: v for k, v in vars(args).items() if k not in ("json", "trace")}
@@ -406,6 +448,7 @@ def main(argv=None) -> dict:
         },
         "phases_ms": {n: p["phases_ms"] for n, p in profiles.items()},
         "layers": layer_ratios,
+        "rank_frontier_shares": frontiers,
     }
     report.emit_summary(summary, args.json)
     return summary

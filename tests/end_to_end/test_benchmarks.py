@@ -165,6 +165,10 @@ def test_end_to_end_quick_mode_times_every_contender_and_its_phases():
         phases_ms = summary["phases_ms"][name]
         for phase in ("sampling", "forward", "backward", "sparse step", "dense step"):
             assert phases_ms[phase] > 0, (name, phase)
+    # half of the seeds reach more than half of the input rows (shared neighbours), never all
+    share = summary["rank_frontier_shares"]["2"]
+    assert 0.5 < share["input_rows"] < 1.0, share
+    assert 0.4 < share["first_layer_edges"] < 0.8, share
 
 
 @GRAPHEMB_ONLY
