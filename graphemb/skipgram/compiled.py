@@ -8,7 +8,8 @@ row (``syn0``) trained at once against the position's output row (``syn1``, labe
 ``K`` noise nodes (label 0) from the unigram ** 0.75 alias table, the input row's change
 accumulated and added after its ``K + 1`` targets. Threads take contiguous shares of the
 walks and write the shared float32 tables without locks. The learning rate decays
-linearly with the walks done over the whole run (:func:`hogwild_pass` is called chunk by
+linearly with the walks done over the whole run, held for each block of
+:data:`HOLD_TOKENS` tokens as word2vec holds it (:func:`hogwild_pass` is called chunk by
 chunk with the count of walks before it). See ``csrc/graphemb_kernels/skipgram.cpp``.
 
 :func:`graphemb.skipgram.train_node_embeddings` uses it on CPU graphs when the module is
@@ -25,11 +26,13 @@ import torch
 from .._compiled import compiled_module, disabled
 
 __all__ = [
+    "HOLD_TOKENS",
     "INIT_RANGE",
     "TrainingDiverged",
     "chunk_seed",
     "compiled_trainer",
     "hogwild_pass",
+    "held_walks",
     "init_tables",
     "learning_rate",
 ]
@@ -37,7 +40,10 @@ __all__ = [
 _MASK64 = (1 << 64) - 1
 
 #: Input rows start uniform in ``[-INIT_RANGE / D, INIT_RANGE / D)`` (:func:`init_tables`).
-INIT_RANGE = 1.25
+INIT_RANGE = 1.0
+
+#: Tokens for which the compiled trainer holds its learning rate (:func:`held_walks`).
+HOLD_TOKENS = 10_000
 
 
 class TrainingDiverged(ValueError):
@@ -55,10 +61,29 @@ def compiled_trainer() -> Any:
     return getattr(module, "skipgram_train", None)
 
 
-def learning_rate(lr: float, done: int, total: int) -> float:
-    """word2vec's linearly decaying rate after ``done`` of ``total`` walks:
-    ``lr * max(1 - done / total, 1e-4)``."""
-    return lr * max(1.0 - done / total, 1e-4)
+def learning_rate(lr: float, done: int, total: int, hold: int = 1) -> float:
+    """word2vec's linearly decaying rate after ``done`` of ``total`` walks, held for
+    blocks of ``hold`` walks: ``lr * max(1 - (done // hold) * hold / total, 1e-4)``.
+
+    ``hold=1`` lowers the rate every walk (the torch trainer calls it once per step of
+    walks, which holds it for the step); the compiled trainer holds it for
+    :func:`held_walks` walks, as word2vec does for 10,000 tokens.
+    """
+    return lr * max(1.0 - (done // hold) * hold / total, 1e-4)
+
+
+def held_walks(walk_length: int) -> int:
+    """Walks of ``walk_length`` tokens for which the compiled trainer holds its rate:
+    ``max(1, HOLD_TOKENS // walk_length)``.
+
+    word2vec.c recomputes the rate every 10,000 words a thread trains and gensim once per
+    job of ``batch_words=10000`` words. Holding it instead of lowering it after every walk
+    is part of word2vec's algorithm, not a detail: over a run the held rate does about
+    1 % more learning, which on a small dense graph is worth several F1 points.
+    """
+    if walk_length < 1:
+        raise ValueError(f"walk_length must be >= 1, got {walk_length}")
+    return max(1, HOLD_TOKENS // walk_length)
 
 
 def chunk_seed(seed: int, chunk: int) -> int:
@@ -71,15 +96,12 @@ def init_tables(num_nodes: int, dimensions: int, seed: int) -> tuple[torch.Tenso
     """The initial tables: input rows uniform in ``[-INIT_RANGE / D, INIT_RANGE / D)``,
     output rows zero.
 
-    Both tables start near the saddle point at zero, where every row scores every other
-    alike, and training first has to break that symmetry before the rows move apart; the
-    smaller the initial rows, the more updates per node that takes. word2vec.c draws from
-    ``±0.5 / D`` and gensim from ``±1 / D``; from there a graph whose walks give each node
-    few tokens relative to its neighbourhood's size (a small dense graph) ends the run
-    near the saddle. Larger initial rows leave it sooner, but on a strongly clustered graph
-    they end the run further below gensim's result the larger they are. ``±1.25 / D`` sits
-    between the two: this trainer's rows leave the saddle on small dense graphs about as
-    early as gensim's from ``±1 / D`` (measured: ``benchmarks/results/deepwalk_quality.md``).
+    gensim's start (word2vec.c draws from ``±0.5 / D``). Both tables start near the saddle
+    point at zero, where every row scores every other alike; training first breaks that
+    symmetry. The range sets how soon: larger rows leave the saddle sooner but end further
+    from the optimum on strongly clustered graphs. With word2vec's own update and rate
+    schedule, gensim's range gives gensim's quality on every shape measured
+    (``benchmarks/results/deepwalk_quality.md``).
 
     Returns
     -------
@@ -104,6 +126,7 @@ def hogwild_pass(
     lr: float,
     walks_before: int,
     total_walks: int,
+    hold_walks: int,
     threads: int,
     seed: int,
     chunk: str = "",
@@ -130,6 +153,9 @@ def hogwild_pass(
         Initial learning rate of the whole run.
     walks_before, total_walks : int
         Walks trained before this chunk, and in the whole run (the rate's decay).
+    hold_walks : int
+        The rate is held for blocks of this many walks of the run (:func:`held_walks`
+        of the walk length; 1 lowers it every walk).
     threads : int
         Hogwild threads.
     seed : int
@@ -165,12 +191,13 @@ def hogwild_pass(
         float(lr),
         walks_before,
         total_walks,
+        hold_walks,
         threads,
         seed & _MASK64,
         vector_width,
     )
     if nonfinite:
-        rate = learning_rate(lr, walks_before, total_walks)
+        rate = learning_rate(lr, walks_before, total_walks, hold_walks)
         raise TrainingDiverged(
             f"skip-gram training diverged in {chunk or 'a walk chunk'}: {nonfinite} of "
             f"{products} scores were not finite at a learning rate of {rate:.4g} (initial lr "

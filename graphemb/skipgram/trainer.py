@@ -16,7 +16,14 @@ import torch
 
 from .._checks import as_size
 from ..graph import Graph
-from .compiled import check_finite, chunk_seed, compiled_trainer, hogwild_pass, init_tables
+from .compiled import (
+    check_finite,
+    chunk_seed,
+    compiled_trainer,
+    held_walks,
+    hogwild_pass,
+    init_tables,
+)
 from .schedule import Settings, chunks, noise_and_keep, progress_bar, walker
 from .sharing import SHARING, TRAINER_SHARING, layout
 from .step import check_duplicates
@@ -283,6 +290,7 @@ def _train_compiled(kernel: Any, graph: Graph, settings: Settings, threads: int)
                 lr=settings.lr,
                 walks_before=done,
                 total_walks=total,
+                hold_walks=held_walks(settings.walk_length),
                 threads=threads,
                 seed=chunk_seed(settings.seed, index),
                 chunk=f"walk chunk {index + 1} of {count}",

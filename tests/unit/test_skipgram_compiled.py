@@ -18,7 +18,13 @@ from graphemb.skipgram import (
     keep_probabilities,
     train_node_embeddings,
 )
-from graphemb.skipgram.compiled import check_finite, chunk_seed, compiled_trainer, hogwild_pass
+from graphemb.skipgram.compiled import (
+    check_finite,
+    chunk_seed,
+    compiled_trainer,
+    held_walks,
+    hogwild_pass,
+)
 
 kernel = compiled_trainer()
 needs_kernel = pytest.mark.skipif(kernel is None, reason="graphemb_kernels.skipgram_train absent")
@@ -57,14 +63,16 @@ def test_reference_stream_is_splitmix64():
     assert rng.next() == 0x6E789E6AA1B965F4
 
 
-def reference(walks, syn0, syn1, keep, alias, window, negatives, lr, before, total, seed):
-    """word2vec's skip-gram with negative sampling in float64, one thread."""
+def reference(walks, syn0, syn1, keep, alias, window, negatives, lr, before, total, seed, hold=1):
+    """word2vec's skip-gram with negative sampling in float64, one thread; the rate is
+    recomputed at the start of every block of ``hold`` walks of the run."""
     nodes, coins, aliases = (t.tolist() for t in alias)
     syn0, syn1 = syn0.double().numpy().copy(), syn1.double().numpy().copy()
     keep = keep.tolist()
     rng = SplitMix64(mix(seed))
     for index, walk in enumerate(walks.tolist()):
-        alpha = lr * max(1.0 - (before + index) / total, 1e-4)
+        block_start = (before + index) - (before + index) % hold
+        alpha = lr * max(1.0 - block_start / total, 1e-4)
         kept = []
         for node in walk:
             if node < 0:
@@ -105,6 +113,7 @@ def run(
     lr=0.025,
     before=0,
     total=None,
+    hold=1,
     threads=1,
     seed=7,
     vector_width=0,
@@ -121,10 +130,35 @@ def run(
         lr=lr,
         walks_before=before,
         total_walks=total or walks.shape[0],
+        hold_walks=hold,
         threads=threads,
         seed=seed,
         vector_width=vector_width,
     )
+
+
+def check_against_reference(walks, syn0, syn1, keep, alias, *, hold=1, vector_width=0):
+    """Train in place with the kernel (window 3, 4 negatives, lr 0.5, walks 5.. of 20,
+    seed 11) and assert the float64 reference's result; return that result."""
+    expected = reference(walks, syn0, syn1, keep, alias, 3, 4, 0.5, 5, 20, 11, hold=hold)
+    run(
+        walks,
+        syn0,
+        syn1,
+        keep,
+        alias,
+        window=3,
+        negatives=4,
+        lr=0.5,
+        before=5,
+        total=20,
+        hold=hold,
+        seed=11,
+        vector_width=vector_width,
+    )
+    torch.testing.assert_close(syn0.double(), expected[0], rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(syn1.double(), expected[1], rtol=1e-4, atol=1e-5)
+    return expected
 
 
 @needs_kernel
@@ -143,25 +177,9 @@ def test_matches_a_float64_word2vec_reference(sample, num_nodes, dim, vector_wid
     keep = keep_probabilities(weights, sample)
     syn0 = (torch.rand(num_nodes, dim, generator=gen) - 0.5) / dim
     syn1 = torch.rand(num_nodes, dim, generator=gen) * 0.1
-    expected = reference(walks, syn0, syn1, keep, alias, 3, 4, 0.5, 5, 20, 11)
     start = syn0.clone()
-    run(
-        walks,
-        syn0,
-        syn1,
-        keep,
-        alias,
-        window=3,
-        negatives=4,
-        lr=0.5,
-        before=5,
-        total=20,
-        seed=11,
-        vector_width=vector_width,
-    )
+    expected = check_against_reference(walks, syn0, syn1, keep, alias, vector_width=vector_width)
     assert (expected[0] - start.double()).abs().max() > 0.05  # the rows did move
-    torch.testing.assert_close(syn0.double(), expected[0], rtol=1e-4, atol=1e-5)
-    torch.testing.assert_close(syn1.double(), expected[1], rtol=1e-4, atol=1e-5)
 
 
 def counting_tables(num_nodes):
@@ -254,6 +272,29 @@ def test_negatives_follow_degree_to_the_power_three_quarters():
     weights = degrees[2:].double() ** 0.75
     expected = (weights / weights.sum()).numpy() * drawn.sum()
     assert stats.chisquare(drawn, expected).pvalue > 1e-3
+
+
+@needs_kernel
+@pytest.mark.parametrize("hold", [4, 100])  # blocks that split the chunk; one past its end
+def test_rate_is_held_for_blocks_of_walks(hold):
+    """word2vec holds its rate for 10,000 tokens; the kernel holds it for ``hold_walks``
+    walks of the run, counted from its start (walks 5..10 here: blocks 4-7, 8-11)."""
+    gen = torch.Generator().manual_seed(4)
+    walks = torch.randint(60, (6, 9), generator=gen)
+    alias = NegativeSampler(torch.ones(60)).alias_table
+    keep = torch.ones(60, dtype=torch.float64)
+    syn0 = (torch.rand(60, 8, generator=gen) - 0.5) / 8
+    syn1 = torch.rand(60, 8, generator=gen) * 0.1
+    per_walk = reference(walks, syn0, syn1, keep, alias, 3, 4, 0.5, 5, 20, 11, hold=1)
+    held = check_against_reference(walks, syn0, syn1, keep, alias, hold=hold)
+    assert (held[0] - per_walk[0]).abs().max() > 1e-3  # the schedules differ measurably
+
+
+def test_held_walks_cover_10000_tokens():
+    assert held_walks(80) == 125 and held_walks(40) == 250
+    assert held_walks(20_000) == 1  # a walk longer than a block: every walk
+    with pytest.raises(ValueError, match="walk_length must be >= 1, got 0"):
+        held_walks(0)
 
 
 @needs_kernel
