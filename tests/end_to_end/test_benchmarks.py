@@ -337,3 +337,25 @@ def test_busy_processes_spin_during_the_block_and_are_gone_after():
         assert none == []
     with pytest.raises(ValueError, match="-1"), busy.busy_processes(-1):
         pass
+
+
+# ------------------------------------------------------------------ deepwalk panel
+def test_panel_names_only_the_shortfalls_its_seeds_support():
+    """A cell 1 point behind on every seed is a shortfall; one -0.5 points behind on
+    average but spread over three points is not (t = -0.2 / 0.74, p ~ 0.4)."""
+    from deepwalk_panel import shortfall_line
+
+    def rows(graph, gaps):
+        made = []
+        for seed, gap in enumerate(gaps):
+            scores = {"micro@0.5": 0.5, "macro@0.5": 0.5}
+            made.append({"graph": graph, "seed": seed, "trainer": "gensim", **scores})
+            moved = {key: value + gap / 100 for key, value in scores.items()}
+            made.append({"graph": graph, "seed": seed, "trainer": "compiled", **moved})
+        return made
+
+    behind = rows("behind", [-1.0, -1.1, -0.9, -1.05])
+    noisy = rows("noisy", [-2.0, 1.0, -1.5, 0.5])
+    line = shortfall_line(behind + noisy, "compiled", ["micro@0.5", "macro@0.5"])
+    assert line.endswith("behind micro@0.5 -1.01, behind macro@0.5 -1.01"), line
+    assert shortfall_line(noisy, "compiled", ["micro@0.5"]).endswith(": none")
