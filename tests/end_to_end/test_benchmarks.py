@@ -142,8 +142,9 @@ def test_deepwalk_quality_quick_mode_scores_every_trainer(tmp_path):
     paired = stdout.split("paired difference to gensim")[1].splitlines()[2]
     assert paired.startswith("overlapping:2000:10 | batch | 2 | "), paired
     verdicts = [line for line in stdout.splitlines() if line.startswith("batch: ")]
-    assert len(verdicts) == 2, verdicts  # quality and time, each with the load it ran under
+    assert len(verdicts) == 3, verdicts  # quality and time, each with the load it ran under
     assert "target >= -0.3 points:" in verdicts[0] and "target <= 1x:" in verdicts[1]
+    assert "beyond the seeds' spread" in verdicts[2]  # which shortfalls the seeds support
     # A saved output is re-reported (tables and plot) without training again.
     saved = tmp_path / "output.txt"
     saved.write_text(stdout)
