@@ -78,8 +78,9 @@ def held_walks(walk_length: int) -> int:
 
     word2vec.c recomputes the rate every 10,000 words a thread trains and gensim once per
     job of ``batch_words=10000`` words. Holding it instead of lowering it after every walk
-    is part of word2vec's algorithm, not a detail: over a run the held rate does about
-    1 % more learning, which on a small dense graph is worth several F1 points.
+    is part of word2vec's algorithm, not a detail: over a run the held rate is higher by
+    up to one block's decay, about 1 % more learning, to which a small dense graph's
+    result is sensitive.
     """
     if walk_length < 1:
         raise ValueError(f"walk_length must be >= 1, got {walk_length}")
@@ -100,8 +101,8 @@ def init_tables(num_nodes: int, dimensions: int, seed: int) -> tuple[torch.Tenso
     point at zero, where every row scores every other alike; training first breaks that
     symmetry. The range sets how soon: larger rows leave the saddle sooner but end further
     from the optimum on strongly clustered graphs. With word2vec's own update and rate
-    schedule, gensim's range gives gensim's quality on every shape measured
-    (``benchmarks/results/deepwalk_quality.md``).
+    schedule this is gensim's algorithm from gensim's start (the two are compared in
+    ``benchmarks/results/deepwalk_quality.md``).
 
     Returns
     -------
