@@ -32,7 +32,10 @@ graph and seed), then with several ``--seeds`` the mean of each trainer over the
 paired difference to gensim (same graph and seed) with its standard error over the seeds:
 one seed's F1 moves by a point or more (271 test nodes at 90 % labels on Cora), so a
 difference smaller than about twice its standard error is not one; and
-writes a plot of F1 against seconds to ``benchmarks/results/deepwalk_quality.png``. Skips
+writes a plot of F1 against seconds to ``benchmarks/results/deepwalk_quality.png``. With
+``--time-repeats R`` every trainer runs R rounds per seed, in turn, and a row's seconds are
+its fastest round's (its scores the first round's): this machine's speed changes 2-4x from
+one minute to the next, and one round per seed lets a disturbed minute decide a ratio. Skips
 gensim, with the reason, when it is not installed (``pip install graphemb[bench]``).
 
     python benchmarks/bench_deepwalk_quality.py                      # both graphs
@@ -40,6 +43,7 @@ gensim, with the reason, when it is not installed (``pip install graphemb[bench]
     python benchmarks/bench_deepwalk_quality.py --quick              # seconds
     python benchmarks/bench_deepwalk_quality.py --rows-from saved_output.txt   # re-plot
     python benchmarks/bench_deepwalk_quality.py --graphs panel --json out.json   # rows to a file
+    python benchmarks/bench_deepwalk_quality.py --graphs overlapping --time-repeats 2
     python benchmarks/render_readme.py   # READMEs from results/deepwalk_panel.json
 """
 
@@ -223,6 +227,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--ratios", default="0.1,0.5,0.9")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seeds", default="0")
+    parser.add_argument(
+        "--time-repeats",
+        type=int,
+        default=1,
+        help="rounds of every trainer per seed, in turn; a row's seconds are the fastest "
+        "round's (this machine's speed changes between minutes: the fastest round is the "
+        "one its neighbours disturbed least), its scores the first round's",
+    )
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--plot", default=str(RESULTS / "deepwalk_quality.png"))
     parser.add_argument(
@@ -262,21 +274,15 @@ def main() -> None:
     for graph_name in names:
         for seed in (int(s) for s in args.seeds.split(",")):
             graph, labels = load(graph_name, seed)
-            for trainer in args.trainers.split(","):
-                if trainer == "gensim":
-                    result = run_gensim(graph, args, seed)
-                    if result is None:
-                        continue
-                else:
-                    result = run_graphemb(graph, args, trainer, seed)
-                table, seconds = result
+            for trainer, (table, seconds) in run_trainers(graph, args, seed).items():
                 scores = [f1_scores(table, labels, r, args.repeats, seed) for r in ratios]
                 row = {
                     "graph": graph_name,
                     "nodes": graph.num_nodes,
                     "seed": seed,
                     "trainer": trainer,
-                    "seconds": seconds,
+                    "seconds": min(seconds),
+                    "seconds_runs": seconds,
                     **{f"micro@{r}": s[0] for r, s in zip(ratios, scores, strict=True)},
                     **{f"macro@{r}": s[1] for r, s in zip(ratios, scores, strict=True)},
                 }
@@ -285,6 +291,24 @@ def main() -> None:
     report(rows, ratios, None if args.quick else args.plot)
     if args.json:
         write_json(args.json, rows, ratios)
+
+
+def run_trainers(graph: Graph, args, seed: int) -> dict[str, tuple[np.ndarray, list[float]]]:
+    """Every trainer of ``--trainers`` on ``graph``, ``--time-repeats`` rounds in turn
+    (gensim, compiled, gensim, compiled, ...): per trainer, the first round's table (the one
+    scored) and every round's seconds. A trainer that is not installed is left out."""
+    results: dict[str, tuple[np.ndarray, list[float]]] = {}
+    for _ in range(args.time_repeats):
+        for trainer in args.trainers.split(","):
+            if trainer == "gensim":
+                result = run_gensim(graph, args, seed)
+                if result is None:
+                    continue
+            else:
+                result = run_graphemb(graph, args, trainer, seed)
+            table, seconds = result
+            results.setdefault(trainer, (table, []))[1].append(seconds)
+    return results
 
 
 def write_json(path: str, rows: list[dict], ratios: list[float]) -> None:

@@ -163,7 +163,8 @@ def check_against_reference(walks, syn0, syn1, keep, alias, *, hold=1, vector_wi
 
 @needs_kernel
 @pytest.mark.parametrize("vector_width", [0, 4])  # the widest loop of this CPU; 4 floats
-@pytest.mark.parametrize("dim", [8, 13])  # whole vectors; a tail of scalars
+# whole vectors (8: one, 32: several, the loops compiled per target count); a tail of scalars
+@pytest.mark.parametrize("dim", [8, 32, 13])
 @pytest.mark.parametrize("num_nodes", [7, 60])
 @pytest.mark.parametrize("sample", [0.0, 0.2])
 def test_matches_a_float64_word2vec_reference(sample, num_nodes, dim, vector_width):
