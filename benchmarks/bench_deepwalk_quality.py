@@ -312,10 +312,14 @@ def run_trainers(graph: Graph, args, seed: int) -> dict[str, tuple[np.ndarray, l
 
 
 def write_json(path: str, rows: list[dict], ratios: list[float]) -> None:
-    """The run's rows with what a reader needs to redo its tables and verdicts."""
-    command = "benchmarks/bench_deepwalk_quality.py " + " ".join(
-        a for a in sys.argv[1:] if a != "--json" and a != path
-    )
+    """The run's rows with what a reader needs to redo its tables and verdicts (the
+    command without its output paths, ``--json`` and ``--plot``)."""
+    kept, skip = [], False
+    for arg in sys.argv[1:]:
+        if not skip and arg.split("=")[0] not in ("--json", "--plot"):
+            kept.append(arg)
+        skip = arg in ("--json", "--plot")
+    command = "benchmarks/bench_deepwalk_quality.py " + " ".join(kept)
     record = {"command": command.strip(), "load_before": round(START_LOAD, 2), "ratios": ratios}
     with open(path, "w") as f:
         json.dump({**record, "rows": rows}, f, indent=1)
