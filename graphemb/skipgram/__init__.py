@@ -27,8 +27,9 @@ The pieces, each usable alone, from the bottom up:
   (:meth:`SkipGram.sgd_step`: no autograd, no optimizer, products optionally in bfloat16);
 * :func:`train_node_embeddings` (:mod:`~graphemb.skipgram.trainer`) -- the whole DeepWalk /
   node2vec pipeline. On CPU it runs word2vec's own algorithm compiled
-  (:mod:`~graphemb.skipgram.compiled`: sequential per-pair updates in lock-free threads);
-  elsewhere the torch trainer: walks drawn chunk by chunk, batched steps
+  (:mod:`~graphemb.skipgram.compiled`: sequential per-pair updates in lock-free threads,
+  one thread for a chunk of walks while :mod:`~graphemb.skipgram.governor` measures one
+  faster); elsewhere the torch trainer: walks drawn chunk by chunk, batched steps
   (:func:`train_step`) at a learning rate decaying linearly over the run
   (:func:`learning_rate`), optionally in several processes writing into shared-memory
   tables (:mod:`~graphemb.skipgram.workers`).

@@ -10,6 +10,7 @@ steps of :func:`~.schedule.train_step`, in one process or several).
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 import torch
@@ -24,6 +25,7 @@ from .compiled import (
     hogwild_pass,
     init_tables,
 )
+from .governor import ThreadGovernor
 from .schedule import Settings, chunks, noise_and_keep, progress_bar, walker
 from .sharing import SHARING, TRAINER_SHARING, layout
 from .step import check_duplicates
@@ -147,8 +149,11 @@ def train_node_embeddings(
     workers : int
         Compiled trainer: threads, each training a share of every chunk of walks on the
         shared tables without locks (word2vec's threads); with 1 the result depends only on
-        ``seed``. Torch trainer: processes (CPU), each trains its share of every chunk of
-        walks, writing into tables in shared memory without locks, as word2vec's threads do.
+        ``seed``. A chunk runs on one thread instead while one was measured faster (threads
+        whose cores share no cache slow each other down, see
+        :class:`~graphemb.skipgram.governor.ThreadGovernor`). Torch trainer: processes
+        (CPU), each trains its share of every chunk of walks, writing into tables in shared
+        memory without locks, as word2vec's threads do.
         Each uses one core. Starting them costs seconds (an interpreter and torch each), and
         writers of one table slow each other's steps (hot rows, shared caches): they pay
         off in long runs only.
@@ -276,10 +281,14 @@ def _train_compiled(kernel: Any, graph: Graph, settings: Settings, threads: int)
     order_generator = torch.Generator().manual_seed(settings.seed)
     total = settings.epochs * settings.num_walks * graph.num_nodes
     done = 0
+    governor: ThreadGovernor | None = None
     with progress_bar(total, settings.progress) as shown:
         for index, count, starts in chunks(graph, settings, order_generator):
             walks = walks_of(starts, settings.walk_length - 1, generator=generator)
-            hogwild_pass(
+            governor = governor or ThreadGovernor(threads, count)
+            chunk_threads = governor.threads()
+            started = time.perf_counter()
+            products = hogwild_pass(
                 kernel,
                 walks,
                 syn0,
@@ -292,10 +301,11 @@ def _train_compiled(kernel: Any, graph: Graph, settings: Settings, threads: int)
                 walks_before=done,
                 total_walks=total,
                 hold_walks=held_walks(settings.walk_length),
-                threads=threads,
+                threads=chunk_threads,
                 seed=chunk_seed(settings.seed, index),
                 chunk=f"walk chunk {index + 1} of {count}",
             )
+            governor.record(chunk_threads, products, time.perf_counter() - started)
             done += walks.shape[0]
             shown.update(walks.shape[0])
     check_finite(syn0, settings.lr, "by the end of training")

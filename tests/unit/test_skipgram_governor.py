@@ -1,0 +1,102 @@
+"""The compiled trainer's thread governor against simulated machines: which thread count
+each chunk gets, and the time that saves against always running every thread."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from graphemb.graph import Graph
+from graphemb.skipgram import train_node_embeddings
+from graphemb.skipgram.compiled import compiled_trainer
+from graphemb.skipgram.governor import ThreadGovernor
+
+
+def drive(governor: ThreadGovernor, rate, chunks: int, products: int = 1_000_000):
+    """Run ``chunks`` chunks on a simulated machine whose throughput (products per second)
+    is ``rate(threads, chunk)``; return the thread counts chosen and the seconds taken."""
+    chosen, seconds = [], 0.0
+    for chunk in range(chunks):
+        threads = governor.threads()
+        took = products / rate(threads, chunk)
+        governor.record(threads, products, took)
+        chosen.append(threads)
+        seconds += took
+    return chosen, seconds
+
+
+def episode_machine(threads: int, chunk: int) -> float:
+    """Two threads 1.4x one thread, except chunks 20..39 where they contend (0.35x)."""
+    if threads == 1:
+        return 1.0
+    return 0.35 if 20 <= chunk < 40 else 1.4
+
+
+def test_one_worker_is_never_governed():
+    chosen, _ = drive(ThreadGovernor(1, 50), episode_machine, 50)
+    assert chosen == [1] * 50
+
+
+def test_threads_outside_an_episode_one_thread_inside():
+    chosen, seconds = drive(ThreadGovernor(2, 80), episode_machine, 80)
+    assert chosen[2] == 1  # the one calibration chunk
+    # Back on two threads at most `longest_retry` (8) chunks after the episode.
+    outside = chosen[3:20] + chosen[48:]
+    assert outside.count(2) == len(outside)
+    assert chosen[20:40].count(1) >= 14  # the episode: mostly one thread
+    always = sum(1e6 / episode_machine(2, c) for c in range(80))
+    # Every chunk of the episode on one thread would take 1e6 / 1.0 instead of 1e6 / 0.35.
+    assert seconds < 0.75 * always
+
+
+def test_a_machine_where_threads_never_help_runs_one():
+    chosen, _ = drive(
+        ThreadGovernor(4, 200), lambda threads, chunk: 1.0 if threads == 1 else 0.8, 200
+    )
+    assert chosen[100:].count(1) >= 85  # a retry of the threads every 8 chunks
+
+
+def test_a_machine_where_threads_always_help_keeps_them():
+    chosen, _ = drive(
+        ThreadGovernor(2, 200), lambda threads, chunk: 1.0 if threads == 1 else 1.7, 200
+    )
+    assert chosen.count(1) == 1  # the calibration chunk alone
+
+
+def test_short_runs_are_not_calibrated():
+    chosen, _ = drive(ThreadGovernor(2, 3), lambda threads, chunk: 1.0 if threads == 1 else 1.7, 3)
+    assert chosen == [2, 2, 2]
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(workers=0, chunks=3),
+        dict(workers=2, chunks=3, slowdown=1.0),
+        dict(workers=2, chunks=3, retry=0),
+    ],
+)
+def test_bad_settings_are_refused(kwargs):
+    with pytest.raises(ValueError, match="need workers >= 1"):
+        ThreadGovernor(**kwargs)
+
+
+@pytest.mark.skipif(compiled_trainer() is None, reason="graphemb_kernels.skipgram_train absent")
+def test_the_trainer_runs_each_chunk_on_the_governors_thread_count(monkeypatch):
+    """Every chunk on one thread (the governor's choice) gives exactly the one-thread run,
+    which depends only on the seed."""
+    gen = torch.Generator().manual_seed(0)
+    src, dst = torch.randint(40, (2, 200), generator=gen)
+    graph = Graph.from_edges(torch.cat([src, dst]), torch.cat([dst, src]), 40)
+    kw = dict(
+        dimensions=8,
+        walk_length=10,
+        num_walks=4,
+        window=3,
+        trainer="compiled",
+        seed=3,
+        chunk_walks=16,
+    )
+    single = train_node_embeddings(graph, workers=1, **kw)
+    monkeypatch.setattr(ThreadGovernor, "threads", lambda self: 1)
+    assert torch.equal(train_node_embeddings(graph, workers=2, **kw), single)
