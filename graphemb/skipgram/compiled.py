@@ -26,6 +26,7 @@ import torch
 from .._compiled import compiled_module, disabled
 
 __all__ = [
+    "FINAL_RATE",
     "HOLD_TOKENS",
     "INIT_RANGE",
     "TrainingDiverged",
@@ -41,6 +42,11 @@ _MASK64 = (1 << 64) - 1
 
 #: Input rows start uniform in ``[-INIT_RANGE / D, INIT_RANGE / D)`` (:func:`init_tables`).
 INIT_RANGE = 1.0
+
+#: The last learning rate of a run as a share of the first: gensim's (``alpha`` 0.025 down to
+#: ``min_alpha`` 0.0001). word2vec.c ends at ``lr * 1e-4``: 0.4 % less learning over a run,
+#: to which a small dense graph's result is sensitive (``benchmarks/results/deepwalk_quality.md``).
+FINAL_RATE = 1.0 / 250.0
 
 #: Tokens for which the compiled trainer holds its learning rate (:func:`held_walks`).
 HOLD_TOKENS = 10_000
@@ -62,14 +68,16 @@ def compiled_trainer() -> Any:
 
 
 def learning_rate(lr: float, done: int, total: int, hold: int = 1) -> float:
-    """word2vec's linearly decaying rate after ``done`` of ``total`` walks, held for
-    blocks of ``hold`` walks: ``lr * max(1 - (done // hold) * hold / total, 1e-4)``.
+    """The rate after ``done`` of ``total`` walks, decaying linearly from ``lr`` to
+    ``lr * FINAL_RATE`` and held for blocks of ``hold`` walks:
+    ``lr * max(1 - (1 - FINAL_RATE) * p, FINAL_RATE)``, ``p = (done // hold) * hold / total``.
 
     ``hold=1`` lowers the rate every walk (the torch trainer calls it once per step of
     walks, which holds it for the step); the compiled trainer holds it for
     :func:`held_walks` walks, as word2vec does for 10,000 tokens.
     """
-    return lr * max(1.0 - (done // hold) * hold / total, 1e-4)
+    progress = (done // hold) * hold / total
+    return lr * max(1.0 - (1.0 - FINAL_RATE) * progress, FINAL_RATE)
 
 
 def held_walks(walk_length: int) -> int:

@@ -81,6 +81,7 @@ def test_scaleout_benchmark_quick_mode_measures_traffic_and_steps():
         pytest.param("bench_multiprocess.py", ["--no-dgl"], marks=GRAPHEMB_ONLY),
         pytest.param("bench_partitioned.py", [], marks=GRAPHEMB_ONLY),
         pytest.param("bench_skipgram.py", [], marks=GRAPHEMB_ONLY),
+        pytest.param("bench_skipgram_threads.py", [], marks=GRAPHEMB_ONLY),
         pytest.param("bench_write_embeddings.py", [], marks=GRAPHEMB_ONLY),
         pytest.param("bench_weighted_walks.py", [], marks=GRAPHEMB_ONLY),
     ],

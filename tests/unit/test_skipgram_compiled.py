@@ -72,7 +72,7 @@ def reference(walks, syn0, syn1, keep, alias, window, negatives, lr, before, tot
     rng = SplitMix64(mix(seed))
     for index, walk in enumerate(walks.tolist()):
         block_start = (before + index) - (before + index) % hold
-        alpha = lr * max(1.0 - block_start / total, 1e-4)
+        alpha = lr * max(1.0 - (1.0 - 1.0 / 250) * block_start / total, 1.0 / 250)
         kept = []
         for node in walk:
             if node < 0:
@@ -299,14 +299,15 @@ def test_held_walks_cover_10000_tokens():
 
 
 @needs_kernel
-def test_learning_rate_ends_at_lr_times_1e_4():
+def test_learning_rate_ends_at_lr_over_250():
+    """gensim's last rate (0.025 down to 0.0001), not word2vec.c's lr * 1e-4."""
     walks = torch.randint(6, (4, 8), generator=torch.Generator().manual_seed(0))
     alias, keep = NegativeSampler(torch.ones(6)).alias_table, torch.ones(6, dtype=torch.float64)
     init = (torch.rand(6, 8, generator=torch.Generator().manual_seed(1)) - 0.5) / 8
     at_end = [init.clone(), torch.zeros(6, 8)]
     run(walks, *at_end, keep, alias, lr=0.5, before=100, total=100)  # past the end: floor
     flat = [init.clone(), torch.zeros(6, 8)]
-    run(walks, *flat, keep, alias, lr=0.5e-4, before=0, total=10**15)  # constant rate
+    run(walks, *flat, keep, alias, lr=0.5 / 250, before=0, total=10**15)  # constant rate
     assert (at_end[1] != 0).any()
     torch.testing.assert_close(at_end[0], flat[0])
     torch.testing.assert_close(at_end[1], flat[1])

@@ -56,7 +56,7 @@ def test_learning_rate_decays_linearly_over_all_walks(monkeypatch):
     )
     total = 4 * 50
     done = np.cumsum([0] + [count for _, count in rates[:-1]])
-    expected = 0.025 * np.maximum(1 - done / total, 1e-4)
+    expected = 0.025 * np.maximum(1 - (1 - 1 / 250) * done / total, 1 / 250)
     np.testing.assert_allclose([lr for lr, _ in rates], expected, rtol=1e-12)
     assert sum(count for _, count in rates) == total
 
