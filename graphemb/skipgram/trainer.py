@@ -73,10 +73,10 @@ def train_node_embeddings(
     when ``p`` or ``q`` differ from 1), frequent nodes subsampled, a dynamic window of at
     most ``window``, ``negatives`` noise nodes per pair from ``degree ** 0.75``, and one
     pass of plain SGD whose learning rate decays linearly from ``lr`` to ``lr / 250``
-    (gensim's 0.025 to 0.0001) over all walks (``epochs`` passes over ``num_walks`` walks per node; the compiled
-    trainer holds it for each 10,000 tokens, as word2vec does). Walks are drawn
-    ``chunk_walks`` at a time and consumed at once, so memory does not grow with
-    ``num_walks`` or the number of nodes beyond the two tables.
+    (gensim's 0.025 to 0.0001) over all walks (``epochs`` passes over ``num_walks`` walks
+    per node; the compiled trainer holds it for each 10,000 tokens, as word2vec does).
+    Walks are drawn ``chunk_walks`` at a time and consumed at once, so memory does not
+    grow with ``num_walks`` or the number of nodes beyond the two tables.
 
     Two trainers: the compiled one (``graphemb_kernels.skipgram_train``,
     :mod:`graphemb.skipgram.compiled`) is word2vec's own algorithm -- rows updated one
