@@ -19,12 +19,13 @@ class ThreadGovernor:
     """Chooses ``workers`` or one thread for each walk chunk from measured throughput.
 
     Products per second are recorded for each chunk (:meth:`record`). The governor trains
-    on ``workers`` threads and switches to one thread when that was measured faster: once
-    early in a run of at least ``calibrate_after + 2`` chunks (a machine where the
-    threads never help), and whenever a chunk on ``workers`` threads runs at under
-    ``slowdown`` of the fastest such chunk so far (the threads started to contend). While on
-    one thread it tries ``workers`` again after ``retry`` chunks, doubling that wait (up to
-    ``longest_retry``) each time they are still slower.
+    on ``workers`` threads, measures one thread once early in a run of at least
+    ``calibrate_after + 2`` chunks (a machine where the threads never help), and moves to
+    one thread for a while when a chunk on ``workers`` threads ran slower than one thread
+    last did, or, before one thread was measured, at under ``slowdown`` of the fastest such
+    chunk (the threads started to contend). While on one thread it tries ``workers`` again
+    after ``retry`` chunks, doubling that wait (up to ``longest_retry``) each time they are
+    still slower.
 
     Parameters
     ----------
