@@ -31,6 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import NamedTuple
 
 import torch
 from deepwalk_panel import load
@@ -38,7 +39,7 @@ from harness import cli, report
 
 from graphemb.sampling.walks import RandomWalker
 from graphemb.skipgram import NegativeSampler, keep_probabilities, train_node_embeddings
-from graphemb.skipgram.compiled import compiled_trainer, held_walks, init_tables
+from graphemb.skipgram.compiled import FINAL_RATE, compiled_trainer, held_walks, init_tables
 from graphemb.skipgram.governor import ThreadGovernor
 from graphemb.skipgram.schedule import token_counts
 
@@ -56,6 +57,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return cli.parse_with_quick(parser, argv, QUICK)
 
 
+class Contender(NamedTuple):
+    """One kernel contender of :func:`kernel_rounds`.
+
+    Attributes
+    ----------
+    name : str
+        Its row in the table.
+    threads : int
+        Threads it trains on (its time is counted per thread).
+    run : callable
+        Trains once with the round's seed; returns the (context, target) products.
+    """
+
+    name: str
+    threads: int
+    run: Callable[[int], int]
+
+
 def kernel_rounds(graph, args) -> dict[str, list[float]]:
     """ns per product and thread of the three kernel contenders, one value per round."""
     kernel = compiled_trainer()
@@ -71,7 +90,7 @@ def kernel_rounds(graph, args) -> dict[str, list[float]]:
 
     def train(part: torch.Tensor, table: int, threads: int, seed: int) -> int:
         total = 10**9  # a constant rate: every round does the same work
-        args_ = (10, 5, 0.025, 0, total, held_walks(40), threads, seed, 0)
+        args_ = (10, 5, 0.025, FINAL_RATE, 0, total, held_walks(40), threads, seed, 0)
         return int(kernel(part, *tables[table], keep, *alias, *args_)[1])
 
     def own_tables(seed: int) -> int:
@@ -86,19 +105,18 @@ def kernel_rounds(graph, args) -> dict[str, list[float]]:
             worker.join()
         return sum(done)
 
-    contenders: dict[str, Callable[[int], int]] = {
-        "1 thread": lambda seed: train(walks, 0, 1, seed),
-        "2 threads, shared tables": lambda seed: train(walks, 0, 2, seed),
-        "2 threads, own tables": own_tables,
-    }
-    threads = {"1 thread": 1}
-    times: dict[str, list[float]] = {name: [] for name in contenders}
+    contenders = [
+        Contender("1 thread", 1, lambda seed: train(walks, 0, 1, seed)),
+        Contender("2 threads, shared tables", 2, lambda seed: train(walks, 0, 2, seed)),
+        Contender("2 threads, own tables", 2, own_tables),
+    ]
+    times: dict[str, list[float]] = {contender.name: [] for contender in contenders}
     for round_ in range(args.rounds):
-        for name, run in contenders.items():
+        for contender in contenders:
             start = time.perf_counter()
-            products = run(round_)
+            products = contender.run(round_)
             seconds = time.perf_counter() - start
-            times[name].append(seconds * 1e9 * threads.get(name, 2) / products)
+            times[contender.name].append(seconds * 1e9 * contender.threads / products)
     return times
 
 

@@ -26,16 +26,16 @@
 // clipped at |f| = 6: as cheap here (one exp per K + 1 dot products of D floats) and
 // without the table's steps.
 //
-// alpha decays linearly from lr to lr / 250 with the walks done and is held for blocks of
-// hold_walks walks: lr * max(1 - (1 - 1 / 250) * p, 1 / 250), p = floor(done / hold_walks) *
-// hold_walks / total, done counting the
+// alpha decays linearly from lr to lr * final_rate with the walks done and is held for
+// blocks of hold_walks walks: lr * max(1 - (1 - final_rate) * p, final_rate),
+// p = floor(done / hold_walks) * hold_walks / total, done counting the
 // walks of earlier calls (walks_before) and those finished by every thread of this call (an
 // atomic counter), read when a walk starts. word2vec.c recomputes alpha every 10,000 words
 // a thread trains and gensim once per job of 10,000 words (batch_words); the caller passes
 // hold_walks = 10,000 / walk length. Lowering the rate every walk instead gives about 1 %
 // less learning over a run, which on a small dense graph costs several F1 points. The last
-// rate is gensim's (alpha 0.025 down to min_alpha 0.0001); word2vec.c's, lr * 1e-4, gives
-// 0.4 % less learning and cost 0.4-0.6 points of F1 on a dense 1000-node graph.
+// rate the caller passes is gensim's (final_rate 1 / 250: alpha 0.025 down to min_alpha
+// 0.0001); word2vec.c's, lr * 1e-4, gives 0.4 % less learning and cost 0.4-0.6 points of F1 on a dense 1000-node graph.
 //
 // Threads split the walks into contiguous ranges and update the shared float32 tables
 // without locks (Hogwild, as word2vec's threads do). Thread i draws from its own
@@ -87,13 +87,11 @@ struct Tables {
   int64_t window;
   int64_t negatives;
   double lr;
+  double final_rate;  // the last learning rate as a share of lr
   int64_t walks_before;
   int64_t total_walks;
   int64_t hold_walks;
 };
-
-// The last learning rate as a share of the first: gensim's 0.0001 / 0.025.
-constexpr double kFinalRate = 1.0 / 250.0;
 
 struct Counts {
   int64_t nonfinite = 0;
@@ -155,10 +153,10 @@ std::tuple<int64_t, int64_t> skipgram_train(const at::Tensor& walks, const at::T
                                             const at::Tensor& noise_nodes,
                                             const at::Tensor& noise_keep,
                                             const at::Tensor& noise_alias, int64_t window,
-                                            int64_t negatives, double lr, int64_t walks_before,
-                                            int64_t total_walks, int64_t hold_walks,
-                                            int64_t threads, uint64_t seed,
-                                            int64_t vector_width) {
+                                            int64_t negatives, double lr, double final_rate,
+                                            int64_t walks_before, int64_t total_walks,
+                                            int64_t hold_walks, int64_t threads,
+                                            uint64_t seed, int64_t vector_width) {
   check_tensor(walks, "walks", at::kLong, 2);
   check_tensor(syn0, "syn0", at::kFloat, 2);
   check_tensor(syn1, "syn1", at::kFloat, 2);
@@ -183,6 +181,9 @@ std::tuple<int64_t, int64_t> skipgram_train(const at::Tensor& walks, const at::T
                     "threads >= 1, total_walks >= 1, walks_before >= 0, hold_walks >= 1; got ",
                     window, ", ", negatives, ", ", threads, ", ", total_walks, ", ",
                     walks_before, ", ", hold_walks);
+  TORCH_CHECK_VALUE(final_rate > 0.0 && final_rate <= 1.0,
+                    "graphemb_kernels.skipgram_train: final_rate must be in (0, 1], got ",
+                    final_rate);
   // Every id is checked before any row is written.
   for (const auto& [t, name] : {std::pair{walks, "walks"}, std::pair{noise_nodes, "noise_nodes"},
                                 std::pair{noise_alias, "noise_alias"}}) {
@@ -212,6 +213,7 @@ std::tuple<int64_t, int64_t> skipgram_train(const at::Tensor& walks, const at::T
                 window,
                 negatives,
                 lr,
+                final_rate,
                 walks_before,
                 total_walks,
                 hold_walks};

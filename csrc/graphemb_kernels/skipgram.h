@@ -11,7 +11,7 @@ std::tuple<int64_t, int64_t> skipgram_train(const at::Tensor& walks, const at::T
                                             const at::Tensor& noise_nodes,
                                             const at::Tensor& noise_keep,
                                             const at::Tensor& noise_alias, int64_t window,
-                                            int64_t negatives, double lr, int64_t walks_before,
-                                            int64_t total_walks, int64_t hold_walks,
-                                            int64_t threads, uint64_t seed,
-                                            int64_t vector_width = 0);
+                                            int64_t negatives, double lr, double final_rate,
+                                            int64_t walks_before, int64_t total_walks,
+                                            int64_t hold_walks, int64_t threads,
+                                            uint64_t seed, int64_t vector_width = 0);

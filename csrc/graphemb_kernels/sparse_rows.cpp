@@ -491,9 +491,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
              pybind11::arg("walks"), pybind11::arg("syn0"), pybind11::arg("syn1"),
              pybind11::arg("keep"), pybind11::arg("noise_nodes"), pybind11::arg("noise_keep"),
              pybind11::arg("noise_alias"), pybind11::arg("window"), pybind11::arg("negatives"),
-             pybind11::arg("lr"), pybind11::arg("walks_before"), pybind11::arg("total_walks"),
-             pybind11::arg("hold_walks"), pybind11::arg("threads"), pybind11::arg("seed"),
-             pybind11::arg("vector_width") = 0,
+             pybind11::arg("lr"), pybind11::arg("final_rate"), pybind11::arg("walks_before"),
+             pybind11::arg("total_walks"), pybind11::arg("hold_walks"), pybind11::arg("threads"),
+             pybind11::arg("seed"), pybind11::arg("vector_width") = 0,
              pybind11::call_guard<pybind11::gil_scoped_release>());
   module.def("formulas", &formulas, "The formula table: (name, state, hyper-parameters)");
 }

@@ -198,6 +198,7 @@ def hogwild_pass(
         window,
         negatives,
         float(lr),
+        FINAL_RATE,
         walks_before,
         total_walks,
         hold_walks,

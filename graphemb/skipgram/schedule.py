@@ -27,6 +27,7 @@ from .windows import dynamic_radii, keep_probabilities
 
 __all__ = [
     "Settings",
+    "chunk_count",
     "chunks",
     "learning_rate",
     "noise_and_keep",
@@ -94,13 +95,32 @@ def noise_and_keep(graph: Graph, settings: Settings) -> tuple[NegativeSampler, t
     return noise, keep_probabilities(counts, settings.sample)
 
 
+def chunk_count(graph: Graph, settings: Settings) -> int:
+    """The number of walk chunks of the run (:func:`chunks`): ``ceil(N / chunk_walks)`` per
+    round, ``epochs * num_walks`` rounds.
+
+    Parameters
+    ----------
+    graph : Graph
+        The graph whose nodes start the walks (``N`` of them).
+    settings : Settings
+        The run's ``chunk_walks``, ``epochs`` and ``num_walks``.
+
+    Returns
+    -------
+    int
+    """
+    per_round = -(-graph.num_nodes // settings.chunk_walks)
+    return per_round * settings.epochs * settings.num_walks
+
+
 def chunks(
     graph: Graph, settings: Settings, order_generator: torch.Generator
 ) -> Iterator[tuple[int, int, torch.Tensor]]:
     """``(index, count, start nodes)`` of every walk chunk of the run: each round a fresh
-    permutation of the nodes, split into ``chunk_walks``; ``count`` chunks in all."""
-    per_round = -(-graph.num_nodes // settings.chunk_walks)
-    count = per_round * settings.epochs * settings.num_walks
+    permutation of the nodes, split into ``chunk_walks``; ``count`` chunks in all
+    (:func:`chunk_count`)."""
+    count = chunk_count(graph, settings)
     index = 0
     for _ in range(settings.epochs * settings.num_walks):
         order = torch.randperm(graph.num_nodes, generator=order_generator)

@@ -26,7 +26,7 @@ from .compiled import (
     init_tables,
 )
 from .governor import ThreadGovernor
-from .schedule import Settings, chunks, noise_and_keep, progress_bar, walker
+from .schedule import Settings, chunk_count, chunks, noise_and_keep, progress_bar, walker
 from .sharing import SHARING, TRAINER_SHARING, layout
 from .step import check_duplicates
 from .workers import train_in_processes, train_process
@@ -281,11 +281,10 @@ def _train_compiled(kernel: Any, graph: Graph, settings: Settings, threads: int)
     order_generator = torch.Generator().manual_seed(settings.seed)
     total = settings.epochs * settings.num_walks * graph.num_nodes
     done = 0
-    governor: ThreadGovernor | None = None
+    governor = ThreadGovernor(threads, chunk_count(graph, settings))
     with progress_bar(total, settings.progress) as shown:
         for index, count, starts in chunks(graph, settings, order_generator):
             walks = walks_of(starts, settings.walk_length - 1, generator=generator)
-            governor = governor or ThreadGovernor(threads, count)
             chunk_threads = governor.threads()
             started = time.perf_counter()
             products = hogwild_pass(

@@ -378,6 +378,19 @@ def test_unknown_vector_width_is_refused():
 
 
 @needs_kernel
+@pytest.mark.parametrize("final_rate", [0.0, -0.1, 1.5, float("nan")])
+def test_a_final_rate_outside_zero_one_is_refused(final_rate):
+    walks = torch.zeros(1, 3, dtype=torch.long)
+    syn0, syn1 = torch.ones(2, 4), torch.zeros(2, 4)
+    nodes, coins, aliases = NegativeSampler(torch.ones(2)).alias_table
+    keep = torch.ones(2, dtype=torch.float64)
+    with pytest.raises(ValueError, match="final_rate must be in \\(0, 1\\], got"):
+        kernel(walks, syn0, syn1, keep, nodes, coins, aliases, 2, 3, 0.025, final_rate,
+               0, 1, 1, 1, 7, 0)  # fmt: skip
+    assert (syn0 == 1).all() and (syn1 == 0).all()
+
+
+@needs_kernel
 def test_bad_ids_raise_before_any_write():
     syn0, syn1 = torch.ones(4, 3), torch.ones(4, 3)
     alias = NegativeSampler(torch.ones(4)).alias_table

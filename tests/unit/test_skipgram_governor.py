@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from graphemb.graph import Graph
-from graphemb.skipgram import train_node_embeddings
+from graphemb.skipgram import schedule, train_node_embeddings
 from graphemb.skipgram.compiled import compiled_trainer
 from graphemb.skipgram.governor import ThreadGovernor
 
@@ -100,3 +100,57 @@ def test_the_trainer_runs_each_chunk_on_the_governors_thread_count(monkeypatch):
     single = train_node_embeddings(graph, workers=1, **kw)
     monkeypatch.setattr(ThreadGovernor, "threads", lambda self: 1)
     assert torch.equal(train_node_embeddings(graph, workers=2, **kw), single)
+
+
+def _ring(num_nodes: int) -> Graph:
+    nodes = torch.arange(num_nodes)
+    ahead = (nodes + 1) % num_nodes
+    return Graph.from_edges(torch.cat([nodes, ahead]), torch.cat([ahead, nodes]), num_nodes)
+
+
+@pytest.mark.parametrize("num_nodes, chunk_walks", [(40, 16), (48, 16), (5, 16)])
+def test_chunk_count_is_the_count_chunks_yields(num_nodes, chunk_walks):
+    """One owner of the chunk arithmetic: chunk_count is what chunks() reports and yields."""
+    settings = schedule.Settings(
+        dimensions=8,
+        walk_length=10,
+        num_walks=3,
+        window=3,
+        p=1.0,
+        q=1.0,
+        negatives=5,
+        epochs=2,
+        sample=1e-3,
+        lr=0.025,
+        sharing="batch",
+        walk_negatives=20,
+        matmul_dtype=None,
+        batch_walks=4,
+        chunk_walks=chunk_walks,
+        seed=0,
+        progress=False,
+        name="t",
+        duplicates="cap:1.5",
+    )
+    graph = _ring(num_nodes)
+    drawn = list(schedule.chunks(graph, settings, torch.Generator().manual_seed(0)))
+    expected = schedule.chunk_count(graph, settings)
+    assert expected == -(-num_nodes // chunk_walks) * 6
+    assert len(drawn) == expected
+    assert {count for _, count, _ in drawn} == {expected}
+
+
+@pytest.mark.skipif(compiled_trainer() is None, reason="graphemb_kernels.skipgram_train absent")
+def test_the_trainer_builds_one_governor_for_the_runs_chunks(monkeypatch):
+    """The governor is built once, before the first chunk, with the run's chunk count."""
+    built = []
+    init = ThreadGovernor.__init__
+
+    def recording_init(self, workers, chunks, **kwargs):
+        built.append((workers, chunks))
+        init(self, workers, chunks, **kwargs)
+
+    monkeypatch.setattr(ThreadGovernor, "__init__", recording_init)
+    kw = dict(dimensions=8, walk_length=10, num_walks=4, window=3, trainer="compiled")
+    train_node_embeddings(_ring(40), workers=2, chunk_walks=16, batch_walks=8, **kw)
+    assert built == [(2, 3 * 4)]  # ceil(40 / 16) chunks a round, 4 rounds
