@@ -12,6 +12,8 @@ import warnings
 
 import torch
 
+from .._csc import compiled_csc
+
 __all__ = ["Block"]
 
 
@@ -168,17 +170,14 @@ class Block:
         if reduce not in ("mean", "sum"):
             raise ValueError(f"reduce must be 'mean' or 'sum', got {reduce!r}")
         src, dst = self.edge_index[0], self.edge_index[1]
-        # int32 keys sort several times faster than int64 on CPU (radix passes)
-        keys = src.to(torch.int32) if self.num_src_nodes < 2**31 else src
-        by_source, order = torch.sort(keys, stable=True)
-        dst_by_source = dst.index_select(0, order)
+        pointers, dst_by_source = _edges_by_source(src, dst, self.num_src_nodes)
         if reduce == "mean":
             in_degrees = torch.bincount(dst, minlength=self.num_dst_nodes).clamp_(min=1)
             values = in_degrees.to(dtype).reciprocal_().index_select(0, dst_by_source)
         else:
             values = torch.ones(self.num_edges, dtype=dtype, device=self.device)
         transpose = _csr(
-            _row_pointers(torch.bincount(by_source, minlength=self.num_src_nodes)),
+            pointers,
             dst_by_source,
             values,
             (self.num_src_nodes, self.num_dst_nodes),
@@ -225,3 +224,30 @@ def _csr(
             size,
             check_invariants=False,  # built sorted, in range
         )
+
+
+def _edges_by_source(
+    src: torch.Tensor, dst: torch.Tensor, num_src_nodes: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The edges grouped by source, each source's in their order (a stable sort by source):
+    CSR row pointers over the sources, shape (S + 1,), and the destination of every edge in
+    that order, shape (E,).
+
+    On CPU the compiled counting sort of :meth:`graphemb.graph.Graph.from_edges` does it in
+    O(E + S): it groups edges by the node they point to, so it gets the edges reversed
+    (destinations are source ids too: a block's destinations are its first sources).
+    Elsewhere a stable ``torch.sort`` of the sources.
+    """
+    counting_sort = compiled_csc(src.device)
+    if counting_sort is not None:
+        pointers, dst_by_source, _ = counting_sort(dst, src, num_src_nodes, False, _allocate)
+        return pointers, dst_by_source
+    # int32 keys sort several times faster than int64 on CPU (radix passes)
+    keys = src.to(torch.int32) if num_src_nodes < 2**31 else src
+    by_source, order = torch.sort(keys, stable=True)
+    pointers = _row_pointers(torch.bincount(by_source, minlength=num_src_nodes))
+    return pointers, dst.index_select(0, order)
+
+
+def _allocate(num_edges: int) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.empty(num_edges, dtype=torch.int64), torch.empty(num_edges, dtype=torch.int64)

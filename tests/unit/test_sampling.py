@@ -483,6 +483,32 @@ def test_block_adj_t_is_the_transposed_adjacency():
         assert torch.equal(block.in_degrees(), dense.sum(1).long())
 
 
+@pytest.mark.parametrize("num_src, num_dst, num_edges", [(9, 4, 30), (50, 50, 400), (6, 2, 0)])
+@pytest.mark.parametrize("reduce", ["mean", "sum"])
+def test_block_aggregation_transpose_is_the_dense_transpose(num_src, num_dst, num_edges, reduce):
+    """Against a dense float64 oracle: repeated edges, sources without edges, no edges."""
+    generator = torch.Generator().manual_seed(num_edges)
+    edge_index = torch.stack(
+        [
+            torch.randint(0, num_src, (num_edges,), generator=generator),
+            torch.randint(0, num_dst, (num_edges,), generator=generator),
+        ]
+    )
+    block = Block(torch.arange(num_src) * 3, num_dst, edge_index)
+    dense = torch.zeros(num_dst, num_src, dtype=torch.float64)
+    dense.index_put_(
+        (edge_index[1], edge_index[0]), torch.ones(num_edges, dtype=torch.float64), accumulate=True
+    )
+    if reduce == "mean":
+        dense /= dense.sum(1, keepdim=True).clamp(min=1)
+    transpose = block.aggregation_transpose(reduce, torch.float64)
+    assert transpose.shape == (num_src, num_dst)
+    torch.testing.assert_close(transpose.to_dense(), dense.T, rtol=1e-12, atol=0.0)
+    # each source's destinations in edge order, as a stable sort by source gives them
+    order = torch.sort(edge_index[0], stable=True).indices
+    assert torch.equal(transpose.col_indices(), edge_index[1][order])
+
+
 def test_block_edge_ids_are_gathered_when_read_and_can_be_set():
     edges = EdgeList()
     _, _, (block,) = NeighborSampler([3]).sample_blocks(edges.graph, torch.arange(0, 50, 5))
