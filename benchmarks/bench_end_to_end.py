@@ -401,6 +401,12 @@ def rank_frontier_shares(args, work, batches: int = 3) -> dict:
 def main(argv=None) -> dict:
     args = parse_args(argv)
     os.environ["OMP_NUM_THREADS"] = str(args.threads)  # DGL's OpenMP reads it at import
+    # The single-process contenders take turns in this process. DGL's OpenMP threads
+    # busy-wait after each parallel region by default, on the cores the next contender
+    # needs: graphemb's single process ran at 231 ms a batch after DGL's loops and at
+    # 155-166 ms alone or with passive waiting (symmetric shape, 2026-11-27); DGL's own
+    # times did not change.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     import torch
     from harness import report, timing
 
