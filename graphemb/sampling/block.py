@@ -233,13 +233,14 @@ def _edges_by_source(
     CSR row pointers over the sources, shape (S + 1,), and the destination of every edge in
     that order, shape (E,).
 
-    On CPU the compiled counting sort of :meth:`graphemb.graph.Graph.from_edges` does it in
-    O(E + S): it groups edges by the node they point to, so it gets the edges reversed
-    (destinations are source ids too: a block's destinations are its first sources).
-    Elsewhere a stable ``torch.sort`` of the sources.
+    On CPU, for int64 ids, the compiled counting sort of
+    :meth:`graphemb.graph.Graph.from_edges` does it in O(E + S): it groups edges by the node
+    they point to, so it gets the edges reversed (destinations are source ids too: a
+    block's destinations are its first sources). Elsewhere a stable ``torch.sort`` of the
+    sources.
     """
     counting_sort = compiled_csc(src.device)
-    if counting_sort is not None:
+    if counting_sort is not None and src.dtype == dst.dtype == torch.int64:
         pointers, dst_by_source, _ = counting_sort(dst, src, num_src_nodes, False, _allocate)
         return pointers, dst_by_source
     # int32 keys sort several times faster than int64 on CPU (radix passes)

@@ -507,6 +507,9 @@ def test_block_aggregation_transpose_is_the_dense_transpose(num_src, num_dst, nu
     # each source's destinations in edge order, as a stable sort by source gives them
     order = torch.sort(edge_index[0], stable=True).indices
     assert torch.equal(transpose.col_indices(), edge_index[1][order])
+    narrow = Block(torch.arange(num_src) * 3, num_dst, edge_index.int())  # int32 ids too
+    narrow_transpose = narrow.aggregation_transpose(reduce, torch.float64)
+    torch.testing.assert_close(narrow_transpose.to_dense(), dense.T, rtol=1e-12, atol=0.0)
 
 
 def test_block_edge_ids_are_gathered_when_read_and_can_be_set():
