@@ -307,6 +307,10 @@ def main(argv=None) -> dict:
     args = parse_args(argv)
     if args.threads is not None:  # DGL's OpenMP runtime reads it at import
         os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    # The samplers take turns in this process, as bench_end_to_end.py's loops do, where DGL's
+    # busy-waiting OpenMP threads slowed the next contender 1.4x. Here the panel read the
+    # same with and without passive waiting (2026-11-27); it is set for the same conditions.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     import torch
 
     from graphemb._compiled import compiled_module, disabled
