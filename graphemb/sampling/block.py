@@ -12,7 +12,7 @@ import warnings
 
 import torch
 
-from .._csc import compiled_csc
+from .._csc import allocate_csc, compiled_csc
 
 __all__ = ["Block"]
 
@@ -241,14 +241,10 @@ def _edges_by_source(
     """
     counting_sort = compiled_csc(src.device)
     if counting_sort is not None and src.dtype == dst.dtype == torch.int64:
-        pointers, dst_by_source, _ = counting_sort(dst, src, num_src_nodes, False, _allocate)
+        pointers, dst_by_source, _ = counting_sort(dst, src, num_src_nodes, False, allocate_csc)
         return pointers, dst_by_source
     # int32 keys sort several times faster than int64 on CPU (radix passes)
     keys = src.to(torch.int32) if num_src_nodes < 2**31 else src
     by_source, order = torch.sort(keys, stable=True)
     pointers = _row_pointers(torch.bincount(by_source, minlength=num_src_nodes))
     return pointers, dst.index_select(0, order)
-
-
-def _allocate(num_edges: int) -> tuple[torch.Tensor, torch.Tensor]:
-    return torch.empty(num_edges, dtype=torch.int64), torch.empty(num_edges, dtype=torch.int64)
