@@ -17,6 +17,12 @@ the same graph and the same seed batches:
                        nn.Embedding(sparse=True) and torch.optim.SparseAdam
   graphemb 2 proc      2 processes x 1 thread (--procs 2): the embedding in shared memory,
                        the layers in DistributedDataParallel, half of every batch per rank
+  graphemb 2 proc ..., no exchange
+                       the same ranks, each training its half of every batch on rows and
+                       layers of its own: no gradient push, no all-reduce, no barrier, so
+                       not one model. Not a contender but a yardstick for the row above:
+                       its ranks without the exchange (each updates every row its half
+                       touched, where the pair's owners split the rows between them)
   graphemb-pyg-aggr    (--pyg-aggregation) graphemb 1 proc whose layers aggregate as PyG's
                        SAGEConv does on block.adj_t: the layers before graphemb's own
                        aggregation (graphemb.nn.aggregation), same run
@@ -25,7 +31,8 @@ The graph is one of bench_sampler.py's shapes (--graph: power-law in-degrees wit
 sources, the default; power-law out-degrees; or symmetric; default 1M nodes, 20M edges).
 Prints the median ms per batch of 1024 seeds with the per-round spread, the speed-ups over
 both DGL loops (ratio of medians, range of per-round ratios; targets 4x DGL's own, 2x the
-torch-SparseAdam one), of 2 processes x 1 thread over 1 x 2 (target 1x), of the profiled
+torch-SparseAdam one), of 2 processes x 1 thread over 1 x 2 (target 1x) and of their
+no-exchange yardstick over 1 x 2 (no target: the pair without its exchange), of the profiled
 forward + backward over DGL's (target 1.2x), and a per-phase breakdown read from
 ``torch.profiler`` spans -- sampling, forward (model + loss), backward, sparse step, dense
 step -- with the operators that spent the most time in each. With --procs above 1 it first
@@ -138,79 +145,20 @@ def make_workload(args) -> SimpleNamespace:
     return SimpleNamespace(src=src, dst=dst, labels=labels, batches=batches, seconds=seconds)
 
 
-def graphemb_contender(
-    args, work, name: str, *, rank: int = 0, world_size: int = 1, pyg_aggregation: bool = False
-):
-    """graphemb's loop; with a process group: its share of every batch, DDP on the layers.
-
-    ``pyg_aggregation``: the layers aggregate as PyG's ``SAGEConv`` does on the block's
-    ``adj_t`` (autograd of torch's CSR product, slicing ``h[:D]``): the model as it was
-    before its own aggregation, for a before/after of the layers in the same run.
-    """
-    import torch
-
-    from graphemb import NodeEmbedding
-    from graphemb.graph import Graph
-    from graphemb.nn import GraphSAGE
-    from graphemb.optim import SparseAdam
-    from graphemb.sampling import NeighborSampler
-
-    # one GPU per rank (NCCL refuses two ranks on one device)
-    device = torch.device("cuda", rank) if args.device == "cuda" else torch.device("cpu")
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
-    if getattr(work, "graph", None) is None:  # one graph for every graphemb contender
-        work.graph = Graph.from_edges(work.src, work.dst, args.num_nodes).to(device)
-    graph = work.graph
-    labels = work.labels.to(device)
-    sampler = NeighborSampler(args.fanouts)
-    generator = torch.Generator(device=device).manual_seed(args.seed + 2 + rank)
-    emb = NodeEmbedding(args.num_nodes, args.dim, f"e2e-{os.getppid()}-{name}".replace(" ", "-"),
-                        init_func=loops.init_rows, device=device)  # fmt: skip
-    model_class = GraphSAGE
-    if pyg_aggregation:
-
-        class PygAggregation(GraphSAGE):
-            def convolve(self, layer, block, h):
-                return layer((h, h[: block.num_dst_nodes]), block.adj_t)
-
-        model_class = PygAggregation
-    model = model_class(emb, 0, args.hidden, args.classes, len(args.fanouts),
-                        dropout=args.dropout).to(device)  # fmt: skip
-    trained = model
-    if world_size > 1:
-        from torch.nn.parallel import DistributedDataParallel
-
-        trained = DistributedDataParallel(model)
-    dense_opt = torch.optim.Adam(trained.parameters(), lr=loops.LR_LAYERS)
-    sparse_opt = SparseAdam([emb], lr=loops.LR_ROWS)
-    phase_span = loops.phase_spans(device)
-    share = args.batch_size // world_size
-
-    def run_batch(i: int, phase) -> None:
-        seeds = work.batches[i % len(work.batches)][rank * share : (rank + 1) * share]
-        loops.training_step(
-            phase or phase_span,
-            lambda: sampler.sample_blocks(graph, seeds.to(device), generator),
-            lambda _, blocks: trained(blocks),
-            labels,
-            sparse_opt,
-            dense_opt,
-        )
-
-    return loops.loop_contender(
-        name, "graphemb", share, run_batch, [emb, model, sparse_opt, dense_opt]
-    )
-
-
 def build_ranks(rank: int, world_size: int, spec: dict) -> dict:
-    """Contenders of one rank of the process pool (harness.ranks.RankPool)."""
+    """Contenders of one rank of the process pool (harness.ranks.RankPool): graphemb's
+    ranks and their no-exchange yardstick."""
     args = SimpleNamespace(**spec)
     work = make_workload(args)
     name = spec["contender"]
-    contender = graphemb_contender(args, work, name, rank=rank, world_size=world_size)
-    work.src = work.dst = None  # the graph holds them now
-    return {name: contender}
+    contenders = {
+        name: loops.graphemb_contender(args, work, name, rank=rank, world_size=world_size),
+        loops.no_exchange(name): loops.graphemb_contender(
+            args, work, loops.no_exchange(name), rank=rank, world_size=world_size, exchange=False
+        ),
+    }
+    work.src = work.dst = work.graph = None  # the contenders hold the graph now
+    return contenders
 
 
 # ---------------------------------------------------------------------------- main
@@ -234,10 +182,10 @@ def local_contenders(args, work: SimpleNamespace, with_dgl: bool) -> dict:
     local = {}
     if 1 in args.procs:
         one = f"graphemb 1 proc x {args.threads} thr"
-        local[one] = graphemb_contender(args, work, one)
+        local[one] = loops.graphemb_contender(args, work, one)
     if args.pyg_aggregation:
         name = f"graphemb-pyg-aggr 1 proc x {args.threads} thr"
-        local[name] = graphemb_contender(args, work, name, pyg_aggregation=True)
+        local[name] = loops.graphemb_contender(args, work, name, pyg_aggregation=True)
     if with_dgl:
         local[DGL] = loops.dgl_contender(args, work, DGL)
         local[DGL_TORCH_ROWS] = loops.dgl_contender(args, work, DGL_TORCH_ROWS, torch_rows=True)
@@ -260,10 +208,13 @@ def rank_pools(args, device, spec: dict) -> dict:
     return pools
 
 
-def print_speedups(args, per_round: dict, extra: list[str], with_dgl: bool) -> dict:
+def print_speedups(
+    args, per_round: dict, extra: list[str], with_dgl: bool, targeted: list[str]
+) -> dict:
     """graphemb's speed-ups over DGL's two loops, and those of ``extra`` (the
-    PyG-aggregation twin and the process pools) over graphemb in one process, printed with
-    the verdicts of their targets."""
+    PyG-aggregation twin, the process pools and their no-exchange yardsticks) over graphemb
+    in one process, printed with the verdicts of their targets (of ``extra``, the pools
+    named in ``targeted`` have one)."""
     from harness import report, timing
 
     one = f"graphemb 1 proc x {args.threads} thr"
@@ -279,7 +230,7 @@ def print_speedups(args, per_round: dict, extra: list[str], with_dgl: bool) -> d
         for name in extra:
             key = f"{name} vs {one}"
             ratios[key] = timing.round_ratios(per_round[one], per_round[name])
-            targets[key] = TARGET_PROCS if " proc x 1 thr" in name else None
+            targets[key] = TARGET_PROCS if name in targeted else None
     print()
     for name, ratio in ratios.items():
         target = targets[name]
@@ -335,11 +286,34 @@ def profile_all(args, local: dict, pools: dict) -> dict:
         profiles[name] = phases.profile_phases(
             contender, start, args.profile_steps, trace_path=path
         )
+    every_rank = {}
     for name, pool in pools.items():
-        profiles[name] = pool.profile(name, start, args.profile_steps, args.trace)[0]
+        for ranks in (name, loops.no_exchange(name)):
+            every_rank[ranks] = pool.profile(ranks, start, args.profile_steps, args.trace)
+            profiles[ranks] = dict(
+                every_rank[ranks][0],
+                every_rank_phases_ms=[answer["phases_ms"] for answer in every_rank[ranks]],
+            )
     for name, profile in profiles.items():
-        phases.print_phases(name + (" (rank 0)" if name in pools else ""), profile)
+        phases.print_phases(name + (" (rank 0)" if name in every_rank else ""), profile)
+    for name, answers in every_rank.items():
+        print_rank_balance(name, answers)
     return profiles
+
+
+def print_rank_balance(name: str, answers: list[dict]) -> None:
+    """One line per rank: its main phases and the sparse step's parts, in ms. A rank whose
+    push or end-of-step barrier is long waits for a slower one."""
+    print(f"\n{name}: every rank's phases (ms, median of the profiled batches)")
+    for rank, answer in enumerate(answers):
+        ms = answer["phases_ms"]
+        parts = [f"{p} {ms[p]:.1f}" for p in ("sampling", "forward", "backward", "sparse step")]
+        parts += [
+            f"{path.rsplit('::', 1)[-1]} {value:.1f}"
+            for path, value in ms.items()
+            if path.endswith(("::push", "::update", "::adam_", "::after_update"))
+        ]
+        print(f"  rank {rank}: " + ", ".join(parts))
 
 
 def time_and_profile(args, runners: dict, local: dict, pools: dict, with_dgl: bool):
@@ -352,11 +326,12 @@ def time_and_profile(args, runners: dict, local: dict, pools: dict, with_dgl: bo
         runners, warmup=args.warmup, steps=args.steps, rounds=args.rounds
     )
     results = {n: timing.stats_ms(timing.flat(t)) for n, t in per_round.items()}
-    print(f"\n{'contender':28s} {'ms/batch':>9s} {'p10':>8s} {'p90':>8s}")
+    print(f"\n{'contender':38s} {'ms/batch':>9s} {'p10':>8s} {'p90':>8s}")
     for name, r in results.items():
-        print(f"{name:28s} {r['median_ms']:9.1f} {r['p10_ms']:8.1f} {r['p90_ms']:8.1f}")
-    extra = [n for n in local if "pyg-aggr" in n] + list(pools)
-    ratios = print_speedups(args, per_round, extra, with_dgl)
+        print(f"{name:38s} {r['median_ms']:9.1f} {r['p10_ms']:8.1f} {r['p90_ms']:8.1f}")
+    extra = [n for n in local if "pyg-aggr" in n]
+    extra += [n for name in pools for n in (name, loops.no_exchange(name))]
+    ratios = print_speedups(args, per_round, extra, with_dgl, targeted=list(pools))
     return results, ratios, profile_all(args, local, pools)
 
 
@@ -433,7 +408,8 @@ def main(argv=None) -> dict:
     runners = {n: timing.local_runner(c.step, sync) for n, c in local.items()}
     spec = {k: v for k, v in vars(args).items() if k not in ("json", "trace")}
     pools = rank_pools(args, device, spec)
-    runners.update({name: pool.runner(name) for name, pool in pools.items()})
+    for name, pool in pools.items():  # each pool's ranks, then their no-exchange yardstick
+        runners.update({n: pool.runner(n) for n in (name, loops.no_exchange(name))})
     try:
         with busy_processes(args.busy) as spinning:
             if spinning:
@@ -453,6 +429,9 @@ def main(argv=None) -> dict:
             n: {k: v for k, v in r.items() if k != "per_round"} for n, r in ratios.items()
         },
         "phases_ms": {n: p["phases_ms"] for n, p in profiles.items()},
+        "every_rank_phases_ms": {
+            n: p["every_rank_phases_ms"] for n, p in profiles.items() if "every_rank_phases_ms" in p
+        },
         "layers": layer_ratios,
         "rank_frontier_shares": frontiers,
     }

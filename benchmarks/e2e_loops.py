@@ -1,6 +1,6 @@
 """The training loops of ``bench_end_to_end.py``: one iteration's phases, the harness
-contender that runs it, and DGL's two loops (its own sparse optimizer, and torch's
-``SparseAdam`` on ``nn.Embedding(sparse=True)``)."""
+contender that runs it, graphemb's loop (and its no-exchange yardstick), and DGL's two loops
+(its own sparse optimizer, and torch's ``SparseAdam`` on ``nn.Embedding(sparse=True)``)."""
 
 from __future__ import annotations
 
@@ -73,6 +73,99 @@ def training_step(phase, sample, forward, labels, sparse_opt, dense_opt) -> None
     with phase("dense_step"):
         dense_opt.step()
         dense_opt.zero_grad()
+
+
+def graphemb_contender(
+    args,
+    work,
+    name: str,
+    *,
+    rank: int = 0,
+    world_size: int = 1,
+    pyg_aggregation: bool = False,
+    exchange: bool = True,
+):
+    """graphemb's loop; with a process group: its share of every batch, DDP on the layers.
+
+    ``exchange=False`` (the no-exchange yardstick): the rank's share of every batch on an
+    embedding in the process's own memory and on layers of its own, without DDP.
+
+    ``pyg_aggregation``: the layers aggregate as PyG's ``SAGEConv`` does on the block's
+    ``adj_t`` (autograd of torch's CSR product, slicing ``h[:D]``): the model as it was
+    before its own aggregation, for a before/after of the layers in the same run.
+    """
+    import torch
+
+    from graphemb import NodeEmbedding
+    from graphemb.graph import Graph
+    from graphemb.nn import GraphSAGE
+    from graphemb.optim import SparseAdam
+    from graphemb.sampling import NeighborSampler
+
+    # one GPU per rank (NCCL refuses two ranks on one device)
+    device = torch.device("cuda", rank) if args.device == "cuda" else torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    if getattr(work, "graph", None) is None:  # one graph for every graphemb contender
+        work.graph = Graph.from_edges(work.src, work.dst, args.num_nodes).to(device)
+    graph = work.graph
+    labels = work.labels.to(device)
+    sampler = NeighborSampler(args.fanouts)
+    generator = torch.Generator(device=device).manual_seed(args.seed + 2 + rank)
+    table_name = f"e2e-{os.getppid()}-{name}".replace(" ", "-").replace(",", "")
+    with nullcontext() if exchange else private_rows():
+        emb = NodeEmbedding(args.num_nodes, args.dim, table_name, init_func=init_rows,
+                            device=device)  # fmt: skip
+    model_class = GraphSAGE
+    if pyg_aggregation:
+
+        class PygAggregation(GraphSAGE):
+            def convolve(self, layer, block, h):
+                return layer((h, h[: block.num_dst_nodes]), block.adj_t)
+
+        model_class = PygAggregation
+    model = model_class(emb, 0, args.hidden, args.classes, len(args.fanouts),
+                        dropout=args.dropout).to(device)  # fmt: skip
+    trained = model
+    if world_size > 1 and exchange:
+        from torch.nn.parallel import DistributedDataParallel
+
+        trained = DistributedDataParallel(model)
+    dense_opt = torch.optim.Adam(trained.parameters(), lr=LR_LAYERS)
+    sparse_opt = SparseAdam([emb], lr=LR_ROWS)
+    phase_span = phase_spans(device)
+    share = args.batch_size // world_size
+
+    def run_batch(i: int, phase) -> None:
+        seeds = work.batches[i % len(work.batches)][rank * share : (rank + 1) * share]
+        training_step(
+            phase or phase_span,
+            lambda: sampler.sample_blocks(graph, seeds.to(device), generator),
+            lambda _, blocks: trained(blocks),
+            labels,
+            sparse_opt,
+            dense_opt,
+        )
+
+    return loop_contender(name, "graphemb", share, run_batch, [emb, model, sparse_opt, dense_opt])
+
+
+def private_rows():
+    """Within it, a ``NodeEmbedding`` keeps its rows in this process's own memory even
+    under a process group (the no-exchange yardstick only: no rank sees another's rows)."""
+    from unittest import mock
+
+    from graphemb.storage import LocalStorage
+
+    def local(name, num_embeddings, device, *_args, **_options):
+        return LocalStorage(name, num_embeddings, device)
+
+    return mock.patch("graphemb.embedding.create_storage", local)
+
+
+def no_exchange(name: str) -> str:
+    """The name of the no-exchange yardstick of the pool contender ``name``."""
+    return f"{name}, no exchange"
 
 
 def dgl_contender(args, work, name: str, torch_rows: bool = False):

@@ -160,7 +160,14 @@ def test_deepwalk_quality_quick_mode_scores_every_trainer(tmp_path):
 def test_end_to_end_quick_mode_times_every_contender_and_its_phases():
     summary = _json_line(_run("bench_end_to_end.py", "--pyg-aggregation").stdout, "BENCH_SUMMARY ")
     names = set(summary["ms_per_batch"])
-    assert {"graphemb 1 proc x 2 thr", "graphemb 2 proc x 1 thr"} <= names, names
+    pair, yardstick = "graphemb 2 proc x 1 thr", "graphemb 2 proc x 1 thr, no exchange"
+    assert {"graphemb 1 proc x 2 thr", pair, yardstick} <= names, names
+    assert f"{yardstick} vs graphemb 1 proc x 2 thr" in summary["speedups"]
+    for ranks in (pair, yardstick):  # one profile per rank; only the pair pushes rows
+        every_rank = summary["every_rank_phases_ms"][ranks]
+        assert len(every_rank) == 2 and all(p["sparse step"] > 0 for p in every_rank)
+        pushes = [any(path.endswith("::push") for path in p) for p in every_rank]
+        assert pushes == [ranks == pair] * 2, (ranks, pushes)
     if summary["dgl"].startswith("DGL "):
         assert "dgl 1 proc" in names and "graphemb 1 proc x 2 thr" in summary["speedups"]
     for name, measured in summary["ms_per_batch"].items():
