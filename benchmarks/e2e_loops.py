@@ -163,9 +163,17 @@ def private_rows():
     return mock.patch("graphemb.embedding.create_storage", local)
 
 
+_NO_EXCHANGE = ", no exchange"
+
+
 def no_exchange(name: str) -> str:
     """The name of the no-exchange yardstick of the pool contender ``name``."""
-    return f"{name}, no exchange"
+    return f"{name}{_NO_EXCHANGE}"
+
+
+def is_yardstick(name: str) -> bool:
+    """Whether ``name`` is a no-exchange yardstick (:func:`no_exchange`)."""
+    return name.endswith(_NO_EXCHANGE)
 
 
 def dgl_contender(args, work, name: str, torch_rows: bool = False):
