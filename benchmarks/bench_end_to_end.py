@@ -150,11 +150,11 @@ def build_ranks(rank: int, world_size: int, spec: dict) -> dict:
     ranks and their no-exchange yardstick."""
     args = SimpleNamespace(**spec)
     work = make_workload(args)
-    name = spec["contender"]
+    pair, yardstick = loops.pool_contenders(spec["contender"])
     contenders = {
-        name: loops.graphemb_contender(args, work, name, rank=rank, world_size=world_size),
-        loops.no_exchange(name): loops.graphemb_contender(
-            args, work, loops.no_exchange(name), rank=rank, world_size=world_size, exchange=False
+        pair: loops.graphemb_contender(args, work, pair, rank=rank, world_size=world_size),
+        yardstick: loops.graphemb_contender(
+            args, work, yardstick, rank=rank, world_size=world_size, exchange=False
         ),
     }
     work.src = work.dst = work.graph = None  # the contenders hold the graph now
@@ -290,7 +290,7 @@ def profile_all(args, local: dict, pools: dict) -> dict:
         )
     every_rank = {}
     for name, pool in pools.items():
-        for ranks in (name, loops.no_exchange(name)):
+        for ranks in loops.pool_contenders(name):
             every_rank[ranks] = pool.profile(ranks, start, args.profile_steps, args.trace)
             profiles[ranks] = dict(
                 every_rank[ranks][0],
@@ -332,7 +332,7 @@ def time_and_profile(args, runners: dict, local: dict, pools: dict, with_dgl: bo
     for name, r in results.items():
         print(f"{name:38s} {r['median_ms']:9.1f} {r['p10_ms']:8.1f} {r['p90_ms']:8.1f}")
     extra = [n for n in local if "pyg-aggr" in n]
-    extra += [n for name in pools for n in (name, loops.no_exchange(name))]
+    extra += [n for name in pools for n in loops.pool_contenders(name)]
     ratios = print_speedups(args, per_round, extra, with_dgl, targeted=list(pools))
     return results, ratios, profile_all(args, local, pools)
 
@@ -410,8 +410,8 @@ def main(argv=None) -> dict:
     runners = {n: timing.local_runner(c.step, sync) for n, c in local.items()}
     spec = {k: v for k, v in vars(args).items() if k not in ("json", "trace")}
     pools = rank_pools(args, device, spec)
-    for name, pool in pools.items():  # each pool's ranks, then their no-exchange yardstick
-        runners.update({n: pool.runner(n) for n in (name, loops.no_exchange(name))})
+    for name, pool in pools.items():
+        runners.update({n: pool.runner(n) for n in loops.pool_contenders(name)})
     try:
         with busy_processes(args.busy) as spinning:
             if spinning:

@@ -171,6 +171,11 @@ def no_exchange(name: str) -> str:
     return f"{name}{_NO_EXCHANGE}"
 
 
+def pool_contenders(name: str) -> tuple[str, str]:
+    """What the process pool ``name`` runs: its ranks, then their no-exchange yardstick."""
+    return name, no_exchange(name)
+
+
 def is_yardstick(name: str) -> bool:
     """Whether ``name`` is a no-exchange yardstick (:func:`no_exchange`)."""
     return name.endswith(_NO_EXCHANGE)
