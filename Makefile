@@ -25,20 +25,25 @@ UV_INSTALL = $(VENV)/$(1)/bin/uv pip install --quiet --python $(VENV)/$(1)/bin/p
 	$(LOCAL_WHEELS) -c requirements/$(1)-stack.txt -e
 # Extras each stack's test environment installs beyond "dev".
 EXTRAS_dgl    := ,dgl
-EXTRAS_modern := ,bench
+EXTRAS_modern := ,bench,docs
 # The environments depend on pyproject.toml's [project] table only (its dependencies and
 # extras), not on tool settings: this file is rewritten only when that table changes.
 PROJECT_DEPS := $(VENV)/project-deps.json
 $(shell mkdir -p $(VENV) && $(PYTHON) -c "import json, tomllib; print(json.dumps(tomllib.load(open('pyproject.toml', 'rb'))['project'], sort_keys=True))" > $(PROJECT_DEPS).new && (cmp -s $(PROJECT_DEPS).new $(PROJECT_DEPS) || mv $(PROJECT_DEPS).new $(PROJECT_DEPS)); rm -f $(PROJECT_DEPS).new)
 
 # Stamps of pattern rules are kept (make would delete them as intermediate files).
-.PRECIOUS: $(VENV)/%/.base $(VENV)/%/.ready $(VENV)/%/.kernels
+.PRECIOUS: $(VENV)/%/.base $(VENV)/%/.ready
 
-.PHONY: demo test test-dgl test-modern test-gpu bench-gpu lint envs kernels bench bench-soak clean
+# The compiled kernels: plain C++ without torch (csrc/), built by every install of the package
+# into graphemb/ (the editable installs below build them in place, once for both stacks).
+KERNELS := graphemb/_kernels.abi3.so
+KERNEL_SOURCES := setup.py $(shell find csrc -name '*.cpp' -o -name '*.h')
+
+.PHONY: demo test test-dgl test-modern test-fallback test-wheel test-gpu bench-gpu lint envs kernels bench bench-soak clean docs
 
 ## demo: train GraphSAGE with learnable node embeddings on Cora (modern stack, CPU); the
 ## checkpoint it saves resumes with `examples/node_classification.py --checkpoint runs/cora.ckpt --resume`
-demo: $(VENV)/modern/.base
+demo: $(VENV)/modern/.base $(KERNELS)
 	$(MODERN_PY) examples/node_classification.py --checkpoint runs/cora.ckpt
 
 ## test: lint + types, then the whole suite on both stacks; fails if any part fails
@@ -53,11 +58,29 @@ test: envs
 	$(MAKE) --no-print-directory test-modern || status=1; \
 	exit $$status
 
-test-dgl: $(VENV)/dgl/.ready $(VENV)/dgl/.kernels
+test-dgl: $(VENV)/dgl/.ready $(KERNELS)
 	$(DGL_PY) -m pytest $(PYTEST_ARGS)
 
-test-modern: $(VENV)/modern/.ready $(VENV)/modern/.kernels
+test-modern: $(VENV)/modern/.ready $(KERNELS)
 	$(MODERN_PY) -m pytest $(PYTEST_ARGS)
+
+## test-fallback: the whole suite on the modern stack with the compiled kernels disabled, so
+## that the pure-torch paths (what CUDA and a machine without a compiler run) stay tested
+test-fallback: $(VENV)/modern/.ready
+	GRAPHEMB_DISABLE_KERNELS=1 $(MODERN_PY) -m pytest $(PYTEST_ARGS)
+
+## test-wheel: one wheel (python -m pip wheel), installed nowhere but unpacked beside the
+## checkout, passes the kernel tests on both stacks (torch 2.13 and 2.2.1) without a rebuild
+WHEEL_TESTS := test_native.py test_kernels.py test_sampling_compiled.py \
+	test_io_edge_list_parser.py test_dropout.py test_skipgram_compiled.py
+test-wheel: $(VENV)/modern/.ready $(VENV)/dgl/.ready
+	rm -rf .whl && $(MODERN_PY) -m pip wheel --quiet --disable-pip-version-check --no-deps -w .whl .
+	cd .whl && unzip -q graphemb-*.whl -d site
+	@for py in $(CURDIR)/$(MODERN_PY) $(CURDIR)/$(DGL_PY); do \
+	  (cd .whl && GRAPHEMB_EXPECT_INSTALL=$(CURDIR)/.whl/site PYTHONPATH=$(CURDIR)/.whl/site \
+	    $$py -m pytest -q -p no:cacheprovider --rootdir=$(CURDIR) \
+	    $(addprefix $(CURDIR)/tests/unit/,$(WHEEL_TESTS))) || exit 1; \
+	done
 
 ## test-gpu: on a CUDA machine with torch, PyG and pytest already installed (no venv, no
 ## network needed: graphemb is imported from this checkout): the CUDA tests, both examples
@@ -76,8 +99,8 @@ lint: $(VENV)/modern/.ready
 
 envs: $(VENV)/dgl/.ready $(VENV)/modern/.ready
 
-# .base: the package with the examples' needs (what `make demo` uses); .ready adds the
-# test tooling and the optional C++ kernels.
+# .base: the package (its compiled kernels included) with the examples' needs (what `make
+# demo` uses); .ready adds the test tooling.
 $(VENV)/%/.base: requirements/%-stack.txt $(PROJECT_DEPS)
 	rm -rf $(VENV)/$*
 	$(PYTHON) -m venv $(VENV)/$*
@@ -87,26 +110,27 @@ $(VENV)/%/.base: requirements/%-stack.txt $(PROJECT_DEPS)
 
 $(VENV)/%/.ready: $(VENV)/%/.base
 	$(call UV_INSTALL,$*) ".[dev$(EXTRAS_$*)]"
-	$(MAKE) --no-print-directory $(VENV)/$*/.kernels
 	touch $@
 
-# The optional fused CPU kernels, compiled against each stack's own torch. Built from a
-# copy inside the environment so that the two stacks never share build files.
-$(VENV)/%/.kernels: $(VENV)/%/.base csrc/setup.py $(wildcard csrc/graphemb_kernels/*.cpp csrc/graphemb_kernels/*.h csrc/graphemb_kernels/*.inc)
-	rm -rf $(VENV)/$*/kernels-src && cp -r csrc $(VENV)/$*/kernels-src
-	cd $(VENV)/$*/kernels-src && ../bin/$(PIP) --no-build-isolation --no-deps .
-	$(VENV)/$*/bin/python -c "import torch, graphemb_kernels"
-	touch $@
+# After an edit of csrc/: the kernels rebuilt in place (one library serves both stacks).
+$(KERNELS): $(KERNEL_SOURCES) | $(VENV)/modern/.base
+	$(MODERN_PY) setup.py --quiet build_ext --inplace
+	@touch $@
 
-kernels: $(VENV)/dgl/.ready $(VENV)/modern/.ready $(VENV)/dgl/.kernels $(VENV)/modern/.kernels
+kernels: $(KERNELS)
 
 ## bench: the sparse-step benchmark (dgl stack, so DGL is measured too), kernels rebuilt if
 ## their sources changed; bench-soak: 10,000 steps of 2-process training, memory sampled
-bench: $(VENV)/dgl/.ready $(VENV)/dgl/.kernels
+bench: $(VENV)/dgl/.ready $(KERNELS)
 	$(DGL_PY) benchmarks/bench_sparse_step.py
 
-bench-soak: $(VENV)/modern/.ready $(VENV)/modern/.kernels
+bench-soak: $(VENV)/modern/.ready $(KERNELS)
 	$(MODERN_PY) benchmarks/bench_soak.py
 
 clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache
+	rm -rf $(VENV) *.egg-info .pytest_cache build .whl $(KERNELS)
+
+## docs: the documentation (guides + API reference from the docstrings) into build/docs/,
+## warnings as errors; tests/end_to_end/test_docs_build.py runs the same build in `make test`
+docs: $(VENV)/modern/.ready
+	NO_MKDOCS_2_WARNING=1 $(VENV)/modern/bin/mkdocs build --strict

@@ -1,4 +1,5 @@
-"""The rows of the main README's "Measured here" table, one function per benchmark.
+"""The rows of the "Measured here" table of ``docs/performance.md``, one function per
+benchmark.
 
 Each row function reads the results files of one benchmark in ``benchmarks/results/`` (the
 ``--json`` summaries) and returns the cells: what was measured (from the run's config),
@@ -53,7 +54,9 @@ class Result:
         for depth, key in enumerate(keys):
             if not isinstance(value, dict) or key not in value:
                 where = " / ".join(repr(k) for k in keys[: depth + 1])
-                raise ResultsError(f"{self.path}: no key {where} (a row of README.md needs it)")
+                raise ResultsError(
+                    f"{self.path}: no key {where} (a row of docs/performance.md needs it)"
+                )
             value = value[key]
         return value
 
@@ -98,8 +101,13 @@ def ratio(value: dict) -> str:
     return f"{value['ratio']:.2f}x [{value['round_min']:.2f}-{value['round_max']:.2f}]"
 
 
+# The table lives in docs/performance.md: its links to the results files start from there.
+RESULTS_LINK = "../benchmarks/results"
+
+
 def _file(name: str) -> str:
-    return f"`results/{name}`"
+    """A results file, named and linked to."""
+    return f"[`results/{name}`]({RESULTS_LINK}/{name})"
 
 
 def _over(name: str, peer: str) -> str:
@@ -205,7 +213,8 @@ def deepwalk_quality(results: Path) -> list[str]:
     cells = [
         f"DeepWalk quality and time, {trainer} trainer, {len(nodes)} graphs of {min(nodes):,} to "
         f"{max(nodes):,} nodes, F1 of frozen embeddings at {', '.join(f'{q:g}' for q in ratios)}"
-        f" of the labels (`bench_deepwalk_quality.py`; {_file(run.name)}, table above)",
+        f" of the labels (`bench_deepwalk_quality.py`; {_file(run.name)},"
+        " [the panel](#deepwalk-and-node2vec))",
         f"{min(ours):.1f}-{max(ours):.1f} s per graph",
         f"gensim `Word2Vec` on the same walks: {min(gensim):.1f}-{max(gensim):.1f} s",
         f"{min(x):.2f}-{max(x):.2f}x gensim's time",

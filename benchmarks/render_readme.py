@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Rewrite the result tables of the READMEs from the files in ``benchmarks/results/``.
+"""Rewrite the result tables of the documentation from the files in ``benchmarks/results/``.
 
 A rendered region is delimited by two comment lines::
 
@@ -29,7 +29,7 @@ if str(BENCHMARKS) not in sys.path:  # deepwalk_panel and harness, as the benchm
 
 ROOT = BENCHMARKS.parent
 RESULTS = BENCHMARKS / "results"
-FILES = ("README.md", "benchmarks/README.md", "benchmarks/results/deepwalk_quality.md")
+FILES = ("docs/performance.md", "benchmarks/README.md", "benchmarks/results/deepwalk_quality.md")
 
 _OPEN = re.compile(r"^<!-- results: ([\w-]+) -->$")
 _CLOSE = "<!-- /results -->"
@@ -89,7 +89,7 @@ def sampler_panel(results: Path, name: str = "sampler_panel.json") -> list[str]:
 
 
 def measured(results: Path) -> list[str]:
-    """The main README's "Measured here" table, one row per benchmark
+    """The "Measured here" table of ``docs/performance.md``, one row per benchmark
     (:mod:`readme_rows`)."""
     import readme_rows
 

@@ -1,15 +1,15 @@
-"""The optional compiled module ``graphemb_kernels`` (built from ``csrc/``), imported once.
+"""The compiled kernels (``graphemb._native``), as the rest of graphemb reaches them.
 
-Its users check for what they call and keep a pure-torch (or numpy) path for when it is
-absent: :mod:`graphemb.optim.kernels` (fused optimizer updates; it also checks that the
-module's formula table matches the registry), :class:`graphemb.graph.Graph` (CSC
-construction) and :mod:`graphemb.io.edge_list` (parsing integer edge lists on all threads).
-The layers' kernels ask :func:`float_kernel` whether one applies to a tensor.
+Their users check for what they call and keep a pure-torch (or numpy) path for CUDA, for an
+install without a C++ compiler and for ``GRAPHEMB_DISABLE_KERNELS=1``:
+:mod:`graphemb.optim.kernels` (fused optimizer updates; it also checks that the library's
+formula table matches the registry), :class:`graphemb.graph.Graph` (CSC construction),
+:mod:`graphemb.io.edge_list` (parsing integer edge lists on all threads), the sampler, the
+layers (:func:`float_kernel`) and the skip-gram trainer.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 from collections.abc import Callable
 from types import ModuleType
@@ -17,25 +17,33 @@ from typing import Any
 
 import torch
 
-__all__ = ["DISABLE_VARIABLE", "compiled_module", "disabled", "float_kernel", "load_module"]
+from ._native import REBUILD_COMMAND, kernels_module, load_error
+
+__all__ = [
+    "DISABLE_VARIABLE",
+    "REBUILD_COMMAND",
+    "compiled_module",
+    "disabled",
+    "float_kernel",
+    "load_module",
+]
 
 DISABLE_VARIABLE = "GRAPHEMB_DISABLE_KERNELS"
 """Set to ``1`` (or ``true``) to keep graphemb off its compiled kernels (C++ and Triton)."""
 
 
 def load_module() -> tuple[ModuleType | None, str]:
-    """``(module, "")``, or ``(None, why)`` when ``graphemb_kernels`` does not import."""
-    try:
-        return importlib.import_module("graphemb_kernels"), ""
-    except ImportError as error:  # not built for this environment
-        return None, f"graphemb_kernels is not installed ({error})"
+    """``(module, "")``, or ``(None, why)`` when the compiled kernels did not load."""
+    module = kernels_module()
+    return module, "" if module is not None else load_error()
 
 
 _module, _ = load_module()
 
 
 def compiled_module() -> ModuleType | None:
-    """The module ``graphemb_kernels``, or None when it does not import."""
+    """The kernels' bindings (:mod:`graphemb._native.kernels`), or None when they did not
+    load."""
     return _module
 
 
@@ -47,8 +55,8 @@ def disabled() -> bool:
 def float_kernel(name: str, tensor: torch.Tensor) -> Callable[..., Any] | None:
     """The compiled kernel ``name`` where it applies to ``tensor``, else None.
 
-    It applies to a CPU tensor of float32 or float64 when the module is built with that
-    kernel and :func:`disabled` does not ask for torch's own operators.
+    It applies to a CPU tensor of float32 or float64 when the kernels loaded and
+    :func:`disabled` does not ask for torch's own operators.
     """
     if (
         tensor.device.type != "cpu"

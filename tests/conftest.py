@@ -32,13 +32,27 @@ sys.path.insert(
 
 from helpers import CUDA, EVERY_STACK_VARIABLE, STACK  # noqa: E402
 
+from graphemb._compiled import compiled_module, disabled, load_module  # noqa: E402
 from graphemb.optim import kernels  # noqa: E402
+
+
+def pytest_configure(config):
+    """The compiled kernels are part of every install: a test environment without them is
+    broken, not a reason to skip their tests (set GRAPHEMB_DISABLE_KERNELS=1 to test the
+    pure-torch paths on purpose)."""
+    if compiled_module() is None and not disabled():
+        raise pytest.UsageError(
+            f"the compiled kernels did not load: {load_module()[1]}; rebuild them with "
+            "`make kernels`, or set GRAPHEMB_DISABLE_KERNELS=1 to test without them"
+        )
+
 
 CPU_KERNELS = pytest.param(
     "cpu",
     id="cpu-kernels",
     marks=pytest.mark.skipif(
-        not kernels.available(), reason="graphemb_kernels is not built for this environment"
+        not kernels.available(),
+        reason="the compiled kernels are disabled (GRAPHEMB_DISABLE_KERNELS)",
     ),
 )
 CPU_TORCH = pytest.param("cpu-torch", id="cpu-torch")

@@ -2,7 +2,9 @@
 
 Each subcommand module exposes ``add_parsers(subparsers) -> None``, registering its
 subcommands with ``set_defaults(run=callable(args) -> int)``. Bad user input (a malformed
-file, a value out of range) ends with a one-line message and exit code 2, no traceback.
+file, a value out of range, flags that disagree) ends with a one-line message and exit
+code 2, no traceback, nothing written; an interrupt (Ctrl-C) with one line and exit code
+130, nothing written.
 
 Example
 -------
@@ -14,23 +16,27 @@ Example
 from __future__ import annotations
 
 import argparse
+import logging
+import multiprocessing
 import sys
 from collections.abc import Sequence
 
-from . import embed, score
-from .arguments import HelpFormatter
+from torch.multiprocessing import ProcessRaisedException
+
+from . import embed, info, score
+from .arguments import HelpFormatter, Parser
 
 __all__ = ["PROG", "build_parser", "main"]
 
 PROG = "python -m graphemb"
 
 #: The subcommand modules, each with ``add_parsers(subparsers)``.
-COMMAND_MODULES = (embed, score)
+COMMAND_MODULES = (embed, score, info)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of every subcommand."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog=PROG,
         formatter_class=HelpFormatter,
         description="Node embeddings for graphs: train them, write them, score them.",
@@ -52,19 +58,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns
     -------
     int
-        The exit code: 0 on success, 2 for bad input, 1 for a missing optional package
-        (with a one-line message on stderr).
+        The exit code: 0 on success (and for ``--help``), 2 for bad input or flags, 1 for
+        a missing optional package, 130 when interrupted (each with a one-line message on
+        stderr).
     """
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = _parse(parser, argv)
+    except SystemExit as done:  # --help, or a usage error already printed
+        return done.code if isinstance(done.code, int) else 2
     if getattr(args, "run", None) is None:
         parser.print_help(sys.stderr)
         return 2
+    # torch logs each training process it ends after another one failed: the error is
+    # reported below, in one line
+    logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)
     try:
         return int(args.run(args))
+    except KeyboardInterrupt:
+        _stop_children()
+        print(f"{PROG} {args.command}: interrupted", file=sys.stderr)
+        return 130
     except (ValueError, OSError) as error:  # bad files or values: the user's to fix
         print(f"{PROG} {args.command}: error: {error}", file=sys.stderr)
         return 2
+    except ProcessRaisedException as error:  # in a training process (--workers > 1)
+        code, message = _process_error(error)
+        print(f"{PROG} {args.command}: error: {message}", file=sys.stderr)
+        return code
     except ImportError as error:  # an optional package (scikit-learn, scipy, tqdm)
         print(
             f"{PROG} {args.command}: error: needs an optional package ({error}); install "
@@ -72,3 +93,38 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
+
+
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """``parser.parse_args``, with unknown flags reported by the subcommand's parser (its
+    name in the message)."""
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        owner = parser
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                owner = action.choices.get(str(getattr(args, "command", "")), parser)
+        owner.error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
+
+
+def _stop_children() -> None:
+    """End the training processes this run started (an interrupt may reach only this one),
+    so that exiting does not wait for them."""
+    children = multiprocessing.active_children()
+    for child in children:
+        child.terminate()
+    for child in children:
+        child.join(timeout=10)
+
+
+def _process_error(error: ProcessRaisedException) -> tuple[int, str]:
+    """The exit code and message of an exception raised in a training process: its
+    traceback's last line, ``module.Type: message`` (2 for bad values, such as a diverged
+    run's ``TrainingDiverged``; 1 otherwise)."""
+    lines = [line for line in str(error).splitlines() if line.strip()]
+    last = lines[-1] if lines else "unknown error"
+    kind, _, message = last.partition(": ")
+    if kind.rsplit(".", 1)[-1] in ("TrainingDiverged", "ValueError"):
+        return 2, message
+    return 1, f"a training process failed: {last}"

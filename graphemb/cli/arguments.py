@@ -1,38 +1,83 @@
-"""What every subcommand shares about its arguments: how ``--help`` is laid out, the
-value types argparse checks (a bad value is a one-line usage error naming it), the
-defaults (read from the library functions' signatures, so that the command line has none of
-its own) and the file formats (read from :mod:`graphemb.io.formats`)."""
+"""What every subcommand shares about its arguments: how ``--help`` is laid out, how a
+usage error is reported (one line naming the flag, exit code 2), the value types argparse
+checks, the defaults (read from the library functions' signatures, so that the command
+line has none of its own) and the file formats (read from :mod:`graphemb.io.formats`)."""
 
 from __future__ import annotations
 
 import argparse
 import inspect
 import math
+import os
+import sys
+import textwrap
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from ..io import formats as registry
 
 __all__ = [
+    "DELIMITER_NAMES",
     "HelpFormatter",
+    "Parser",
     "add_file_option",
+    "available_cores",
     "default_of",
+    "delimiter",
     "format_choices",
     "formats_help",
     "fractions",
+    "int_at_least",
+    "nonnegative_float",
+    "paragraphs",
     "positive_float",
     "positive_int",
 ]
 
+#: ``--delimiter`` names for separators that are awkward to type in a shell.
+DELIMITER_NAMES = {
+    "tab": "\t",
+    "comma": ",",
+    "space": " ",
+    "semicolon": ";",
+    "pipe": "|",
+}
 
-class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """``--help`` shows each option's default, except where there is none (``None``) or the
-    help text already says it."""
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """``--help`` shows each option's default, except where there is none (``None``), for
+    switches, or where the help text already says it; descriptions and epilogs keep their
+    paragraphs (see :func:`paragraphs`)."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
-        if action.default is None or "default" in (action.help or ""):
-            return action.help
+        if action.default is None or action.nargs == 0 or "default" in (action.help or ""):
+            return action.help  # no default, a switch, or said in the help already
         return super()._get_help_string(action)
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line on stderr, naming the flag, and
+    exit code 2 (argparse's own print the whole usage first)."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``PROG: error: MESSAGE (see --help)`` and exit with 2."""
+        print(f"{self.prog}: error: {message} (see --help)", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def paragraphs(*texts: str, width: int = 88) -> str:
+    """Texts filled to ``width`` columns, a blank line between them (for descriptions and
+    epilogs, which :class:`HelpFormatter` keeps as they are)."""
+    return "\n\n".join(textwrap.fill(" ".join(t.split()), width) for t in texts)
+
+
+def available_cores() -> int:
+    """The CPU cores this process may run on (``os.sched_getaffinity``, else
+    ``os.cpu_count()``), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not on Linux
+        return max(1, os.cpu_count() or 1)
 
 
 def positive_int(text: str) -> int:
@@ -43,6 +88,50 @@ def positive_int(text: str) -> int:
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def int_at_least(minimum: int, why: str = "") -> Callable[[str], int]:
+    """An argparse type: an integer ``>= minimum`` (``why`` explains the bound in the
+    error)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = minimum - 1
+        if value < minimum:
+            reason = f" ({why})" if why else ""
+            raise argparse.ArgumentTypeError(
+                f"expected an integer >= {minimum}{reason}, got {text!r}"
+            )
+        return value
+
+    parse.__name__ = f"integer >= {minimum}"
+    return parse
+
+
+def nonnegative_float(text: str) -> float:
+    """A finite number >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value < math.inf:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return value
+
+
+def delimiter(text: str) -> str:
+    """A field separator: one of :data:`DELIMITER_NAMES` or the text itself, with ``\\t``
+    read as a tab."""
+    if text.lower() in DELIMITER_NAMES:
+        return DELIMITER_NAMES[text.lower()]
+    value = text.replace("\\t", "\t")
+    if not value or "\n" in value or "\r" in value:
+        raise argparse.ArgumentTypeError(
+            f"expected a separator such as ',' or one of {', '.join(DELIMITER_NAMES)}, got {text!r}"
+        )
     return value
 
 
@@ -111,12 +200,14 @@ def add_file_option(
     what: str,
     function: Callable[..., Any],
     otherwise: str = "",
+    format_group: argparse._ActionsContainer | None = None,
 ) -> None:
-    """A required file option (``--input``) and its format option (``--format``): the
-    registered formats of ``kind`` as choices and in the help, the format's default that
-    of ``function``'s ``format`` parameter (``otherwise``: what an unknown suffix is)."""
+    """A required file option (``--input``) and its format option (``--format``, in
+    ``format_group`` if given): the registered formats of ``kind`` as choices and in the
+    help, the format's default that of ``function``'s ``format`` parameter (``otherwise``:
+    what an unknown suffix is)."""
     parser.add_argument(flag, required=True, metavar="FILE", help=formats_help(kind, what))
-    parser.add_argument(
+    (parser if format_group is None else format_group).add_argument(
         format_flag,
         choices=format_choices(kind),
         default=default_of(function, "format"),

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..io import read_embeddings, read_labels
 from .arguments import HelpFormatter, add_file_option, default_of, fractions, positive_int
+from .preflight import check_input, file_format
 
 __all__ = ["add_parsers", "run_score"]
 
@@ -85,8 +86,12 @@ def run_score(args: argparse.Namespace) -> int:
 
     from ..evaluation import format_f1_table, node_classification_f1
 
-    embeddings, names = read_embeddings(args.embeddings, args.format)
-    labels = read_labels(args.labels, names, args.labels_format, multi_label=args.multi_label)
+    check_input("--embeddings", args.embeddings)  # every check before any work
+    check_input("--labels", args.labels)
+    embedding_format = file_format("--embeddings", "embedding", args.embeddings, args.format)
+    label_format = file_format("--labels", "label", args.labels, args.labels_format, default="text")
+    embeddings, names = read_embeddings(args.embeddings, embedding_format.name)
+    labels = read_labels(args.labels, names, label_format.name, multi_label=args.multi_label)
     nodes = labels.nodes
     kind = "multi-label" if labels.multi_label else "single-label"
     print(

@@ -1,9 +1,11 @@
 """Reading users' graphs and writing embeddings.
 
 * :func:`read_graph`: edge lists, adjacency lists, MATLAB ``.mat`` (``network`` and
-  ``group``), scipy ``.npz``; :func:`from_networkx` and :func:`from_pyg` convert graphs in
-  memory. Node names (strings or sparse integers) map to ids ``0 .. N-1``; the names are
-  kept for output.
+  ``group``), scipy ``.npz``, Matrix Market ``.mtx``; :func:`from_networkx` and
+  :func:`from_pyg` convert graphs in memory. A first line that is not an edge while the
+  next one is becomes a header (:mod:`graphemb.io.header`); duplicate edges and self loops
+  are kept unless asked (:mod:`graphemb.io.edge_rules`). Node names (strings or sparse
+  integers) map to ids ``0 .. N-1``; the names are kept for output.
 * :func:`read_labels`: node labels from a text file (single- or multi-label) or a
   ``.mat`` file's ``group``;
   :func:`read_node_features`: feature rows matched to the nodes by name.
@@ -41,6 +43,7 @@ from .errors import GraphFileError
 from .features import read_node_features
 from .labels import NodeLabels, read_labels
 from .loaded_graph import LoadedGraph
+from .matrix_market import read_mtx
 from .objects import from_networkx, from_pyg
 from .read import GRAPH_FORMATS, graph_format, read_graph
 from .sparse_matrix import graph_from_adjacency, read_mat, read_mat_labels, read_npz
@@ -64,6 +67,7 @@ __all__ = [
     "read_labels",
     "read_mat",
     "read_mat_labels",
+    "read_mtx",
     "read_node_features",
     "read_npz",
     "write_embeddings",

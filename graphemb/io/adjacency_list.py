@@ -7,6 +7,7 @@ from array import array
 
 import numpy as np
 
+from .edge_rules import EdgeRules, apply_edge_rules, first_line_with_bad_id
 from .errors import GraphFileError
 from .fields import numbered_lines, split_fields
 from .formats import Format, register
@@ -17,7 +18,13 @@ __all__ = ["read_adjacency_list"]
 
 
 def read_adjacency_list(
-    path: str | os.PathLike[str], *, directed: bool = False, delimiter: str | None = None
+    path: str | os.PathLike[str],
+    *,
+    directed: bool = False,
+    delimiter: str | None = None,
+    merge_duplicates: bool = False,
+    drop_self_loops: bool = False,
+    implicit_ids: bool = False,
 ) -> LoadedGraph:
     """A graph from an adjacency-list file (the DeepWalk reference tool's ``adjlist``).
 
@@ -25,20 +32,23 @@ def read_adjacency_list(
     ----------
     path : str or PathLike
         Lines ``node [neighbour ...]``: an edge ``node -> neighbour`` per neighbour; a node
-        alone on its line is a node without out-edges. ``#`` starts a comment. A node may
-        have several lines.
+        alone on its line is a node without out-edges. ``#`` starts a comment, and so does
+        ``%`` at the start of a line. A node may have several lines.
     directed : bool
         False: every listed edge is also stored reversed (a self-loop once). A file that
         lists each undirected edge from both of its ends should be read with
         ``directed=True``.
     delimiter : str, optional
         Default: any run of whitespace.
+    merge_duplicates, drop_self_loops, implicit_ids : bool
+        See :class:`~graphemb.io.edge_rules.EdgeRules` (default: a neighbour listed twice
+        is two parallel edges, self loops are kept).
 
     Returns
     -------
     LoadedGraph
         Names as in :func:`graphemb.io.read_edge_list` (integers in increasing order,
-        otherwise strings in order of first appearance).
+        otherwise strings in order of first appearance); ``notes`` as there.
 
     Raises
     ------
@@ -63,8 +73,18 @@ def read_adjacency_list(
     (src_ids, dst_ids, _), names = index.pack(
         [np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64), every_node]
     )
-    graph, _ = graph_from_edge_ids(src_ids, dst_ids, len(names), directed=directed)
-    return LoadedGraph(graph, names)
+    ruled = apply_edge_rules(
+        path,
+        src_ids,
+        dst_ids,
+        names,
+        None,
+        directed=directed,
+        rules=EdgeRules(merge_duplicates, drop_self_loops, implicit_ids),
+        first_bad_id_line=lambda: first_line_with_bad_id(path, delimiter, 1, slice(None)),
+    )
+    graph, _ = graph_from_edge_ids(ruled.src, ruled.dst, len(ruled.node_names), directed=directed)
+    return LoadedGraph(graph, ruled.node_names, notes=ruled.notes)
 
 
 register(

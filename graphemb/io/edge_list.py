@@ -1,11 +1,17 @@
 """Edge lists: one edge per line, ``source target [weight]``, whitespace- or comma-separated.
 
+Where the edges start (a header line, the delimiter) is :mod:`graphemb.io.header`'s;
+what is done with duplicate edges and self loops, :mod:`graphemb.io.edge_rules`'.
+
 Files of integer node names take a compiled path where ``graphemb_kernels`` is built (the
 file cut at line starts and parsed on all threads), else a vectorized one (numpy's C text
 parser, no Python per line). The compiled parser takes only plain integer lines and gives
 up on anything else, numpy's on anything it cannot read; any other file (string names)
 and every malformed file then take a line-by-line path that maps names to ids as it goes,
 and reports the first bad line. All three read a file they accept to the same arrays.
+Where the compiled parser reads a file, an undirected graph is built in the memory of the
+parsed edges: the peak memory is then about that of the graph's arrays (measured in
+``benchmarks/bench_read_graph.py``).
 """
 
 from __future__ import annotations
@@ -19,9 +25,11 @@ import numpy as np
 import torch
 
 from .._compiled import compiled_module, disabled
+from .edge_rules import EdgeRules, apply_edge_rules, first_line_with_bad_id
 from .errors import GraphFileError
 from .fields import COMMENT, numbered_lines, split_fields
 from .formats import Format, register
+from .header import EdgeStart, edge_start, header_confirmed, header_note
 from .loaded_graph import LoadedGraph, graph_from_edge_ids, refuse_bad_weights
 from .node_names import NameIndex, pack_integer_names
 
@@ -52,31 +60,45 @@ def read_edge_list(
     directed: bool = False,
     delimiter: str | None = None,
     weighted: bool | None = None,
-    header: bool = False,
+    header: bool | None = None,
+    merge_duplicates: bool = False,
+    drop_self_loops: bool = False,
+    implicit_ids: bool = False,
 ) -> LoadedGraph:
     """A graph from an edge-list file.
 
     Parameters
     ----------
     path : str or PathLike
-        Lines ``source target`` or ``source target weight``; ``#`` starts a comment;
-        blank lines are skipped. Node names are any tokens without blanks (or commas).
+        Lines ``source target`` or ``source target weight``; ``#`` starts a comment, and so
+        does ``%`` at the start of a line (Matrix Market, KONECT); blank lines are
+        skipped. Node names are any tokens without blanks (or delimiters).
     directed : bool
         False: each line is an undirected edge, stored in both directions (a self-loop
         once). A file that already lists both directions of each edge should be read with
-        ``directed=True``.
+        ``directed=True`` (or ``merge_duplicates=True``).
     delimiter : str, optional
-        Default: ``","`` for ``.csv`` files, else any run of whitespace.
+        Default: ``","`` for ``.csv`` files and for files whose first line is
+        comma-separated (:func:`~graphemb.io.fields.sniff_delimiter`), else any run of
+        whitespace.
     weighted : bool, optional
         Whether the third column is an edge weight. Default: iff the first edge line has
-        three columns. With False a third column is ignored.
-    header : bool
-        The first non-comment line names the columns and is skipped.
+        three columns. With False a third column is ignored (not read, not checked); with
+        True the file must have one.
+    header : bool, optional
+        True: the first non-comment line names the columns and is skipped; False: it is an
+        edge. Default None: it is a header when it does not parse as an edge while the
+        next line does (the rule of :mod:`graphemb.io.header`), and the returned graph's
+        ``notes`` say so.
+    merge_duplicates, drop_self_loops, implicit_ids : bool
+        See :class:`~graphemb.io.edge_rules.EdgeRules`. By default duplicate lines are
+        parallel edges and self loops are kept.
 
     Returns
     -------
     LoadedGraph
-        With ``weights`` when the file is weighted.
+        With ``weights`` when the file is weighted, and ``notes`` (a header skipped, self
+        loops kept or dropped, duplicates merged).
 
     Raises
     ------
@@ -85,22 +107,55 @@ def read_edge_list(
         infinite or negative; or a file with no edges, or whose weights are all 0.
         Nothing is returned half-read.
 
-    Notes
-    -----
-    Where ``graphemb_kernels`` is built, a file of integer names is parsed on all threads
-    and an undirected graph is built in the memory of the parsed edges: the peak memory
-    is then about that of the graph's arrays (measured in ``benchmarks/bench_read_graph.py``).
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "edges.txt"
+    >>> _ = path.write_text("source target\\n1 2\\n2 3\\n2 3\\n")
+    >>> loaded = read_edge_list(path, merge_duplicates=True)
+    >>> loaded.node_names.tolist(), loaded.num_edges
+    ([1, 2, 3], 4)
+    >>> print(loaded.notes[0])  # doctest: +ELLIPSIS
+    /.../edges.txt:1: read as a header, not an edge: 'source target'
     """
-    edges, table = _parse(os.fspath(path), delimiter, weighted, header)
-    graph, weights = graph_from_edge_ids(
+    path = os.fspath(path)
+    edges, table, start = _parse(path, delimiter, weighted, header)
+    rules = EdgeRules(merge_duplicates, drop_self_loops, implicit_ids)
+    return _loaded_graph(path, edges, table, start, directed, rules)
+
+
+def _loaded_graph(
+    path: str,
+    edges: EdgeArrays,
+    table: torch.Tensor | None,
+    start: EdgeStart,
+    directed: bool,
+    rules: EdgeRules,
+) -> LoadedGraph:
+    """The graph of parsed edges, ``rules`` applied, with the notes for the user."""
+    ruled = apply_edge_rules(
+        path,
         edges.src,
         edges.dst,
-        len(edges.node_names),
+        edges.node_names,
+        edges.weights,
         directed=directed,
-        weights=edges.weights,
-        edge_table=table,  # the graph is built in the memory of the parsed edges
+        rules=rules,
+        first_bad_id_line=lambda: first_line_with_bad_id(
+            path, start.delimiter, start.first_line, slice(0, 2)
+        ),
     )
-    return LoadedGraph(graph, edges.node_names, weights)
+    graph, weights = graph_from_edge_ids(
+        ruled.src,
+        ruled.dst,
+        len(ruled.node_names),
+        directed=directed,
+        weights=ruled.weights,
+        # the graph is built in the memory of the parsed edges where they are unchanged
+        edge_table=None if ruled.changed else table,
+    )
+    notes = tuple(n for n in (header_note(path, start),) if n) + ruled.notes
+    return LoadedGraph(graph, ruled.node_names, weights, notes=notes)
 
 
 register(
@@ -119,25 +174,40 @@ def parse_edge_list(
     *,
     delimiter: str | None = None,
     weighted: bool | None = None,
-    header: bool = False,
+    header: bool | None = None,
 ) -> EdgeArrays:
-    """The edges of an edge-list file as id arrays (see :func:`read_edge_list`)."""
+    """The edges of an edge-list file as id arrays (see :func:`read_edge_list`; every line
+    an edge, none merged or dropped)."""
     return _parse(os.fspath(path), delimiter, weighted, header)[0]
 
 
 def _parse(
-    path: str, delimiter: str | None, weighted: bool | None, header: bool
+    path: str, delimiter: str | None, weighted: bool | None, header: bool | None
+) -> tuple[EdgeArrays, torch.Tensor | None, EdgeStart]:
+    """The edges, the (2, E) tensor that ``src`` and ``dst`` are the rows of where the
+    compiled parser read them (else None), and where they start."""
+    start = edge_start(path, delimiter, header)
+    edges, table = _parse_from(path, start, weighted)
+    if header is None and start.header_line is not None:
+        if not header_confirmed(start, edges.node_names):  # the line is an edge after all
+            start = EdgeStart(start.delimiter, start.header_line, len(start.header_fields))
+            edges, table = _parse_from(path, start, weighted)
+    return edges, table, start
+
+
+def _parse_from(
+    path: str, start: EdgeStart, weighted: bool | None
 ) -> tuple[EdgeArrays, torch.Tensor | None]:
-    """The edges, and the (2, E) tensor that ``src`` and ``dst`` are the rows of where the
-    compiled parser read them (else None)."""
-    if delimiter is None and path.lower().endswith(".csv"):
-        delimiter = ","
-    first_line, columns = _first_edge_line(path, delimiter, header)
+    """The edges from ``start.first_line`` on (see :func:`_parse`)."""
+    delimiter, first_line, columns = start.delimiter, start.first_line, start.columns
     if weighted is None:
         weighted = columns == 3
     elif weighted and columns != 3:
         raise GraphFileError(
-            path, f"weighted=True but the first edge has {columns} columns", first_line
+            path,
+            f"no weight column: weighted reading needs 'source target weight' lines, this "
+            f"one has {columns} columns",
+            first_line,
         )
     parsed: tuple[EdgeArrays, torch.Tensor | None] | None = _parse_compiled(
         path, delimiter, first_line, columns, weighted
@@ -164,24 +234,6 @@ def _line_of_edge(path: str, delimiter: str | None, first_line: int, edge: int) 
                 return number
             seen += 1
     raise AssertionError(f"{path} has no edge {edge}")  # the parsers read it from there
-
-
-def _first_edge_line(path: str, delimiter: str | None, header: bool) -> tuple[int, int]:
-    """1-based number and column count of the first edge line."""
-    seen_header = not header
-    for number, line in numbered_lines(path):
-        fields = split_fields(line, delimiter)
-        if not fields:
-            continue
-        if not seen_header:
-            seen_header = True
-            continue
-        if len(fields) not in (2, 3):
-            raise GraphFileError(
-                path, f"expected 2 or 3 columns, got {len(fields)}: {line.strip()!r}", number
-            )
-        return number, len(fields)
-    raise GraphFileError(path, "no edges in the file")
 
 
 # Characters that may be part of a field the compiled parser reads: such a delimiter, or

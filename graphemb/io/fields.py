@@ -1,4 +1,10 @@
-"""Lines of text files and their fields: the one tokenizer of every text format."""
+"""Lines of text files and their fields: the one tokenizer of every text format.
+
+Comments: ``#`` starts one anywhere on a line; a line whose first non-blank character is
+``%`` is one whole (Matrix Market and KONECT files; a ``%`` inside a name is kept).
+Fields: split on runs of whitespace, or on a delimiter; :func:`sniff_delimiter` tells a
+comma-separated line from a whitespace-separated one.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +13,12 @@ from collections.abc import Iterator
 
 from .errors import GraphFileError
 
-__all__ = ["COMMENT", "numbered_lines", "split_fields"]
+__all__ = ["COMMENT", "LINE_COMMENT", "numbered_lines", "sniff_delimiter", "split_fields"]
 
 #: Everything from this character to the end of a line is a comment.
 COMMENT = "#"
+#: A line whose first non-blank character is this one is a comment.
+LINE_COMMENT = "%"
 
 
 def split_fields(line: str, delimiter: str | None) -> list[str]:
@@ -31,12 +39,33 @@ def split_fields(line: str, delimiter: str | None) -> list[str]:
     --------
     >>> split_fields("a  b 2.5  # note", None), split_fields(" a, b ,1\\n", ",")
     (['a', 'b', '2.5'], ['a', 'b', '1'])
+    >>> split_fields("% 12 30 30", None), split_fields("50%off x", None)
+    ([], ['50%off', 'x'])
     """
-    line = line.split(COMMENT, 1)[0]
+    stripped = line.split(COMMENT, 1)[0].strip()
+    if not stripped or stripped.startswith(LINE_COMMENT):
+        return []
     if delimiter is None:
-        return line.split()
-    stripped = line.strip()
-    return [field.strip() for field in stripped.split(delimiter)] if stripped else []
+        return stripped.split()
+    return [field.strip() for field in stripped.split(delimiter)]
+
+
+def sniff_delimiter(line: str) -> str | None:
+    """``","`` when ``line`` reads as comma-separated fields, else None (whitespace).
+
+    A line is comma-separated when it holds a comma and every comma-separated field is
+    non-empty and without blanks inside: ``a,b,1`` and ``a, b`` are, ``a,b c`` (a name
+    with a comma, then a blank) and ``a b`` are not. Comments and blanks around are ignored.
+
+    Examples
+    --------
+    >>> sniff_delimiter("1,2,0.5\\n"), sniff_delimiter("n1, c0"), sniff_delimiter("a,b c")
+    (',', ',', None)
+    """
+    fields = split_fields(line, ",")
+    if len(fields) < 2 or not all(fields) or any(len(f.split()) != 1 for f in fields):
+        return None
+    return ","
 
 
 def numbered_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, str]]:

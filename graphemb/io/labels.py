@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from .errors import GraphFileError
-from .fields import numbered_lines, split_fields
+from .fields import numbered_lines, sniff_delimiter, split_fields
 from .formats import Format, find_format, register
 
 __all__ = ["NodeLabels", "read_labels", "single_labels"]
@@ -77,8 +77,9 @@ def read_labels(
     path : str or PathLike
         ``.mat``: the 0/1 matrix ``group`` (row ``i`` for the node named ``i``, as the
         DeepWalk benchmark graphs ship). Any other suffix: text, each non-empty line
-        (after removing ``#`` comments) ``node label [label ...]``; a node may also
-        appear on several lines (``node,label`` CSV rows). Nodes without a line are
+        (after removing ``#`` comments) ``node label [label ...]``, or ``node,label``
+        rows (comma-separated: a ``.csv`` file, or any file whose first line reads as
+        comma-separated); a node may appear on several lines. Nodes without a line are
         unlabelled.
     node_names : numpy array, shape (N,)
         Names of the graph's nodes (``LoadedGraph.node_names`` or the names read with
@@ -91,7 +92,8 @@ def read_labels(
         (a ``.mat`` group: multi-label).
     **options
         Passed to the format's reader: ``delimiter`` for text (default ``","`` for
-        ``.csv`` files, else any whitespace), ``group`` for ``.mat``.
+        ``.csv`` files and comma-separated first lines, else any whitespace), ``group``
+        for ``.mat``.
 
     Returns
     -------
@@ -133,7 +135,7 @@ def _read_label_lines(
 ) -> NodeLabels:
     """The text label format (see :func:`read_labels`)."""
     path = os.fspath(path)
-    if delimiter is None and path.lower().endswith(".csv"):
+    if delimiter is None and (path.lower().endswith(".csv") or _comma_separated(path)):
         delimiter = ","
     node_ids = {str(name): i for i, name in enumerate(node_names.tolist())}
     class_ids: dict[str, int] = {}
@@ -176,6 +178,14 @@ def _read_label_lines(
     single = torch.full((num_nodes,), -1, dtype=torch.int64)
     single[torch.from_numpy(nodes)] = torch.from_numpy(classes)
     return NodeLabels(single, labelled, names)
+
+
+def _comma_separated(path: str) -> bool:
+    """Whether the first line with fields reads as comma-separated (``node,label``)."""
+    for _, line in numbered_lines(path):
+        if split_fields(line, None):
+            return sniff_delimiter(line) is not None
+    return False
 
 
 register(

@@ -36,6 +36,9 @@ class LoadedGraph:
         Node labels where the format carries them (``.mat`` ``group``, PyG ``y``).
     features : Tensor, shape (N, F), optional
         Node features where the format carries them (PyG ``x``).
+    notes : tuple of str
+        How the file was read, where the user may want to know (a line read as a header,
+        self loops kept or dropped, duplicate edges merged); one line each, naming the file.
     """
 
     graph: Graph
@@ -43,6 +46,7 @@ class LoadedGraph:
     weights: torch.Tensor | None = None
     labels: NodeLabels | None = None
     features: torch.Tensor | None = None
+    notes: tuple[str, ...] = ()
 
     @property
     def num_nodes(self) -> int:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 from typing import Any
 
 from .formats import SuffixFormats, file_format, find_format
 from .loaded_graph import LoadedGraph
 
-__all__ = ["GRAPH_FORMATS", "graph_format", "read_graph"]
+__all__ = ["GRAPH_FORMATS", "graph_format", "read_graph", "reader_options"]
 
 #: Graph formats by file suffix (``format=`` takes the values): a live view of
 #: :mod:`graphemb.io.formats`.
@@ -33,16 +34,18 @@ def read_graph(
     ----------
     path : str or PathLike
     format : str, optional
-        A registered graph format (``"edgelist"``, ``"adjlist"``, ``"mat"``, ``"npz"``;
-        :func:`graphemb.io.formats.formats` ``("graph")``). Default: from the suffix
-        (:data:`GRAPH_FORMATS`).
+        A registered graph format (``"edgelist"``, ``"adjlist"``, ``"mat"``, ``"npz"``,
+        ``"mtx"``; :func:`graphemb.io.formats.formats` ``("graph")``). Default: from the
+        suffix (:data:`GRAPH_FORMATS`).
     directed : bool
         False (default): edges are undirected and stored in both directions.
     **options
         Passed to the format's reader: ``delimiter``, ``weighted``, ``header`` for edge
         lists (:func:`~graphemb.io.read_edge_list`), ``delimiter`` for adjacency lists
         (:func:`~graphemb.io.read_adjacency_list`), ``network`` and ``group`` for ``.mat``
-        (:func:`~graphemb.io.read_mat`).
+        (:func:`~graphemb.io.read_mat`); ``merge_duplicates``, ``drop_self_loops`` and
+        ``implicit_ids`` for all of these, ``weighted`` for all but adjacency lists.
+        :func:`reader_options` lists a format's.
 
     Returns
     -------
@@ -74,3 +77,23 @@ def read_graph(
         raise FileNotFoundError(f"no such graph file: {os.fspath(path)!r}")
     loaded: LoadedGraph = reader(path, directed=directed, **options)
     return loaded
+
+
+def reader_options(format: str) -> frozenset[str] | None:
+    """The options (keyword arguments besides ``directed``) that the reader of the graph
+    format ``format`` takes; None where it takes any (``**options``).
+
+    Examples
+    --------
+    >>> sorted(reader_options("adjlist"))
+    ['delimiter', 'drop_self_loops', 'implicit_ids', 'merge_duplicates']
+    """
+    reader = find_format("graph", "", format).reader
+    parameters = inspect.signature(reader).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return None
+    return frozenset(
+        p.name
+        for p in parameters
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name != "directed"
+    )

@@ -1,12 +1,11 @@
-"""The fused CPU backend: the compiled module ``graphemb_kernels``, when it is installed.
+"""The fused CPU backend: graphemb's compiled kernels (:mod:`graphemb._native`).
 
-``graphemb_kernels`` (built from ``csrc/`` against the environment's torch: ``pip install
---no-build-isolation ./csrc``; ``make`` does it for both stacks) updates each row in one
+The kernels (built from ``csrc/`` by every install of graphemb) update each row in one
 pass -- sum of its gradient contributions, division by the world size, the formula of
 :mod:`graphemb.optim.functional` on weight and state -- where the pure-torch path moves every
 row through memory about 30 times (gather, seven elementwise passes, scatter).
 
-The module states its own table of formulas (``graphemb_kernels.formulas()``: names, state
+The library states its own table of formulas (``formulas()``: names, state
 tables, hyper-parameters, by its own position). A formula of the registry
 :data:`~graphemb.optim.functional.FORMULAS` is compiled when the module has an entry of the
 same name with the same state and hyper-parameters (:func:`supports`); any other formula --
@@ -25,7 +24,7 @@ from types import ModuleType
 
 import torch
 
-from .._compiled import DISABLE_VARIABLE, disabled, load_module
+from .._compiled import DISABLE_VARIABLE, REBUILD_COMMAND, disabled, load_module
 from .functional import FORMULAS, Formula
 
 __all__ = [
@@ -39,12 +38,17 @@ __all__ = [
     "usable_for",
 ]
 
-_API_VERSION = 3  # graphemb_kernels.API_VERSION of the one-entry-point interface (3: parts)
+_API_VERSION = 3  # the kernels' API_VERSION of the one-entry-point interface (3: parts)
 
 
 def _registry_entry(formula: Formula) -> tuple[str, list[tuple[str, str]], list[str]]:
     """``formula`` in the form of an entry of ``graphemb_kernels.formulas()``."""
     return (formula.name, [(key, kind) for key, kind in formula.state], list(formula.hyper))
+
+
+def _where(module: ModuleType) -> str:
+    """The file the kernels of ``module`` come from."""
+    return str(getattr(module, "LIBRARY_PATH", getattr(module, "__file__", module.__name__)))
 
 
 def _load() -> tuple[ModuleType | None, str, dict[str, int], dict[str, str]]:
@@ -55,9 +59,9 @@ def _load() -> tuple[ModuleType | None, str, dict[str, int], dict[str, str]]:
     if getattr(candidate, "API_VERSION", 1) != _API_VERSION or not hasattr(candidate, "formulas"):
         return (
             None,
-            f"graphemb_kernels at {candidate.__file__} was built from other sources (API version "
-            f"{getattr(candidate, 'API_VERSION', 1)}, expected {_API_VERSION}): rebuild it "
-            "with `pip install --no-build-isolation ./csrc`",
+            f"graphemb_kernels at {_where(candidate)} was built from other sources (API version "
+            f"{getattr(candidate, 'API_VERSION', 1)}, expected {_API_VERSION}): rebuild them "
+            f"with `{REBUILD_COMMAND}`",
             {},
             {},
         )
@@ -69,10 +73,10 @@ def _load() -> tuple[ModuleType | None, str, dict[str, int], dict[str, str]]:
     missing: dict[str, str] = {}
     for name, formula in FORMULAS.items():
         if name not in compiled:
-            missing[name] = f"graphemb_kernels at {candidate.__file__} has no formula {name!r}"
+            missing[name] = f"graphemb_kernels at {_where(candidate)} has no formula {name!r}"
         elif compiled[name][1] != _registry_entry(formula):
             missing[name] = (
-                f"graphemb_kernels at {candidate.__file__} compiles {compiled[name][1]}, the "
+                f"graphemb_kernels at {_where(candidate)} compiles {compiled[name][1]}, the "
                 f"registry says {_registry_entry(formula)}: rebuild it"
             )
         else:

@@ -63,6 +63,7 @@ class Settings:
     name: str
     duplicates: str
     weighted: bool = False
+    passes: int = 1
 
 
 def walker(graph: Graph, settings: Settings) -> RandomWalker:

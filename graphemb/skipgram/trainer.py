@@ -53,6 +53,7 @@ def train_node_embeddings(
     weighted: bool = False,
     negatives: int = 5,
     epochs: int = 1,
+    passes: int = 1,
     sample: float = 1e-3,
     lr: float | None = None,
     trainer: str = "auto",
@@ -73,8 +74,9 @@ def train_node_embeddings(
     when ``p`` or ``q`` differ from 1), frequent nodes subsampled, a dynamic window of at
     most ``window``, ``negatives`` noise nodes per pair from ``degree ** 0.75``, and one
     pass of plain SGD whose learning rate decays linearly from ``lr`` to ``lr / 250``
-    (gensim's 0.025 to 0.0001) over all walks (``epochs`` passes over ``num_walks`` walks
-    per node; the compiled trainer holds it for each 10,000 tokens, as word2vec does).
+    (gensim's 0.025 to 0.0001) over all walks (``epochs`` rounds of ``num_walks`` walks
+    per node, each trained ``passes`` times; the compiled trainer holds it for each 10,000
+    tokens, as word2vec does).
     Walks are drawn ``chunk_walks`` at a time and consumed at once, so memory does not
     grow with ``num_walks`` or the number of nodes beyond the two tables.
 
@@ -106,7 +108,12 @@ def train_node_embeddings(
     negatives : int
         Negatives per (center, context) pair ``K``.
     epochs : int
-        Passes; each draws fresh walks.
+        Rounds of walks; each draws ``num_walks`` fresh walks per node.
+    passes : int
+        SGD passes over the same walks (the reference node2vec's ``--iter``, gensim's
+        ``epochs``): each chunk of walks is trained ``passes`` times in a row, with fresh
+        subsampling and negatives each time, before the next chunk is drawn (memory does
+        not grow with it). The learning rate decays over all passes.
     sample : float
         Subsampling threshold of frequent nodes (gensim's ``sample``; 0 disables). Node
         frequencies are their expected share of walk tokens: the in-degree share, or the
@@ -179,6 +186,7 @@ def train_node_embeddings(
     walk_length = as_size("walk_length", walk_length, minimum=1)
     num_walks = as_size("num_walks", num_walks, minimum=1)
     epochs = as_size("epochs", epochs, minimum=1)
+    passes = as_size("passes", passes, minimum=1)
     negatives = as_size("negatives", negatives, minimum=1)
     batch_walks = as_size("batch_walks", batch_walks, minimum=1)
     chunk_walks = max(as_size("chunk_walks", chunk_walks, minimum=1), batch_walks)
@@ -202,6 +210,7 @@ def train_node_embeddings(
         weighted=weighted,
         negatives=negatives,
         epochs=epochs,
+        passes=passes,
         sample=sample,
         lr=float(lr),
         sharing=sharing,
@@ -279,33 +288,34 @@ def _train_compiled(kernel: Any, graph: Graph, settings: Settings, threads: int)
     syn0, syn1 = init_tables(graph.num_nodes, settings.dimensions, settings.seed)
     generator = torch.Generator().manual_seed(settings.seed * 1_000_003)
     order_generator = torch.Generator().manual_seed(settings.seed)
-    total = settings.epochs * settings.num_walks * graph.num_nodes
+    total = settings.epochs * settings.num_walks * graph.num_nodes * settings.passes
     done = 0
-    governor = ThreadGovernor(threads, chunk_count(graph, settings))
+    governor = ThreadGovernor(threads, chunk_count(graph, settings) * settings.passes)
     with progress_bar(total, settings.progress) as shown:
         for index, count, starts in chunks(graph, settings, order_generator):
             walks = walks_of(starts, settings.walk_length - 1, generator=generator)
-            chunk_threads = governor.threads()
-            started = time.perf_counter()
-            products = hogwild_pass(
-                kernel,
-                walks,
-                syn0,
-                syn1,
-                keep,
-                alias,  # type: ignore[arg-type]
-                window=settings.window,
-                negatives=settings.negatives,
-                lr=settings.lr,
-                walks_before=done,
-                total_walks=total,
-                hold_walks=held_walks(settings.walk_length),
-                threads=chunk_threads,
-                seed=chunk_seed(settings.seed, index),
-                chunk=f"walk chunk {index + 1} of {count}",
-            )
-            governor.record(chunk_threads, products, time.perf_counter() - started)
-            done += walks.shape[0]
-            shown.update(walks.shape[0])
+            for repeat in range(settings.passes):  # SGD passes over the same walks
+                chunk_threads = governor.threads()
+                started = time.perf_counter()
+                products = hogwild_pass(
+                    kernel,
+                    walks,
+                    syn0,
+                    syn1,
+                    keep,
+                    alias,  # type: ignore[arg-type]
+                    window=settings.window,
+                    negatives=settings.negatives,
+                    lr=settings.lr,
+                    walks_before=done,
+                    total_walks=total,
+                    hold_walks=held_walks(settings.walk_length),
+                    threads=chunk_threads,
+                    seed=chunk_seed(settings.seed, index + repeat * count),
+                    chunk=f"walk chunk {index + 1} of {count}",
+                )
+                governor.record(chunk_threads, products, time.perf_counter() - started)
+                done += walks.shape[0]
+                shown.update(walks.shape[0])
     check_finite(syn0, settings.lr, "by the end of training")
     return syn0

@@ -58,27 +58,28 @@ def train_process(rank: int, world_size: int, graph: Graph, settings: Settings) 
         matmul_dtype = fast_matmul_dtype(str(device.type))
     generator = torch.Generator(device=device).manual_seed(settings.seed * 1_000_003 + rank)
     order_generator = torch.Generator().manual_seed(settings.seed)  # same order everywhere
-    total = settings.epochs * settings.num_walks * graph.num_nodes
+    total = settings.epochs * settings.num_walks * graph.num_nodes * settings.passes
     done = 0
     with progress_bar(total, settings.progress and rank == 0) as shown:
         for index, count, starts in chunks(graph, settings, order_generator):
             mine = starts.tensor_split(world_size)[rank].to(device)
-            walks = walks_of(mine, settings.walk_length - 1, generator=generator)
-            walks = subsample_walks(walks, keep, generator=generator)
-            for batch in walks.split(settings.batch_walks):
-                train_step(
-                    model,
-                    batch,
-                    noise,
-                    lr=learning_rate(settings.lr, done, total),
-                    generator=generator,
-                    optimizer=optimizer,
-                    block_size=settings.walk_negatives,
-                    matmul_dtype=matmul_dtype,  # type: ignore[arg-type]
-                    duplicates=settings.duplicates,
-                )
-                done += batch.shape[0] * world_size
-                shown.update(batch.shape[0] * world_size)
+            drawn = walks_of(mine, settings.walk_length - 1, generator=generator)
+            for _ in range(settings.passes):  # SGD passes over the same walks
+                walks = subsample_walks(drawn, keep, generator=generator)
+                for batch in walks.split(settings.batch_walks):
+                    train_step(
+                        model,
+                        batch,
+                        noise,
+                        lr=learning_rate(settings.lr, done, total),
+                        generator=generator,
+                        optimizer=optimizer,
+                        block_size=settings.walk_negatives,
+                        matmul_dtype=matmul_dtype,  # type: ignore[arg-type]
+                        duplicates=settings.duplicates,
+                    )
+                    done += batch.shape[0] * world_size
+                    shown.update(batch.shape[0] * world_size)
             where = f"in walk chunk {index + 1} of {count}"
             check_finite(model.center.weight.detach(), settings.lr, where)
             check_finite(model.context.weight.detach(), settings.lr, where)

@@ -10,7 +10,8 @@ import pytest
 
 from graphemb import _compiled
 from graphemb.io import GraphFileError, parse_edge_list, read_graph
-from graphemb.io.edge_list import _first_edge_line, _parse_integers, _parse_lines
+from graphemb.io.edge_list import _parse_integers, _parse_lines
+from graphemb.io.header import edge_start
 from graphemb.io.node_names import pack_integer_names
 
 
@@ -192,15 +193,21 @@ def test_bad_lines_are_named(tmp_path, text, message):
 def test_weighted_true_without_a_weight_column(tmp_path):
     path = tmp_path / "edges.txt"
     path.write_text("# c\n1 2\n")
-    with pytest.raises(GraphFileError, match=r"edges.txt:2: weighted=True but the first edge"):
+    with pytest.raises(GraphFileError, match=r"edges.txt:2: no weight column"):
         read_graph(path, weighted=True)
 
 
 def test_first_edge_line_skips_comments_and_header(tmp_path):
     path = tmp_path / "edges.csv"
     path.write_text("# made by hand\n\nsrc,dst\n1,2\n")
-    assert _first_edge_line(str(path), ",", header=True) == (4, 2)
-    assert _first_edge_line(str(path), ",", header=False) == (3, 2)
+    forced = edge_start(str(path), None, header=True)
+    assert (forced.delimiter, forced.first_line, forced.columns) == (",", 4, 2)
+    assert forced.header_line == 3 and forced.header_fields == ("src", "dst")
+    assert edge_start(str(path), ",", header=None) == forced.__class__(
+        ",", 4, 2, 3, "words", ("src", "dst")
+    )
+    never = edge_start(str(path), ",", header=False)
+    assert (never.first_line, never.columns, never.header_line) == (3, 2, None)
 
 
 def test_unknown_suffix_and_missing_file(tmp_path):

@@ -542,8 +542,6 @@ def test_compiled_module_is_matched_formula_by_formula(monkeypatch):
     other tables, is left to another backend with a reason that names it; the others keep
     their kernels under the module's own numbers. A module of another interface version is
     left aside whole."""
-    import importlib
-
     from graphemb.optim import kernels
     from graphemb.optim.functional import FORMULAS
 
@@ -552,13 +550,13 @@ def test_compiled_module_is_matched_formula_by_formula(monkeypatch):
     other_adagrad = ("adagrad", [("sum", "row")], ["lr", "eps"])  # built from other sources
     table = [by_name["adam"], other_adagrad, by_name["sgd"]]  # no row-wise Adagrad, reordered
     current = kernels._API_VERSION
-    monkeypatch.setattr(importlib, "import_module", lambda name: _fake_kernels(current, table))
+    monkeypatch.setattr(kernels, "load_module", lambda: (_fake_kernels(current, table), ""))
     loaded, reason, ids, missing = kernels._load()
     assert loaded is not None and reason == ""
     assert ids == {"adam": 0, "sgd": 2}
     assert "has no formula 'rowwise_adagrad'" in missing["rowwise_adagrad"]
     assert "compiles" in missing["adagrad"] and "/elsewhere" in missing["adagrad"]
-    monkeypatch.setattr(importlib, "import_module", lambda name: _fake_kernels(1, good))
+    monkeypatch.setattr(kernels, "load_module", lambda: (_fake_kernels(1, good), ""))
     loaded, reason, ids, _ = kernels._load()
     assert loaded is None and "API version 1" in reason and "/elsewhere" in reason
     assert ids == {}

@@ -1,9 +1,12 @@
-"""The result tables of the READMEs are those of ``benchmarks/results/``: in sync now, and
-rendered afresh when a result changes (``benchmarks/render_readme.py``; no benchmark runs)."""
+"""The result tables of the documentation (``docs/performance.md``, ``benchmarks/README.md``,
+``benchmarks/results/deepwalk_quality.md``) are those of ``benchmarks/results/``: in sync
+now, and rendered afresh when a result changes (``benchmarks/render_readme.py``; no
+benchmark runs)."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import statistics
 import sys
@@ -12,6 +15,7 @@ from pathlib import Path
 import pytest
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+PERFORMANCE = BENCHMARKS.parent / "docs" / "performance.md"  # the "Measured here" table
 sys.path.insert(0, str(BENCHMARKS))
 
 import readme_rows  # noqa: E402
@@ -27,9 +31,17 @@ def _cells(text: str, first: str) -> list[str]:
     raise AssertionError(f"no row {first!r}")
 
 
-def test_readmes_are_in_sync_with_the_results():
+def test_the_documents_are_in_sync_with_the_results():
     assert render_readme.stale() == {}, "run: python benchmarks/render_readme.py"
     assert render_readme.main(["--check"]) == 0
+
+
+def test_every_row_links_the_results_files_it_was_rendered_from():
+    rendered = "\n".join(readme_rows.measured(BENCHMARKS / "results"))
+    links = re.findall(r"\]\((\.\./benchmarks/results/[^)]+)\)", rendered)
+    assert len(links) >= len(rendered.splitlines()) - 2  # at least one per row
+    for link in links:
+        assert (PERFORMANCE.parent / link).is_file(), link
 
 
 def _changed_results(tmp_path: Path) -> Path:
@@ -40,7 +52,7 @@ def _changed_results(tmp_path: Path) -> Path:
     return results
 
 
-def test_a_changed_deepwalk_result_changes_the_readme_table(tmp_path):
+def test_a_changed_deepwalk_result_changes_the_panel_table(tmp_path):
     results = _changed_results(tmp_path)
     run = json.loads((results / "deepwalk_panel.json").read_text())
     cora = [r for r in run["rows"] if r["graph"] == "cora"]
@@ -49,8 +61,8 @@ def test_a_changed_deepwalk_result_changes_the_readme_table(tmp_path):
     gensim[0]["micro@0.5"] -= 0.2  # gensim's Cora score at 50 % labels falls 20 points on seed 0
     (results / "deepwalk_panel.json").write_text(json.dumps(run))
 
-    readme = (BENCHMARKS.parent / "README.md").read_text()
-    rendered = render_readme.render(readme, results, where="README.md")
+    readme = PERFORMANCE.read_text()
+    rendered = render_readme.render(readme, results, where="docs/performance.md")
     cells = _cells(rendered, "cora")
     # independent arithmetic on the changed rows: the mean over seeds, and the paired gap
     mean = statistics.mean(r["micro@0.5"] for r in gensim.values())
@@ -58,7 +70,7 @@ def test_a_changed_deepwalk_result_changes_the_readme_table(tmp_path):
     gap = statistics.mean(100 * (compiled[s]["micro@0.5"] - gensim[s]["micro@0.5"]) for s in gensim)
     assert cells[3].split(" / ")[1].startswith(f"{gap:+.1f} ± ")
     assert cells != _cells(readme, "cora")
-    assert "README.md" in render_readme.stale(results=results)
+    assert "docs/performance.md" in render_readme.stale(results=results)
     # every other graph's row is unchanged
     assert _cells(rendered, "dense") == _cells(readme, "dense")
 
@@ -108,7 +120,8 @@ def test_a_row_is_rendered_from_its_results_file(tmp_path):
     (tmp_path / "deepwalk_memory.json").write_text(json.dumps(MEMORY_RUN))
     expected = (
         "| `python -m graphemb deepwalk` on a 1,000-node / 5,000-edge edge list, peak resident "
-        "memory (`bench_deepwalk_memory.py`; `results/deepwalk_memory.json`) "
+        "memory (`bench_deepwalk_memory.py`; "
+        "[`results/deepwalk_memory.json`](../benchmarks/results/deepwalk_memory.json)) "
         "| peak 3.00 GiB, 12 s "
         "| bound: the graph 0.50 GiB + its two tables 1.00 GiB = 4.00 GiB "
         "| 0.75 of the bound "

@@ -48,7 +48,7 @@ def sampler_path(request, monkeypatch):
     if request.param == "torch":
         monkeypatch.setenv(DISABLE_VARIABLE, "1")
     elif not hasattr(compiled_module(), "sample_blocks"):
-        pytest.skip("graphemb_kernels with the sampler is not built for this environment")
+        pytest.skip("the compiled kernels are disabled (GRAPHEMB_DISABLE_KERNELS)")
     else:
         monkeypatch.delenv(DISABLE_VARIABLE, raising=False)
     return request.param

@@ -21,7 +21,7 @@ P_VALUE = 1e-3
 
 pytestmark = pytest.mark.skipif(
     not hasattr(compiled_module(), "sample_blocks"),
-    reason="graphemb_kernels with the sampler is not built for this environment",
+    reason="the compiled kernels are disabled (GRAPHEMB_DISABLE_KERNELS)",
 )
 
 

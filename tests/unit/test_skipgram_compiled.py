@@ -27,7 +27,7 @@ from graphemb.skipgram.compiled import (
 )
 
 kernel = compiled_trainer()
-needs_kernel = pytest.mark.skipif(kernel is None, reason="graphemb_kernels.skipgram_train absent")
+needs_kernel = pytest.mark.skipif(kernel is None, reason="the compiled kernels are disabled (GRAPHEMB_DISABLE_KERNELS)")
 
 M64 = (1 << 64) - 1
 GAMMA = 0x9E3779B97F4A7C15

@@ -81,7 +81,7 @@ def test_bad_settings_are_refused(kwargs):
         ThreadGovernor(**kwargs)
 
 
-@pytest.mark.skipif(compiled_trainer() is None, reason="graphemb_kernels.skipgram_train absent")
+@pytest.mark.skipif(compiled_trainer() is None, reason="the compiled kernels are disabled (GRAPHEMB_DISABLE_KERNELS)")
 def test_the_trainer_runs_each_chunk_on_the_governors_thread_count(monkeypatch):
     """Every chunk on one thread (the governor's choice) gives exactly the one-thread run,
     which depends only on the seed."""
@@ -140,7 +140,7 @@ def test_chunk_count_is_the_count_chunks_yields(num_nodes, chunk_walks):
     assert {count for _, count, _ in drawn} == {expected}
 
 
-@pytest.mark.skipif(compiled_trainer() is None, reason="graphemb_kernels.skipgram_train absent")
+@pytest.mark.skipif(compiled_trainer() is None, reason="the compiled kernels are disabled (GRAPHEMB_DISABLE_KERNELS)")
 def test_the_trainer_builds_one_governor_for_the_runs_chunks(monkeypatch):
     """The governor is built once, before the first chunk, with the run's chunk count."""
     built = []

@@ -1,0 +1,42 @@
+// The library's own entry points: its interface version, the last error of a thread, the
+// SIMD level, the thread count of the parallel loops.
+
+#include "common/errors.h"
+#include "common/parallel.h"
+#include "graphemb_kernels.h"
+
+#include <string>
+
+namespace ge {
+
+namespace {
+thread_local std::string last_error;
+}  // namespace
+
+void set_last_error(const std::string& text) { last_error = text; }
+
+}  // namespace ge
+
+extern "C" {
+
+int ge_abi_version(void) { return GE_ABI_VERSION; }
+
+const char* ge_last_error(void) { return ge::last_error.c_str(); }
+
+const char* ge_simd_level(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "avx2+fma";
+  return "sse2";
+#elif defined(__aarch64__)
+  return "neon";
+#else
+  return "scalar";
+#endif
+}
+
+void ge_set_num_threads(int threads) { ge::set_num_threads(threads); }
+
+int ge_num_threads(void) { return ge::num_threads(); }
+
+}  // extern "C"

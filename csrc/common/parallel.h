@@ -1,0 +1,67 @@
+// Parallel loops of the kernels on a pool of threads of the library's own.
+//
+// The library links no OpenMP runtime: torch brings its own, and two runtimes in one
+// process would keep two sets of spinning threads on the same cores. The pool's threads
+// sleep on a condition variable between calls (no spinning), take their share of a call,
+// and the calling thread works as one of them. The thread count is the caller's
+// (ge_set_num_threads: graphemb passes torch.get_num_threads()).
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+
+namespace ge {
+
+void set_num_threads(int threads);
+int num_threads();
+
+// Runs job(worker) for worker in [0, workers) on as many threads (the caller is worker 0)
+// and returns when all are done; rethrows the first exception a worker threw. Inside
+// another call's job, or while the pool serves another Python thread, the workers run
+// one after the other on the calling thread.
+void run_on_threads(int64_t workers, const std::function<void(int64_t)>& job);
+
+// at::parallel_for's contract: f(chunk_begin, chunk_end) over [begin, end) in at most
+// num_threads() contiguous chunks of at least `grain` elements (one call on the calling
+// thread when the range is at most `grain`).
+template <typename F>
+void parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
+  if (begin >= end) return;
+  const int64_t range = end - begin;
+  const int64_t chunks =
+      std::min<int64_t>(num_threads(), (range + std::max<int64_t>(grain, 1) - 1) /
+                                           std::max<int64_t>(grain, 1));
+  if (chunks <= 1) {
+    f(begin, end);
+    return;
+  }
+  const int64_t size = (range + chunks - 1) / chunks;
+  run_on_threads(chunks, [&](int64_t chunk) {
+    const int64_t first = begin + chunk * size;
+    if (first < end) f(first, std::min(end, first + size));
+  });
+}
+
+// Calls body(task) for every task in [0, tasks), each thread taking the next task from a
+// shared counter rather than one fixed share: on a busy machine a thread the OS
+// deschedules then holds up only the task in its hands. make_body() runs once on each
+// thread and returns the body that thread applies (per-thread scratch space lives in it).
+template <typename MakeBody>
+void for_each_task_with(int64_t tasks, MakeBody&& make_body) {
+  std::atomic<int64_t> next{0};
+  const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(tasks, num_threads()));
+  run_on_threads(workers, [&](int64_t) {
+    auto body = make_body();
+    for (int64_t task = next++; task < tasks; task = next++) body(task);
+  });
+}
+
+// The same with one body shared by all threads.
+template <typename Body>
+void for_each_task(int64_t tasks, Body&& body) {
+  for_each_task_with(tasks, [&] { return [&](int64_t task) { body(task); }; });
+}
+
+}  // namespace ge

@@ -1,0 +1,155 @@
+/* graphemb's compiled CPU kernels: the C interface of the shared library.
+ *
+ * Plain C types only -- pointers, sizes, strides, codes -- so that the library depends on
+ * no Python and no torch: one build serves every torch. Python (graphemb/_native/) checks
+ * devices, dtypes, shapes and contiguity, passes data pointers, and loads the library
+ * with ctypes; the functions here check what depends on the data (ids in range, sorted
+ * rows) before they write anything.
+ *
+ * Every function that can fail returns a ge_status; on failure, ge_last_error() holds the
+ * message for the calling thread (until its next call). A function that writes outputs
+ * whose sizes depend on the data asks the caller for memory through a ge_allocate
+ * callback, so that outputs are the caller's own tensors (no copy).
+ */
+#ifndef GRAPHEMB_KERNELS_H_
+#define GRAPHEMB_KERNELS_H_
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GE_API __attribute__((visibility("default")))
+
+/* Raised by the Python bindings when the library and the bindings disagree. */
+#define GE_ABI_VERSION 1
+
+typedef enum {
+  GE_OK = 0,
+  GE_VALUE_ERROR = 1,
+  GE_INDEX_ERROR = 2,
+  GE_TYPE_ERROR = 3,
+  GE_MEMORY_ERROR = 4,
+  GE_RUNTIME_ERROR = 5,
+  GE_CALLBACK_ERROR = 6, /* a ge_allocate callback failed: the caller holds the reason */
+  GE_DECLINED = 7        /* not a failure: the input is outside what the kernel reads */
+} ge_status;
+
+typedef enum {
+  GE_FLOAT32 = 0,
+  GE_FLOAT64 = 1,
+  GE_FLOAT16 = 2,
+  GE_BFLOAT16 = 3,
+  GE_INT32 = 4,
+  GE_INT64 = 5
+} ge_dtype;
+
+/* Memory for output `slot` of `count` elements (the slot names their dtype): writes the
+ * address of contiguous memory to *out and returns 0, or returns nonzero on failure. */
+typedef int (*ge_allocate)(void* context, int64_t slot, int64_t count, void** out);
+
+/* ------------------------------------------------------------------ the library */
+GE_API int ge_abi_version(void);
+GE_API const char* ge_last_error(void);
+/* The widest SIMD level the CPU runs that the kernels were compiled for ("avx2+fma",
+ * "sse2", "neon", "scalar"). */
+GE_API const char* ge_simd_level(void);
+/* Threads of the parallel loops (graphemb passes torch.get_num_threads()). */
+GE_API void ge_set_num_threads(int threads);
+GE_API int ge_num_threads(void);
+
+/* ------------------------------------------------------------------ sparse optimizers */
+GE_API int ge_formula_count(void);
+/* "name;state key:kind,...;hyper,..." of formula `formula` (kinds: element, row, count). */
+GE_API const char* ge_formula_spec(int formula);
+/* One pass per distinct row of sorted `index` (count,): the sum of its gradient rows
+ * (order[i] indexes the concatenation of the grad parts), divided by `divisor`, applied by
+ * the formula to weight (rows, dim) of weight_dtype and to its state tables in place. */
+GE_API int ge_fused_update(int formula, void* weight, int weight_dtype, int64_t rows,
+                           int64_t dim, void* const* state, int64_t num_state,
+                           const int64_t* index, const int64_t* order, int64_t count,
+                           const void* const* grad_parts, const int64_t* grad_part_rows,
+                           int64_t num_parts, int compute_dtype, double divisor,
+                           const double* hyper, int64_t num_hyper);
+/* torch.sort(ids, stable=True) of n row ids in [0, num_rows): values into index, positions
+ * into order (n each). */
+GE_API int ge_sort_rows(const int64_t* ids, int64_t n, int64_t num_rows, int64_t* index,
+                        int64_t* order);
+
+/* ------------------------------------------------------------------ graphs */
+/* CSC arrays of an edge list: indptr (num_nodes + 1,) written here; slot 0 of allocate:
+ * indices, slot 1: edge ids (int64, one per stored edge). src and dst are read with
+ * strides (in elements); the edge ids may be the memory of src and dst. */
+GE_API int ge_csc_from_edges(const int64_t* src, int64_t src_stride, const int64_t* dst,
+                             int64_t dst_stride, int64_t num_edges, int64_t num_nodes,
+                             int undirected, int64_t* indptr, ge_allocate allocate,
+                             void* context);
+/* Integer edge lines of a file: slot 0 (int64, 2 * lines): sources then targets; slot 1
+ * (float64, lines): weights when weighted. result: {edges, smallest id, largest id, dense}
+ * (dense: the ids are exactly 0 .. largest). GE_DECLINED for anything that is not a plain
+ * integer edge list (the caller reads the file itself). delimiter 0: runs of blanks. */
+GE_API int ge_parse_integer_edges(const char* path, int64_t skip_lines, char delimiter,
+                                  int columns, int weighted, int64_t parts,
+                                  ge_allocate allocate, void* context, int64_t* result);
+
+/* ------------------------------------------------------------------ sampling */
+/* Up to fanout distinct in-edges of every seed: slots 0, 1, 2 (int64, E each): sources,
+ * seed positions, CSC positions. */
+GE_API int ge_sample_layer(const int64_t* indptr, const int64_t* indices, int64_t num_nodes,
+                           const int64_t* seeds, int64_t num_seeds, int64_t fanout,
+                           uint64_t key, ge_allocate allocate, void* context);
+/* Every layer, seeds outwards. Layer l asks for slots 4l (row pointers), 4l + 1 (edge
+ * index, 2E), 4l + 2 (CSC positions, E), 4l + 3 (source nodes), all int64. marker
+ * (num_nodes,) of marker_dtype (int32 or int64), all -1, comes back all -1. */
+GE_API int ge_sample_blocks(const int64_t* indptr, const int64_t* indices, int64_t num_nodes,
+                            const int64_t* seeds, int64_t num_seeds, const int64_t* fanouts,
+                            int64_t num_layers, uint64_t key, void* marker, int marker_dtype,
+                            int64_t scan_fraction, ge_allocate allocate, void* context);
+
+/* ------------------------------------------------------------------ layers */
+/* out (rows, features) = CSR (crow, col, values or NULL) x dense (dense_rows, features),
+ * summed or averaged (mean) per row; dtype float32 or float64 for all. */
+GE_API int ge_csr_aggregate(const int64_t* crow, int64_t rows, const int64_t* col,
+                            int64_t entries, const void* values, const void* dense,
+                            int64_t dense_rows, int64_t features, int dtype, int mean,
+                            void* out);
+/* out[i] = x[i] * scale where a hash of (key, i) >= threshold, else 0; n elements. */
+GE_API int ge_dropout_masked_scale(const void* x, void* out, int64_t n, int dtype,
+                                   uint32_t threshold, double scale, uint64_t key);
+
+/* ------------------------------------------------------------------ skip-gram */
+typedef struct {
+  const int64_t* walks; /* (num_walks, length), -1 pads a short walk */
+  int64_t num_walks;
+  int64_t length;
+  float* syn0; /* (num_nodes, dim): input rows */
+  float* syn1; /* (num_nodes, dim): output rows */
+  int64_t num_nodes;
+  int64_t dim;
+  const double* keep;        /* (num_nodes,): subsampling's keep probability */
+  const int64_t* noise_node; /* (columns,): the alias table of the noise distribution */
+  const double* noise_keep;
+  const int64_t* noise_alias;
+  int64_t noise_columns;
+  int64_t window;
+  int64_t negatives;
+  double lr;
+  double final_rate; /* the last learning rate as a share of lr, in (0, 1] */
+  int64_t walks_before;
+  int64_t total_walks;
+  int64_t hold_walks;
+  int64_t threads;
+  uint64_t seed;
+  int64_t vector_width; /* 0: the widest this CPU runs; 4 or 8 */
+} ge_skipgram_config;
+
+/* word2vec's skip-gram with negative sampling over the walks, Hogwild on config->threads
+ * threads, in place on syn0 and syn1. counts: {non-finite scores, scores computed}. */
+GE_API int ge_skipgram_train(const ge_skipgram_config* config, int64_t* counts);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GRAPHEMB_KERNELS_H_ */

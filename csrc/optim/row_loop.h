@@ -1,0 +1,108 @@
+// The loop of the fused optimizer update over the distinct rows of a step: each row's
+// gradient contributions summed (duplicates in the batch, or rows pushed by several
+// ranks), divided by the world size, and handed to the formula's per-row update, in
+// parallel over rows with the next rows prefetched.
+#pragma once
+
+#include "common/parallel.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+namespace ge {
+
+// Brings `nbytes` at `p` towards the cache ahead of use: rows are scattered over tables of
+// hundreds of MB, so without it every row waits on DRAM.
+inline void prefetch_bytes(const void* p, int64_t nbytes) {
+  const char* bytes = static_cast<const char*>(p);
+  for (int64_t offset = 0; offset < nbytes; offset += 64) __builtin_prefetch(bytes + offset, 1);
+}
+
+constexpr int64_t kPrefetchRuns = 4;     // rows ahead
+constexpr int64_t kRunsPerBlock = 1024;  // rows a thread takes at a time
+
+// The gradient parts read as one table: row k of their concatenation, found by a scan of
+// the few part ends (one part per sender rank at most).
+template <typename C>
+class GradRows {
+ public:
+  GradRows(const void* const* parts, const int64_t* part_rows, int64_t num_parts, int64_t dim)
+      : dim_(dim) {
+    int64_t end = 0;
+    for (int64_t p = 0; p < num_parts; ++p) {
+      bases_.push_back(static_cast<const C*>(parts[p]));
+      starts_.push_back(end);
+      end += part_rows[p];
+      ends_.push_back(end);
+    }
+  }
+  const C* row(int64_t k) const {
+    size_t p = 0;
+    while (k >= ends_[p]) ++p;  // k < the last end: checked by the caller
+    return bases_[p] + (k - starts_[p]) * dim_;
+  }
+
+ private:
+  int64_t dim_;
+  std::vector<const C*> bases_;
+  std::vector<int64_t> starts_, ends_;
+};
+
+// One step's rows: `starts` the first position of each run of equal rows in `index`
+// (plus a final end), `order` the gradient row of each position.
+template <typename C>
+struct StepRows {
+  const int64_t* index;
+  const int64_t* order;
+  const std::vector<int64_t>& starts;
+  const GradRows<C>& grads;
+  int64_t dim;
+  double divisor;
+};
+
+// Calls update(row, summed_grad) once per distinct row, in parallel over blocks of rows
+// taken from a shared counter, with update = make_update() made once per thread (it may
+// keep per-thread state); prefetch_row(row) runs a few rows ahead of update(row, ...).
+template <typename C, typename MakeUpdate, typename Prefetch>
+void for_each_row(const StepRows<C>& step, MakeUpdate make_update, Prefetch prefetch_row) {
+  const int64_t dim = step.dim;
+  const int64_t* idx = step.index;
+  const int64_t* ord = step.order;
+  const auto& starts = step.starts;
+  const GradRows<C>& g = step.grads;
+  const int64_t runs = static_cast<int64_t>(starts.size()) - 1;
+  if (runs <= 0) return;
+  const double divisor = step.divisor;
+  const C div = static_cast<C>(divisor);
+  const int64_t blocks = (runs + kRunsPerBlock - 1) / kRunsPerBlock;
+  for_each_task_with(blocks, [&] {
+    return [&, sum = std::vector<C>(dim), update = make_update()](int64_t block) mutable {
+      const int64_t begin = block * kRunsPerBlock;
+      const int64_t end = std::min(runs, begin + kRunsPerBlock);
+      for (int64_t k = begin; k < end; ++k) {
+        if (k + kPrefetchRuns < runs) {
+          const int64_t ahead = starts[k + kPrefetchRuns];
+          prefetch_bytes(g.row(ord[ahead]), dim * static_cast<int64_t>(sizeof(C)));
+          prefetch_row(idx[ahead]);
+        }
+        const int64_t first = starts[k], last = starts[k + 1];
+        const C* row_grad = g.row(ord[first]);
+        if (last - first > 1 || divisor != 1.0) {  // else: the gradient row as it is
+          for (int64_t j = 0; j < dim; ++j) sum[j] = row_grad[j];
+          for (int64_t i = first + 1; i < last; ++i) {
+            const C* more = g.row(ord[i]);
+            for (int64_t j = 0; j < dim; ++j) sum[j] += more[j];
+          }
+          if (divisor != 1.0) {
+            for (int64_t j = 0; j < dim; ++j) sum[j] /= div;
+          }
+          row_grad = sum.data();
+        }
+        update(idx[first], row_grad);
+      }
+    };
+  });
+}
+
+}  // namespace ge

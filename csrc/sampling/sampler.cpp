@@ -1,0 +1,288 @@
+// Uniform neighbour sampling without replacement, and relabelling into DGL-style blocks.
+//
+// The compiled CPU path of graphemb.sampling.NeighborSampler (the pure-torch path of
+// graphemb/sampling/neighbor.py is the reference, also used on GPUs and when this module
+// is absent or disabled). Both draw from the same distribution: a seed of in-degree d gets
+// min(fanout, d) of its in-edges, every subset equally likely (fanout -1: all of them).
+//
+// Draws: a seed of degree <= fanout takes its whole CSC segment; a larger one draws
+// `fanout` distinct offsets with Robert Floyd's algorithm (fanout random numbers, whatever
+// d is: a hub's other edges are never read). Each seed has its own PRNG (splitmix64)
+// seeded from the call's key, the layer and the seed's position, so a sample depends on
+// the key only, never on the number of threads. Seeds are drawn in parallel.
+//
+// Memory: a layer's reads are random -- a seed's row pointers, its CSC segment, the marker
+// entry of every source drawn -- and each depends on the one before, so a plain loop waits
+// on one cache miss after another. Every loop prefetches the entries of the item kAhead
+// places on (the segment of a seed whose row pointers it prefetched kAhead seeds earlier;
+// the marker entries of the sources after drawing a task's seeds), which keeps several
+// misses in flight at once.
+//
+// Relabelling (sample_blocks): `marker` (one entry per graph node, -1 = unseen) holds the
+// block-local id of every node of the current block. Between layers it needs no reset:
+// a block's source nodes are the next layer's destination nodes, with the same local ids.
+// New sources are marked -2 during the draws, then numbered in increasing id order --
+// by a parallel scan of the marker array when the layer's edges are many (E *
+// scan_fraction >= nodes), else by sorting the few new ones. At the end only the entries
+// of the input nodes (every node touched) are reset to -1: no hashing, no full clears.
+// The caller checks the arguments (graphemb/sampling/neighbor.py and graphemb/_native/)
+// except for what is checked below; seeds must be distinct for sample_blocks. Outputs come
+// from the caller's allocator, slot by slot (graphemb_kernels.h).
+
+#include "common/errors.h"
+#include "common/parallel.h"
+#include "common/splitmix.h"
+#include "graphemb_kernels.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <unordered_set>
+#include <vector>
+
+namespace ge {
+namespace {
+
+// Grains are large: a parallel region ends in a barrier, and when other processes hold
+// the cores each barrier waits for the scheduler (measured on 2 busy cores: 3 layers of
+// small regions 10x slower on 2 threads than on 1). Small layers run on the calling thread.
+constexpr int64_t kDrawGrain = 2048;     // seeds per task of the draws
+constexpr int64_t kPassGrain = 1 << 16;  // elements per task of the light passes
+constexpr int64_t kScanGrain = 1 << 19;  // marker entries per task of the scan
+constexpr int64_t kAhead = 16;  // prefetch distance of the random reads, in items
+constexpr int64_t kUnseen = -1;
+constexpr int64_t kNew = -2;
+
+using splitmix::mix;
+using splitmix::SplitMix64;
+
+// A seed's own stream, seeded from (key, layer, seed position).
+inline SplitMix64 seed_stream(uint64_t key, uint64_t layer, uint64_t row) {
+  return SplitMix64{mix(key ^ mix(layer * 0xD1B54A32D192ED03ULL + row))};
+}
+
+// k distinct offsets in [0, d) (k < d), every k-subset equally likely (Floyd), into out.
+void floyd(SplitMix64& random, int64_t d, int64_t k, int64_t* out) {
+  if (k <= 64) {  // the taken offsets are few: compare with them
+    for (int64_t i = 0, j = d - k; i < k; ++i, ++j) {
+      auto t = static_cast<int64_t>(random.below_exact(static_cast<uint64_t>(j) + 1));
+      for (int64_t q = 0; q < i; ++q) {
+        if (out[q] == t) {
+          t = j;  // j was never a candidate before this round
+          break;
+        }
+      }
+      out[i] = t;
+    }
+    return;
+  }
+  std::unordered_set<int64_t> taken;
+  taken.reserve(2 * k);
+  for (int64_t i = 0, j = d - k; i < k; ++i, ++j) {
+    auto t = static_cast<int64_t>(random.below_exact(static_cast<uint64_t>(j) + 1));
+    if (!taken.insert(t).second) {
+      t = j;
+      taken.insert(t);
+    }
+    out[i] = t;
+  }
+}
+
+struct Graph {
+  const int64_t* indptr;
+  const int64_t* indices;
+  int64_t num_nodes;
+};
+
+// Row pointers r (D + 1) of the sampled edges of `seeds`: min(fanout, degree) each.
+void row_pointers(const Graph& g, const int64_t* seeds, int64_t num_seeds, int64_t fanout,
+                  int64_t* r) {
+  r[0] = 0;
+  for (int64_t i = 0; i < num_seeds; ++i) {  // light and serial: a prefix sum
+    if (i + kAhead < num_seeds) __builtin_prefetch(g.indptr + seeds[i + kAhead]);
+    const int64_t degree = g.indptr[seeds[i] + 1] - g.indptr[seeds[i]];
+    r[i + 1] = r[i] + (fanout < 0 ? degree : std::min(degree, fanout));
+  }
+}
+
+// The draws of every seed into src (global ids), dst (seed position) and pos (CSC
+// positions). With a marker, every source not yet in it is marked kNew.
+template <typename M>
+void draw(const Graph& g, const int64_t* seeds, int64_t num_seeds, const int64_t* r,
+          uint64_t key, uint64_t layer, int64_t* src, int64_t* dst, int64_t* pos, M* marker) {
+  parallel_for(0, num_seeds, kDrawGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      if (i + kAhead < end) {  // the segment a few seeds on: its row is cached by now
+        const int64_t ahead = seeds[i + kAhead];
+        __builtin_prefetch(g.indices + g.indptr[ahead]);
+        if (i + 2 * kAhead < end) __builtin_prefetch(g.indptr + seeds[i + 2 * kAhead]);
+      }
+      const int64_t start = g.indptr[seeds[i]];
+      const int64_t degree = g.indptr[seeds[i] + 1] - start;
+      const int64_t first = r[i], count = r[i + 1] - r[i];
+      int64_t* p = pos + first;
+      if (count == degree) {
+        for (int64_t q = 0; q < count; ++q) p[q] = start + q;
+      } else {
+        SplitMix64 random = seed_stream(key, layer, static_cast<uint64_t>(i));
+        floyd(random, degree, count, p);
+        for (int64_t q = 0; q < count; ++q) p[q] += start;
+      }
+      for (int64_t q = 0; q < count; ++q) {
+        src[first + q] = g.indices[p[q]];
+        dst[first + q] = i;
+      }
+    }
+    if (marker == nullptr) return;
+    for (int64_t e = r[begin], stop = r[end]; e < stop; ++e) {
+      if (e + kAhead < stop) __builtin_prefetch(marker + src[e + kAhead]);
+      const int64_t u = src[e];
+      if (__atomic_load_n(marker + u, __ATOMIC_RELAXED) == kUnseen) {
+        __atomic_store_n(marker + u, static_cast<M>(kNew), __ATOMIC_RELAXED);  // same value
+      }
+    }
+  });
+}
+
+// Numbers the nodes marked kNew from `first` on, in increasing id order, into new_nodes;
+// returns how many. Scans the whole marker array in parallel parts.
+template <typename M>
+int64_t number_by_scan(M* marker, int64_t num_nodes, int64_t first, std::vector<int64_t>& out) {
+  const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(num_threads() * 2,
+                                                               num_nodes / kScanGrain));
+  std::vector<int64_t> counts(parts + 1, 0);
+  parallel_for(0, parts, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      int64_t c = 0;
+      for (int64_t v = num_nodes * p / parts, stop = num_nodes * (p + 1) / parts; v < stop; ++v)
+        c += marker[v] == kNew;
+      counts[p + 1] = c;
+    }
+  });
+  for (int64_t p = 0; p < parts; ++p) counts[p + 1] += counts[p];
+  out.resize(counts[parts]);
+  parallel_for(0, parts, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      int64_t k = counts[p];
+      for (int64_t v = num_nodes * p / parts, stop = num_nodes * (p + 1) / parts; v < stop; ++v) {
+        if (marker[v] == kNew) {
+          marker[v] = static_cast<M>(first + k);
+          out[k++] = v;
+        }
+      }
+    }
+  });
+  return counts[parts];
+}
+
+// The same by collecting the new sources from the edges and sorting them.
+template <typename M>
+int64_t number_by_sort(M* marker, const int64_t* src, int64_t num_edges, int64_t first,
+                       std::vector<int64_t>& out) {
+  out.clear();
+  for (int64_t e = 0; e < num_edges; ++e) {
+    const int64_t u = src[e];
+    if (marker[u] == kNew) {
+      marker[u] = static_cast<M>(kUnseen - 2);  // collected
+      out.push_back(u);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  for (size_t k = 0; k < out.size(); ++k) marker[out[k]] = static_cast<M>(first + k);
+  return static_cast<int64_t>(out.size());
+}
+
+// Every layer's draws and relabelling, seeds outwards; outputs from `allocate`, four slots
+// a layer (graphemb_kernels.h).
+template <typename M>
+void blocks_with(const Graph& g, const int64_t* s, int64_t num_seeds, const int64_t* fanouts,
+                 int64_t num_layers, uint64_t key, M* marker, int64_t scan_fraction,
+                 ge_allocate allocate, void* context) {
+  parallel_for(0, num_seeds, kPassGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) marker[s[i]] = static_cast<M>(i);
+  });
+  const int64_t* f = s;
+  int64_t num_dst = num_seeds;
+  std::vector<int64_t> fresh;
+  for (int64_t layer = 0; layer < num_layers; ++layer) {
+    int64_t* r = ge::allocate<int64_t>(allocate, context, 4 * layer, num_dst + 1);
+    row_pointers(g, f, num_dst, fanouts[layer], r);
+    const int64_t num_edges = r[num_dst];
+    int64_t* src = ge::allocate<int64_t>(allocate, context, 4 * layer + 1, 2 * num_edges);
+    int64_t* positions = ge::allocate<int64_t>(allocate, context, 4 * layer + 2, num_edges);
+    draw<M>(g, f, num_dst, r, key, static_cast<uint64_t>(layer), src, src + num_edges,
+            positions, marker);
+    const int64_t num_new =
+        num_edges * scan_fraction >= g.num_nodes
+            ? number_by_scan<M>(marker, g.num_nodes, num_dst, fresh)
+            : number_by_sort<M>(marker, src, num_edges, num_dst, fresh);
+    int64_t* nodes = ge::allocate<int64_t>(allocate, context, 4 * layer + 3, num_dst + num_new);
+    std::copy(f, f + num_dst, nodes);
+    std::copy(fresh.begin(), fresh.end(), nodes + num_dst);
+    parallel_for(0, num_edges, kPassGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t e = begin; e < end; ++e) {
+        if (e + kAhead < end) __builtin_prefetch(marker + src[e + kAhead]);
+        src[e] = marker[src[e]];
+      }
+    });
+    f = nodes;
+    num_dst += num_new;
+  }
+  parallel_for(0, num_dst, kPassGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) marker[f[i]] = static_cast<M>(kUnseen);
+  });
+}
+
+// Every seed a node of the graph, checked before anything is drawn.
+void check_seeds(const int64_t* seeds, int64_t num_seeds, int64_t num_nodes) {
+  for (int64_t i = 0; i < num_seeds; ++i) {
+    require(static_cast<uint64_t>(seeds[i]) < static_cast<uint64_t>(num_nodes), GE_INDEX_ERROR,
+            "graphemb_kernels sampler: seeds[", i, "] = ", seeds[i],
+            " is not a node of a graph of ", num_nodes, " nodes");
+  }
+}
+
+}  // namespace
+}  // namespace ge
+
+extern "C" int ge_sample_layer(const int64_t* indptr, const int64_t* indices, int64_t num_nodes,
+                               const int64_t* seeds, int64_t num_seeds, int64_t fanout,
+                               uint64_t key, ge_allocate allocate, void* context) {
+  using namespace ge;
+  return guarded([&] {
+    const Graph g{indptr, indices, num_nodes};
+    check_seeds(seeds, num_seeds, num_nodes);
+    require(fanout >= -1, GE_VALUE_ERROR, "graphemb_kernels.sample_layer: fanout = ", fanout);
+    int64_t* r = ge::allocate<int64_t>(allocate, context, 3, num_seeds + 1);
+    row_pointers(g, seeds, num_seeds, fanout, r);
+    const int64_t num_edges = r[num_seeds];
+    int64_t* src = ge::allocate<int64_t>(allocate, context, 0, num_edges);
+    int64_t* dst = ge::allocate<int64_t>(allocate, context, 1, num_edges);
+    int64_t* positions = ge::allocate<int64_t>(allocate, context, 2, num_edges);
+    draw<int32_t>(g, seeds, num_seeds, r, key, 0, src, dst, positions, nullptr);
+  });
+}
+
+extern "C" int ge_sample_blocks(const int64_t* indptr, const int64_t* indices, int64_t num_nodes,
+                                const int64_t* seeds, int64_t num_seeds, const int64_t* fanouts,
+                                int64_t num_layers, uint64_t key, void* marker, int marker_dtype,
+                                int64_t scan_fraction, ge_allocate allocate, void* context) {
+  using namespace ge;
+  return guarded([&] {
+    const Graph g{indptr, indices, num_nodes};
+    check_seeds(seeds, num_seeds, num_nodes);
+    for (int64_t layer = 0; layer < num_layers; ++layer) {
+      require(fanouts[layer] >= -1, GE_VALUE_ERROR, "graphemb_kernels.sample_blocks: fanout = ",
+              fanouts[layer]);
+    }
+    const int64_t fraction = std::max<int64_t>(scan_fraction, 1);
+    if (marker_dtype == GE_INT32) {
+      blocks_with<int32_t>(g, seeds, num_seeds, fanouts, num_layers, key,
+                           static_cast<int32_t*>(marker), fraction, allocate, context);
+      return;
+    }
+    require(marker_dtype == GE_INT64, GE_TYPE_ERROR,
+            "graphemb_kernels.sample_blocks: marker must be int32 or int64");
+    blocks_with<int64_t>(g, seeds, num_seeds, fanouts, num_layers, key,
+                         static_cast<int64_t*>(marker), fraction, allocate, context);
+  });
+}

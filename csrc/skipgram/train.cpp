@@ -1,0 +1,166 @@
+// word2vec's skip-gram with negative sampling on random walks, Hogwild.
+//
+// What word2vec.c (and gensim's sg=1, negative=K path) does, one walk at a time:
+//
+//   1. the walk's tokens are subsampled: a node is kept with probability keep[node]
+//      (graphemb.skipgram.keep_probabilities, gensim's formula); one uniform draw per
+//      token whose keep < 1, none otherwise; the kept tokens are closed up;
+//   2. for each position t of the kept walk (the predicted node w, output row syn1[w]):
+//      a reduced window r uniform in 1..window (one draw), then for each context c at
+//      t - r .. t + r (c != t, inside the walk), in that order, the input row syn0[c] is
+//      trained against syn1[w] (label 1) and K noise nodes (label 0) drawn from the alias
+//      table of unigram ** 0.75 (two draws each: a column, then its coin); a noise node
+//      equal to w is skipped, as in word2vec.c. For each (target, label):
+//          f = syn0[c] . syn1[target];  g = (label - sigmoid(f)) * alpha
+//          neu1e += g * syn1[target];   syn1[target] += g * syn0[c]
+//      and after the K + 1 targets syn0[c] += neu1e.
+//
+// The K + 1 targets of one context are drawn first; when they are distinct nodes (nearly
+// always) no score depends on another's update, so their K + 1 dot products run side by
+// side and their updates in one pass over the rows (lanes.h), with the same
+// result; when a node is drawn twice the targets are trained one after the other. For up
+// to 8 targets and rows of whole vectors the loop is compiled per target count, its
+// accumulators in registers (about 1.3x the speed of the loop over a run-time count).
+//
+// The sigmoid is exact (1 / (1 + exp(-f)) in float32), not word2vec's 1000-entry table
+// clipped at |f| = 6: as cheap here (one exp per K + 1 dot products of D floats) and
+// without the table's steps.
+//
+// alpha decays linearly from lr to lr * final_rate with the walks done and is held for
+// blocks of hold_walks walks: lr * max(1 - (1 - final_rate) * p, final_rate),
+// p = floor(done / hold_walks) * hold_walks / total, done counting the
+// walks of earlier calls (walks_before) and those finished by every thread of this call (an
+// atomic counter), read when a walk starts. word2vec.c recomputes alpha every 10,000 words
+// a thread trains and gensim once per job of 10,000 words (batch_words); the caller passes
+// hold_walks = 10,000 / walk length. Lowering the rate every walk instead gives about 1 %
+// less learning over a run, which on a small dense graph costs several F1 points. The last
+// rate the caller passes is gensim's (final_rate 1 / 250: alpha 0.025 down to min_alpha
+// 0.0001); word2vec.c's, lr * 1e-4, gives 0.4 % less learning and cost 0.4-0.6 points of F1 on a dense 1000-node graph.
+//
+// Threads split the walks into contiguous ranges and update the shared float32 tables
+// without locks (Hogwild, as word2vec's threads do). Thread i draws from its own
+// splitmix64 stream whose state starts at mix(seed ^ (i * 0x9E3779B97F4A7C15)), mix being
+// splitmix64's output function; with one thread the result is deterministic (and
+// reproducible by a float64 reference, tests/unit/test_skipgram_compiled.py). A uniform
+// integer below n is the high 64 bits of x * n (x the 64-bit draw), a uniform number in
+// [0, 1) is (x >> 11) * 2^-53.
+//
+// Counts (non-finite dot products seen, (context, target) products computed): the caller
+// stops the run on the first non-finite one (a diverged run writes NaN everywhere later).
+
+#include "common/errors.h"
+#include "graphemb_kernels.h"
+#include "skipgram/lanes.h"
+#include "skipgram/tables.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+namespace ge::skipgram {
+namespace {
+
+// The per-thread loop, compiled twice: for CPUs with AVX2 and FMA (8 floats a vector op, the
+// products of a context side by side: about 2.5x the speed of one 4-float product at a
+// time) and for any other CPU.
+__attribute__((target("avx2,fma"))) void train_range_wide(const Tables& t, int64_t first,
+                                                          int64_t last, uint64_t seed,
+                                                          int thread, std::atomic<int64_t>* done,
+                                                          Counts* counts) {
+  LaneKernels<8>::train_range(t, first, last, seed, thread, done, counts);
+}
+
+void train_range_narrow(const Tables& t, int64_t first, int64_t last, uint64_t seed, int thread,
+                        std::atomic<int64_t>* done, Counts* counts) {
+  LaneKernels<4>::train_range(t, first, last, seed, thread, done, counts);
+}
+
+using TrainRange = void (*)(const Tables&, int64_t, int64_t, uint64_t, int,
+                            std::atomic<int64_t>*, Counts*);
+
+bool cpu_has_avx2_fma() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+  return false;
+#endif
+}
+
+// vector_width 0: the widest loop this CPU runs; 4 or 8: that one (tests run both).
+TrainRange train_range_for(int64_t vector_width) {
+  require(vector_width == 0 || vector_width == 4 || vector_width == 8, GE_VALUE_ERROR,
+          "graphemb_kernels.skipgram_train: vector_width must be 0 (the widest), 4 or 8, got ",
+          vector_width);
+  const bool wide = cpu_has_avx2_fma();
+  require(vector_width != 8 || wide, GE_VALUE_ERROR,
+          "graphemb_kernels.skipgram_train: vector_width 8 needs a CPU with AVX2 and FMA, "
+          "which this one lacks");
+  return vector_width != 4 && wide ? train_range_wide : train_range_narrow;
+}
+
+// Every id in [low, num_nodes), checked before any row is written.
+void check_ids(const int64_t* ids, int64_t count, int64_t low, int64_t num_nodes,
+               const char* name) {
+  if (count == 0) return;
+  const auto [smallest, largest] = std::minmax_element(ids, ids + count);
+  require(*smallest >= low && *largest < num_nodes, GE_INDEX_ERROR,
+          "graphemb_kernels.skipgram_train: ", name, " holds ids in [", *smallest, ", ",
+          *largest, "], outside [0, ", num_nodes, ")", low < 0 ? " (or -1)" : "");
+}
+
+void check(const ge_skipgram_config& c) {
+  require(c.window >= 1 && c.negatives >= 0 && c.threads >= 1 && c.total_walks >= 1 &&
+              c.walks_before >= 0 && c.hold_walks >= 1 && c.noise_columns > 0 && c.dim >= 1,
+          GE_VALUE_ERROR,
+          "graphemb_kernels.skipgram_train: need window >= 1, negatives >= 0, threads >= 1, "
+          "total_walks >= 1, walks_before >= 0, hold_walks >= 1, noise columns >= 1, dim >= 1; "
+          "got ", c.window, ", ", c.negatives, ", ", c.threads, ", ", c.total_walks, ", ",
+          c.walks_before, ", ", c.hold_walks, ", ", c.noise_columns, ", ", c.dim);
+  require(c.final_rate > 0.0 && c.final_rate <= 1.0, GE_VALUE_ERROR,
+          "graphemb_kernels.skipgram_train: final_rate must be in (0, 1], got ", c.final_rate);
+  check_ids(c.walks, c.num_walks * c.length, -1, c.num_nodes, "walks");
+  check_ids(c.noise_node, c.noise_columns, 0, c.num_nodes, "noise_nodes");
+  check_ids(c.noise_alias, c.noise_columns, 0, c.num_nodes, "noise_alias");
+}
+
+void train(const ge_skipgram_config& c, int64_t* result) {
+  check(c);
+  std::vector<NoiseColumn> noise(c.noise_columns);
+  for (int64_t k = 0; k < c.noise_columns; ++k) {
+    const double keep = std::clamp(c.noise_keep[k], 0.0, 1.0);
+    noise[k] = {static_cast<uint64_t>(std::ceil(keep * 0x1.0p53)), c.noise_node[k],
+                c.noise_alias[k]};
+  }
+  const Tables tables{c.walks,     c.length,     c.syn0,         c.syn1,
+                      c.dim,       c.keep,       noise.data(),   static_cast<uint64_t>(c.noise_columns),
+                      c.window,    c.negatives,  c.lr,           c.final_rate,
+                      c.walks_before, c.total_walks, c.hold_walks};
+  const int64_t count = c.num_walks;
+  const int64_t used = std::max<int64_t>(1, std::min<int64_t>(c.threads, count));
+  const TrainRange train_range = train_range_for(c.vector_width);
+  std::atomic<int64_t> done{0};
+  std::vector<Counts> counts(used);
+  std::vector<std::thread> pool;
+  for (int64_t i = 1; i < used; ++i) {
+    pool.emplace_back(train_range, std::cref(tables), count * i / used, count * (i + 1) / used,
+                      c.seed, static_cast<int>(i), &done, &counts[i]);
+  }
+  train_range(tables, 0, count / used, c.seed, 0, &done, &counts[0]);
+  for (auto& worker : pool) worker.join();
+  result[0] = result[1] = 0;
+  for (const auto& part : counts) {
+    result[0] += part.nonfinite;
+    result[1] += part.products;
+  }
+}
+
+}  // namespace
+}  // namespace ge::skipgram
+
+extern "C" int ge_skipgram_train(const ge_skipgram_config* config, int64_t* counts) {
+  return ge::guarded([&] { ge::skipgram::train(*config, counts); });
+}

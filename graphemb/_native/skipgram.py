@@ -1,0 +1,153 @@
+"""word2vec's skip-gram with negative sampling over random walks, compiled: Hogwild
+threads updating the two tables in place (the compiled backend of
+:mod:`graphemb.skipgram`)."""
+
+from __future__ import annotations
+
+import ctypes
+from ctypes import c_double, c_int64, c_uint64, c_void_p
+
+import torch
+
+from .library import library, span
+from .tensors import dtype_name
+
+__all__ = ["skipgram_train"]
+
+
+class _Config(ctypes.Structure):
+    """``ge_skipgram_config`` of ``csrc/graphemb_kernels.h``, field for field."""
+
+    _fields_ = [
+        ("walks", c_void_p),
+        ("num_walks", c_int64),
+        ("length", c_int64),
+        ("syn0", c_void_p),
+        ("syn1", c_void_p),
+        ("num_nodes", c_int64),
+        ("dim", c_int64),
+        ("keep", c_void_p),
+        ("noise_node", c_void_p),
+        ("noise_keep", c_void_p),
+        ("noise_alias", c_void_p),
+        ("noise_columns", c_int64),
+        ("window", c_int64),
+        ("negatives", c_int64),
+        ("lr", c_double),
+        ("final_rate", c_double),
+        ("walks_before", c_int64),
+        ("total_walks", c_int64),
+        ("hold_walks", c_int64),
+        ("threads", c_int64),
+        ("seed", c_uint64),
+        ("vector_width", c_int64),
+    ]
+
+
+def _check(tensor: torch.Tensor, name: str, dtype: torch.dtype, dims: int) -> None:
+    prefix = f"graphemb_kernels.skipgram_train: {name}"
+    if tensor.dtype != dtype:
+        raise TypeError(f"{prefix} must be {dtype_name(dtype)}, got {dtype_name(tensor.dtype)}")
+    if tensor.device.type != "cpu" or not tensor.is_contiguous() or tensor.dim() != dims:
+        raise ValueError(
+            f"{prefix} must be a contiguous CPU tensor of {dims} dimension(s), got shape "
+            f"{list(tensor.shape)} on {tensor.device}"
+        )
+
+
+def _check_tables(
+    walks: torch.Tensor,
+    syn0: torch.Tensor,
+    syn1: torch.Tensor,
+    keep: torch.Tensor,
+    noise_nodes: torch.Tensor,
+    noise_keep: torch.Tensor,
+    noise_alias: torch.Tensor,
+) -> None:
+    """Dtypes, layouts and matching shapes of everything the kernel reads or writes."""
+    _check(walks, "walks", torch.int64, 2)
+    _check(syn0, "syn0", torch.float32, 2)
+    _check(syn1, "syn1", torch.float32, 2)
+    _check(keep, "keep", torch.float64, 1)
+    _check(noise_nodes, "noise_nodes", torch.int64, 1)
+    _check(noise_keep, "noise_keep", torch.float64, 1)
+    _check(noise_alias, "noise_alias", torch.int64, 1)
+    num_nodes = syn0.shape[0]
+    if syn1.shape != syn0.shape:
+        raise ValueError(
+            f"graphemb_kernels.skipgram_train: syn1 {list(syn1.shape)} and syn0 "
+            f"{list(syn0.shape)} differ in shape"
+        )
+    if keep.shape[0] != num_nodes:
+        raise ValueError(
+            f"graphemb_kernels.skipgram_train: keep has {keep.shape[0]} entries for {num_nodes} "
+            "nodes"
+        )
+    columns = noise_nodes.shape[0]
+    if not (columns > 0 and noise_keep.shape[0] == columns == noise_alias.shape[0]):
+        raise ValueError(
+            "graphemb_kernels.skipgram_train: the alias table's three arrays must have the same "
+            f"positive length, got {columns}, {noise_keep.shape[0]}, {noise_alias.shape[0]}"
+        )
+
+
+def skipgram_train(
+    walks: torch.Tensor,
+    syn0: torch.Tensor,
+    syn1: torch.Tensor,
+    keep: torch.Tensor,
+    noise_nodes: torch.Tensor,
+    noise_keep: torch.Tensor,
+    noise_alias: torch.Tensor,
+    window: int,
+    negatives: int,
+    lr: float,
+    final_rate: float,
+    walks_before: int,
+    total_walks: int,
+    hold_walks: int,
+    threads: int,
+    seed: int,
+    vector_width: int = 0,
+) -> tuple[int, int]:
+    """Train ``syn0`` (input rows) and ``syn1`` (output rows) in place on ``walks``.
+
+    Parameters
+    ----------
+    walks : Tensor of int64 (W, L)
+        Node ids; -1 pads a walk shorter than L.
+    syn0, syn1 : Tensor of float32 (N, D)
+    keep : Tensor of float64 (N,)
+        Subsampling's keep probability of each node.
+    noise_nodes, noise_keep, noise_alias : Tensor (C,)
+        The alias table of the noise distribution (int64, float64, int64).
+    window, negatives : int
+        word2vec's window (a reduced window uniform in 1..window is drawn per position) and
+        noise nodes per (context, node) pair.
+    lr, final_rate : float
+        The learning rate falls linearly from ``lr`` to ``lr * final_rate`` over
+        ``total_walks`` walks, held for blocks of ``hold_walks`` walks; ``walks_before``
+        walks of earlier calls count as done.
+    threads, seed, vector_width : int
+        Hogwild threads, the seed of their random streams, and the vector width of the loop
+        (0: the widest this CPU runs; 4 or 8).
+
+    Returns
+    -------
+    (int, int)
+        Non-finite scores seen, and scores computed.
+    """
+    _check_tables(walks, syn0, syn1, keep, noise_nodes, noise_keep, noise_alias)
+    num_nodes, dim = syn0.shape
+    columns = noise_nodes.shape[0]
+    config = _Config(
+        walks.data_ptr(), walks.shape[0], walks.shape[1], syn0.data_ptr(), syn1.data_ptr(),
+        num_nodes, dim, keep.data_ptr(), noise_nodes.data_ptr(), noise_keep.data_ptr(),
+        noise_alias.data_ptr(), columns, int(window), int(negatives), float(lr),
+        float(final_rate), int(walks_before), int(total_walks), int(hold_walks), int(threads),
+        int(seed) & ((1 << 64) - 1), int(vector_width),
+    )  # fmt: skip
+    counts = (c_int64 * 2)()
+    with span("graphemb_kernels::skipgram_train"):
+        library().call("ge_skipgram_train", ctypes.byref(config), counts)
+    return int(counts[0]), int(counts[1])

@@ -1,0 +1,91 @@
+"""What this install of graphemb runs with: versions, the compiled kernels (loaded, or why
+not), the SIMD level they chose, threads and huge pages (``python -m graphemb info``).
+
+Also the one warning graphemb gives when its compiled kernels are missing
+(:func:`warn_if_kernels_missing`): the pure-torch paths are correct but several times
+slower, and a user should not find that out from a benchmark.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import warnings
+from pathlib import Path
+
+import torch
+
+from ._allocator import HUGE_PAGE_ALLOCATIONS
+from ._compiled import DISABLE_VARIABLE, REBUILD_COMMAND, compiled_module, disabled, load_module
+
+__all__ = ["KernelsMissingWarning", "about", "warn_if_kernels_missing"]
+
+_SYSTEM_HUGE_PAGES = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+
+
+class KernelsMissingWarning(UserWarning):
+    """The compiled kernels did not load: graphemb runs its slower pure-torch paths."""
+
+
+_warned = False
+
+
+def warn_if_kernels_missing() -> bool:
+    """Warn once per process when the compiled kernels did not load (not when the user
+    disabled them with ``GRAPHEMB_DISABLE_KERNELS``), naming why and the command that
+    rebuilds them.
+
+    Returns
+    -------
+    bool
+        Whether the kernels are missing (warned now or before).
+    """
+    global _warned
+    missing = compiled_module() is None and not disabled()
+    if missing and not _warned:
+        _warned = True
+        warnings.warn(
+            f"graphemb's compiled kernels did not load ({load_module()[1]}): training runs its "
+            f"pure-torch path, several times slower. Rebuild them with `{REBUILD_COMMAND}` "
+            "(needs a C++ compiler); `python -m graphemb info` says what runs.",
+            KernelsMissingWarning,
+            stacklevel=2,
+        )
+    return missing
+
+
+def _kernels_line() -> tuple[str, str]:
+    module, why = load_module()
+    if module is None:
+        return f"not loaded: {why}; fix: {REBUILD_COMMAND}", "-"
+    from ._native.library import library
+
+    lib = library()
+    state = f"disabled by {DISABLE_VARIABLE}=1" if disabled() else "loaded"
+    return f"{state} ({lib.path})", f"{lib.simd_level} (chosen at run time)"
+
+
+def _huge_pages() -> str:
+    system = "unknown"
+    if _SYSTEM_HUGE_PAGES.is_file():
+        text = _SYSTEM_HUGE_PAGES.read_text().split()
+        system = next((word.strip("[]") for word in text if word.startswith("[")), "unknown")
+    torch_setting = os.environ.get(HUGE_PAGE_ALLOCATIONS, "unset")
+    return f"torch's allocations {HUGE_PAGE_ALLOCATIONS}={torch_setting}; Linux THP: {system}"
+
+
+def about() -> dict[str, str]:
+    """This install's versions and run-time settings, by name (what ``info`` prints)."""
+    from . import __version__
+
+    kernels, simd = _kernels_line()
+    return {
+        "graphemb": f"{__version__} ({Path(__file__).resolve().parent})",
+        "python": f"{platform.python_version()} ({sys.executable})",
+        "torch": f"{torch.__version__} (CUDA: {'yes' if torch.cuda.is_available() else 'no'})",
+        "kernels": kernels,
+        "SIMD": simd,
+        "threads": f"{torch.get_num_threads()} (torch.get_num_threads(); the kernels use as many)",
+        "huge pages": _huge_pages(),
+    }

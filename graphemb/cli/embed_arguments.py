@@ -1,0 +1,274 @@
+"""The flags of ``python -m graphemb deepwalk`` and ``node2vec``, in ``--help``'s groups.
+
+The first group is the reference node2vec implementation's command line
+(aditya-grover/node2vec ``main.py``), with its flag names, meanings and order: ``--input
+--output --dimensions --walk-length --num-walks --window-size --iter --workers --p --q
+--weighted/--unweighted --directed/--undirected``. Then how the graph file is read
+(PecanPy's ``--delimiter`` and ``--implicit_ids`` among them), how the embeddings are
+written, and graphemb's own training options. Every default is read from the signature of
+the library function the flag feeds, except ``--workers`` (this machine's cores, as the
+reference tools run on all of them).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..io import read_graph, write_embeddings
+from ..io.edge_list import read_edge_list
+from ..skipgram import TRAINER_SHARING, TRAINERS, check_duplicates, train_node_embeddings
+from .arguments import (
+    add_file_option,
+    available_cores,
+    default_of,
+    delimiter,
+    int_at_least,
+    nonnegative_float,
+    paragraphs,
+    positive_float,
+    positive_int,
+)
+
+__all__ = ["EPILOG", "add_embed_arguments"]
+
+#: How a graph file is read, and the exit codes: the end of ``--help``.
+EPILOG = paragraphs(
+    """Edge lists: one edge per line, 'source target [weight]', separated by whitespace, or
+    by commas in a .csv file or a file whose first line is comma-separated (--delimiter
+    sets it). '#' starts a comment anywhere, '%' at the start of a line (Matrix Market,
+    KONECT). Node names are any tokens; integer names keep their values, others are
+    numbered in order of appearance.""",
+    """Header: a first line that does not parse as an edge while the next line does is read
+    as a header and skipped, and a note says so (e.g. 'source target' above '1 2', 'a b
+    weight' above 'a b 0.5', or column names such as 'from to' whose names appear nowhere
+    else). Otherwise the first line is an edge. --header skips the first line always,
+    --no-header never.""",
+    """Duplicate edges and self loops: a line repeated (or 'a b' and 'b a' in an undirected
+    graph) is a parallel edge, which walks take as often as it is listed; a self loop
+    'a a' is an edge on which a walk stays at 'a' (a note counts them). --merge-duplicates
+    keeps one edge per pair of nodes with the sum of their weights; --drop-self-loops
+    drops self loops.""",
+    """Weights: unweighted by default, as the reference node2vec: a third column is then
+    ignored, not read. --weighted makes each step follow an edge in proportion to its
+    weight; NaN, infinite and negative weights are refused, as is a file whose weights
+    are all 0.""",
+    """Every file and flag is checked before the graph is read. Exit codes: 0 done; 2 a
+    bad file or flag (one line naming the file and line, or the flag; nothing written);
+    1 a missing optional package; 130 interrupted (Ctrl-C; nothing written).""",
+)
+
+
+def add_embed_arguments(parser: argparse.ArgumentParser, *, node2vec: bool) -> None:
+    """The flags of ``deepwalk`` (``node2vec=False``: no ``--p``/``--q``) or ``node2vec``."""
+    reference = parser.add_argument_group(
+        "node2vec's flags (the reference implementation's names and meanings)"
+    )
+    reading = parser.add_argument_group("reading the graph file")
+    writing = parser.add_argument_group("writing the embeddings")
+    _add_reference_flags(reference, reading, writing, node2vec=node2vec)
+    _add_reading_flags(reading)
+    _add_model_flags(parser.add_argument_group("skip-gram training (graphemb's own)"))
+    run = parser.add_argument_group("run")
+    run.add_argument(
+        "--seed",
+        type=int_at_least(0),
+        default=_trainer_default("seed"),
+        metavar="S",
+        help="seed of walks and initialisation (the result depends only on it with --workers 1)",
+    )
+    # The command line's own switch: its summary lines have no library counterpart.
+    run.add_argument(
+        "--quiet", action="store_true", help="no progress bar, notes or summary on stderr"
+    )
+
+
+def _trainer_default(name: str) -> Any:
+    """The default of :func:`train_node_embeddings`' argument ``name``."""
+    return default_of(train_node_embeddings, name)
+
+
+def _add_reference_flags(
+    group: argparse._ArgumentGroup,
+    reading: argparse._ArgumentGroup,
+    writing: argparse._ArgumentGroup,
+    *,
+    node2vec: bool,
+) -> None:
+    """The reference node2vec's flags, in its order (``--format`` goes to ``reading``,
+    ``--output-format`` to ``writing``)."""
+    add_file_option(
+        group, "--input", "--format", kind="graph", what="graph file", function=read_graph,
+        format_group=reading,
+    )  # fmt: skip
+    add_file_option(
+        group,
+        "--output",
+        "--output-format",
+        kind="embedding",
+        what="embeddings, with the input's node names",
+        function=write_embeddings,
+        format_group=writing,
+    )
+    group.add_argument(
+        "--dimensions", type=positive_int, default=_trainer_default("dimensions"),
+        metavar="D", help="embedding size",
+    )  # fmt: skip
+    group.add_argument(
+        "--walk-length",
+        type=int_at_least(2, "a walk of one node has no context to train on"),
+        default=_trainer_default("walk_length"),
+        metavar="L",
+        help="nodes per walk, at least 2",
+    )
+    group.add_argument(
+        "--num-walks", type=positive_int, default=_trainer_default("num_walks"),
+        metavar="R", help="walks started from each node",
+    )  # fmt: skip
+    group.add_argument(
+        "--window-size", type=positive_int, default=_trainer_default("window"),
+        metavar="K", help="largest context distance",
+    )  # fmt: skip
+    group.add_argument(
+        "--iter",
+        type=positive_int,
+        default=_trainer_default("passes"),
+        metavar="N",
+        help="passes of SGD over the same walks (gensim's epochs; --epochs draws fresh walks "
+        "instead)",
+    )
+    group.add_argument(
+        "--workers",
+        type=int_at_least(0),
+        default=None,
+        metavar="W",
+        help="compiled trainer: threads updating the tables without locks; torch trainer: "
+        "processes on tables in shared memory (each starts in seconds); 0 or default: this "
+        f"machine's cores ({available_cores()} here)",
+    )
+    if node2vec:
+        for flag, explained in (("p", "return parameter"), ("q", "in-out parameter")):
+            group.add_argument(
+                f"--{flag}",
+                type=positive_float,
+                default=_trainer_default(flag),
+                metavar=flag.upper(),
+                help=explained,
+            )
+    _add_switch(
+        group, "weighted", None,
+        ("steps in proportion to the edge weights (an edge list's third column, a matrix's "
+         "values); a file without weights is refused"),
+        "ignore any weights (default: unweighted, as the reference)",
+    )  # fmt: skip
+    _add_switch(
+        group, "directed", default_of(read_graph, "directed"),
+        "edges are directed: walks follow them",
+        "each edge is walked both ways (default)",
+    )  # fmt: skip
+
+
+def _add_switch(group: argparse._ArgumentGroup, name: str, default: Any, on: str, off: str) -> None:
+    """``--NAME`` / ``--unNAME`` (or ``--no-NAME``): one of the two, or neither."""
+    negative = f"--un{name}" if name in ("weighted", "directed") else f"--no-{name}"
+    pair = group.add_mutually_exclusive_group()
+    pair.add_argument(
+        f"--{name}", dest=name, action="store_const", const=True, default=default, help=on
+    )
+    pair.add_argument(
+        negative, dest=name, action="store_const", const=False, default=default, help=off
+    )
+
+
+def _add_reading_flags(group: argparse._ArgumentGroup) -> None:
+    group.add_argument(
+        "--delimiter",
+        type=delimiter,
+        default=default_of(read_edge_list, "delimiter"),
+        metavar="SEP",
+        help="field separator of an edge or adjacency list, e.g. ',' or tab, comma, space, "
+        "semicolon, pipe ('\\t' is a tab) (default: whitespace; ',' for .csv files and "
+        "comma-separated first lines)",
+    )
+    _add_switch(
+        group, "header", default_of(read_edge_list, "header"),
+        "the first line of an edge list is a header (default: detected, see below)",
+        "the first line of an edge list is an edge",
+    )  # fmt: skip
+    for flag, name, explained in (
+        ("--implicit_ids", "implicit_ids", "integer node names are the ids (PecanPy's flag): "
+         "node k is row k of the output, ids missing from the file are rows of nodes "
+         "without edges; every name must be an integer >= 0"),
+        ("--merge-duplicates", "merge_duplicates", "one edge per pair of nodes (per "
+         "direction if --directed), its weight the sum of its duplicates' (default: "
+         "parallel edges)"),
+        ("--drop-self-loops", "drop_self_loops", "drop edges from a node to itself (default: "
+         "kept)"),
+    ):  # fmt: skip
+        aliases = (flag, "--implicit-ids") if name == "implicit_ids" else (flag,)
+        group.add_argument(
+            *aliases,
+            dest=name,
+            action="store_true",
+            default=default_of(read_edge_list, name),
+            help=explained,
+        )
+
+
+def _duplicates_rule(text: str) -> str:
+    """``--duplicates``: a rule :func:`check_duplicates` accepts (else a usage error)."""
+    try:
+        check_duplicates(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
+
+
+def _add_model_flags(model: argparse._ArgumentGroup) -> None:
+    for flag, name, explained in (
+        ("--negatives", "negatives", "negative samples per (node, context)"),
+        ("--epochs", "epochs", "rounds of walks, each drawing --num-walks fresh walks per "
+         "node (not --iter, which repeats SGD over the same walks)"),
+    ):  # fmt: skip
+        model.add_argument(
+            flag, type=positive_int, default=_trainer_default(name), metavar="N", help=explained
+        )
+    model.add_argument(
+        "--sample",
+        type=nonnegative_float,
+        default=_trainer_default("sample"),
+        metavar="T",
+        help="subsampling threshold of frequent nodes (0: off), as word2vec's -sample",
+    )
+    model.add_argument(
+        "--lr",
+        type=positive_float,
+        default=_trainer_default("lr"),
+        metavar="RATE",
+        help="initial learning rate (default: word2vec's 0.025 for the compiled trainer, "
+        "0.035 for the torch trainer's batched steps)",
+    )
+    model.add_argument(
+        "--trainer",
+        choices=TRAINERS,
+        default=_trainer_default("trainer"),
+        help="'compiled' = word2vec's algorithm in C++ threads (--workers of them); 'torch' "
+        "= batched torch steps (CUDA, or without the compiled module); 'auto' = compiled "
+        "where it can run",
+    )
+    model.add_argument(
+        "--sharing",
+        choices=TRAINER_SHARING,
+        default=_trainer_default("sharing"),
+        help="torch trainer's negatives: 'batch' = blocks drawn per step, each center scored "
+        "against another walk's block, weighted to word2vec's expected loss; 'walk' = each "
+        "walk's own block; 'position' = K per node shared by its pairs (worse embeddings)",
+    )
+    model.add_argument(
+        "--duplicates",
+        type=_duplicates_rule,
+        default=_trainer_default("duplicates"),
+        metavar="RULE",
+        help="torch trainer: how a node repeated within a step moves: 'sum', 'mean', 'sqrt' "
+        "or 'cap:C' (the sum, at most C times the mean)",
+    )
