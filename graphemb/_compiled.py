@@ -11,6 +11,7 @@ layers (:func:`float_kernel`) and the skip-gram trainer.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -22,10 +23,12 @@ from ._native import REBUILD_COMMAND, kernels_module, load_error
 __all__ = [
     "DISABLE_VARIABLE",
     "REBUILD_COMMAND",
+    "KernelsMissingWarning",
     "compiled_module",
     "disabled",
     "float_kernel",
     "load_module",
+    "warn_if_kernels_missing",
 ]
 
 DISABLE_VARIABLE = "GRAPHEMB_DISABLE_KERNELS"
@@ -66,3 +69,35 @@ def float_kernel(name: str, tensor: torch.Tensor) -> Callable[..., Any] | None:
     ):
         return None
     return getattr(_module, name, None)
+
+
+class KernelsMissingWarning(UserWarning):
+    """The compiled kernels did not load: graphemb runs its slower pure-torch paths."""
+
+
+_warned = False
+
+
+def warn_if_kernels_missing() -> bool:
+    """Warn once per process when the compiled kernels did not load (not when the user
+    disabled them with ``GRAPHEMB_DISABLE_KERNELS``), naming why and the command that
+    rebuilds them: the pure-torch paths are correct but several times slower, and a user
+    should not find that out from a benchmark.
+
+    Returns
+    -------
+    bool
+        Whether the kernels are missing (warned now or before).
+    """
+    global _warned
+    missing = _module is None and not disabled()
+    if missing and not _warned:
+        _warned = True
+        warnings.warn(
+            f"graphemb's compiled kernels did not load ({load_error()}): training runs its "
+            f"pure-torch path, several times slower. Rebuild them with `{REBUILD_COMMAND}` "
+            "(needs a C++ compiler); `python -m graphemb info` says what runs.",
+            KernelsMissingWarning,
+            stacklevel=3,
+        )
+    return missing

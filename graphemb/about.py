@@ -1,58 +1,21 @@
 """What this install of graphemb runs with: versions, the compiled kernels (loaded, or why
-not), the SIMD level they chose, threads and huge pages (``python -m graphemb info``).
-
-Also the one warning graphemb gives when its compiled kernels are missing
-(:func:`warn_if_kernels_missing`): the pure-torch paths are correct but several times
-slower, and a user should not find that out from a benchmark.
-"""
+not), the SIMD level they chose, threads and huge pages (``python -m graphemb info``)."""
 
 from __future__ import annotations
 
 import os
 import platform
 import sys
-import warnings
 from pathlib import Path
 
 import torch
 
 from ._allocator import HUGE_PAGE_ALLOCATIONS
-from ._compiled import DISABLE_VARIABLE, REBUILD_COMMAND, compiled_module, disabled, load_module
+from ._compiled import DISABLE_VARIABLE, REBUILD_COMMAND, disabled, load_module
 
-__all__ = ["KernelsMissingWarning", "about", "warn_if_kernels_missing"]
+__all__ = ["about"]
 
 _SYSTEM_HUGE_PAGES = Path("/sys/kernel/mm/transparent_hugepage/enabled")
-
-
-class KernelsMissingWarning(UserWarning):
-    """The compiled kernels did not load: graphemb runs its slower pure-torch paths."""
-
-
-_warned = False
-
-
-def warn_if_kernels_missing() -> bool:
-    """Warn once per process when the compiled kernels did not load (not when the user
-    disabled them with ``GRAPHEMB_DISABLE_KERNELS``), naming why and the command that
-    rebuilds them.
-
-    Returns
-    -------
-    bool
-        Whether the kernels are missing (warned now or before).
-    """
-    global _warned
-    missing = compiled_module() is None and not disabled()
-    if missing and not _warned:
-        _warned = True
-        warnings.warn(
-            f"graphemb's compiled kernels did not load ({load_module()[1]}): training runs its "
-            f"pure-torch path, several times slower. Rebuild them with `{REBUILD_COMMAND}` "
-            "(needs a C++ compiler); `python -m graphemb info` says what runs.",
-            KernelsMissingWarning,
-            stacklevel=2,
-        )
-    return missing
 
 
 def _kernels_line() -> tuple[str, str]:

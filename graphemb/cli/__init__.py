@@ -16,12 +16,8 @@ Example
 from __future__ import annotations
 
 import argparse
-import logging
-import multiprocessing
 import sys
 from collections.abc import Sequence
-
-from torch.multiprocessing import ProcessRaisedException
 
 from . import embed, info, score
 from .arguments import HelpFormatter, Parser
@@ -70,22 +66,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "run", None) is None:
         parser.print_help(sys.stderr)
         return 2
-    # torch logs each training process it ends after another one failed: the error is
-    # reported below, in one line
-    logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)
     try:
         return int(args.run(args))
     except KeyboardInterrupt:
-        _stop_children()
         print(f"{PROG} {args.command}: interrupted", file=sys.stderr)
         return 130
     except (ValueError, OSError) as error:  # bad files or values: the user's to fix
         print(f"{PROG} {args.command}: error: {error}", file=sys.stderr)
         return 2
-    except ProcessRaisedException as error:  # in a training process (--workers > 1)
-        code, message = _process_error(error)
-        print(f"{PROG} {args.command}: error: {message}", file=sys.stderr)
-        return code
     except ImportError as error:  # an optional package (scikit-learn, scipy, tqdm)
         print(
             f"{PROG} {args.command}: error: needs an optional package ({error}); install "
@@ -106,25 +94,3 @@ def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argpa
                 owner = action.choices.get(str(getattr(args, "command", "")), parser)
         owner.error(f"unrecognized arguments: {' '.join(unknown)}")
     return args
-
-
-def _stop_children() -> None:
-    """End the training processes this run started (an interrupt may reach only this one),
-    so that exiting does not wait for them."""
-    children = multiprocessing.active_children()
-    for child in children:
-        child.terminate()
-    for child in children:
-        child.join(timeout=10)
-
-
-def _process_error(error: ProcessRaisedException) -> tuple[int, str]:
-    """The exit code and message of an exception raised in a training process: its
-    traceback's last line, ``module.Type: message`` (2 for bad values, such as a diverged
-    run's ``TrainingDiverged``; 1 otherwise)."""
-    lines = [line for line in str(error).splitlines() if line.strip()]
-    last = lines[-1] if lines else "unknown error"
-    kind, _, message = last.partition(": ")
-    if kind.rsplit(".", 1)[-1] in ("TrainingDiverged", "ValueError"):
-        return 2, message
-    return 1, f"a training process failed: {last}"

@@ -5,9 +5,9 @@ The first group is the reference node2vec implementation's command line
 --output --dimensions --walk-length --num-walks --window-size --iter --workers --p --q
 --weighted/--unweighted --directed/--undirected``. Then how the graph file is read
 (PecanPy's ``--delimiter`` and ``--implicit_ids`` among them), how the embeddings are
-written, and graphemb's own training options. Every default is read from the signature of
-the library function the flag feeds, except ``--workers`` (this machine's cores, as the
-reference tools run on all of them).
+written, and graphemb's own training options. Every default is the library's (the reader's
+signature, :class:`~graphemb.skipgram.SkipGramOptions`), except ``--workers`` (this
+machine's cores, as the reference tools run on all of them).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 from ..io import read_graph, write_embeddings
 from ..io.edge_list import read_edge_list
-from ..skipgram import TRAINER_SHARING, TRAINERS, check_duplicates, train_node_embeddings
+from ..skipgram import Backend, SkipGramOptions
 from .arguments import (
     add_file_option,
     available_cores,
@@ -73,7 +73,7 @@ def add_embed_arguments(parser: argparse.ArgumentParser, *, node2vec: bool) -> N
     run.add_argument(
         "--seed",
         type=int_at_least(0),
-        default=_trainer_default("seed"),
+        default=_option_default("seed"),
         metavar="S",
         help="seed of walks and initialisation (the result depends only on it with --workers 1)",
     )
@@ -83,9 +83,9 @@ def add_embed_arguments(parser: argparse.ArgumentParser, *, node2vec: bool) -> N
     )
 
 
-def _trainer_default(name: str) -> Any:
-    """The default of :func:`train_node_embeddings`' argument ``name``."""
-    return default_of(train_node_embeddings, name)
+def _option_default(name: str) -> Any:
+    """The default of the skip-gram option ``name`` (:class:`SkipGramOptions`)."""
+    return getattr(SkipGramOptions(), name)
 
 
 def _add_reference_flags(
@@ -111,28 +111,28 @@ def _add_reference_flags(
         format_group=writing,
     )
     group.add_argument(
-        "--dimensions", type=positive_int, default=_trainer_default("dimensions"),
+        "--dimensions", type=positive_int, default=_option_default("dimensions"),
         metavar="D", help="embedding size",
     )  # fmt: skip
     group.add_argument(
         "--walk-length",
         type=int_at_least(2, "a walk of one node has no context to train on"),
-        default=_trainer_default("walk_length"),
+        default=_option_default("walk_length"),
         metavar="L",
         help="nodes per walk, at least 2",
     )
     group.add_argument(
-        "--num-walks", type=positive_int, default=_trainer_default("num_walks"),
+        "--num-walks", type=positive_int, default=_option_default("num_walks"),
         metavar="R", help="walks started from each node",
     )  # fmt: skip
     group.add_argument(
-        "--window-size", type=positive_int, default=_trainer_default("window"),
+        "--window-size", type=positive_int, default=_option_default("window"),
         metavar="K", help="largest context distance",
     )  # fmt: skip
     group.add_argument(
         "--iter",
         type=positive_int,
-        default=_trainer_default("passes"),
+        default=_option_default("passes"),
         metavar="N",
         help="passes of SGD over the same walks (gensim's epochs; --epochs draws fresh walks "
         "instead)",
@@ -142,16 +142,15 @@ def _add_reference_flags(
         type=int_at_least(0),
         default=None,
         metavar="W",
-        help="compiled trainer: threads updating the tables without locks; torch trainer: "
-        "processes on tables in shared memory (each starts in seconds); 0 or default: this "
-        f"machine's cores ({available_cores()} here)",
+        help="CPU threads that train (the compiled backend's lock-free threads, or torch's "
+        f"threads); 0 or default: this machine's cores ({available_cores()} here)",
     )
     if node2vec:
         for flag, explained in (("p", "return parameter"), ("q", "in-out parameter")):
             group.add_argument(
                 f"--{flag}",
                 type=positive_float,
-                default=_trainer_default(flag),
+                default=_option_default(flag),
                 metavar=flag.upper(),
                 help=explained,
             )
@@ -215,15 +214,6 @@ def _add_reading_flags(group: argparse._ArgumentGroup) -> None:
         )
 
 
-def _duplicates_rule(text: str) -> str:
-    """``--duplicates``: a rule :func:`check_duplicates` accepts (else a usage error)."""
-    try:
-        check_duplicates(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-    return text
-
-
 def _add_model_flags(model: argparse._ArgumentGroup) -> None:
     for flag, name, explained in (
         ("--negatives", "negatives", "negative samples per (node, context)"),
@@ -231,44 +221,27 @@ def _add_model_flags(model: argparse._ArgumentGroup) -> None:
          "node (not --iter, which repeats SGD over the same walks)"),
     ):  # fmt: skip
         model.add_argument(
-            flag, type=positive_int, default=_trainer_default(name), metavar="N", help=explained
+            flag, type=positive_int, default=_option_default(name), metavar="N", help=explained
         )
     model.add_argument(
         "--sample",
         type=nonnegative_float,
-        default=_trainer_default("sample"),
+        default=_option_default("sample"),
         metavar="T",
         help="subsampling threshold of frequent nodes (0: off), as word2vec's -sample",
     )
     model.add_argument(
         "--lr",
         type=positive_float,
-        default=_trainer_default("lr"),
+        default=_option_default("lr"),
         metavar="RATE",
-        help="initial learning rate (default: word2vec's 0.025 for the compiled trainer, "
-        "0.035 for the torch trainer's batched steps)",
+        help="initial learning rate, falling linearly to 1/250 of it (word2vec's alpha)",
     )
     model.add_argument(
-        "--trainer",
-        choices=TRAINERS,
-        default=_trainer_default("trainer"),
-        help="'compiled' = word2vec's algorithm in C++ threads (--workers of them); 'torch' "
-        "= batched torch steps (CUDA, or without the compiled module); 'auto' = compiled "
+        "--backend",
+        choices=[backend.value for backend in Backend],
+        default=Backend.AUTO.value,
+        help="'compiled' = word2vec's algorithm in C++ threads; 'torch' = the same updates in "
+        "batched torch rounds (CUDA, or without the compiled kernels); 'auto' = compiled "
         "where it can run",
-    )
-    model.add_argument(
-        "--sharing",
-        choices=TRAINER_SHARING,
-        default=_trainer_default("sharing"),
-        help="torch trainer's negatives: 'batch' = blocks drawn per step, each center scored "
-        "against another walk's block, weighted to word2vec's expected loss; 'walk' = each "
-        "walk's own block; 'position' = K per node shared by its pairs (worse embeddings)",
-    )
-    model.add_argument(
-        "--duplicates",
-        type=_duplicates_rule,
-        default=_trainer_default("duplicates"),
-        metavar="RULE",
-        help="torch trainer: how a node repeated within a step moves: 'sum', 'mean', 'sqrt' "
-        "or 'cap:C' (the sum, at most C times the mean)",
     )

@@ -139,24 +139,13 @@ def _takes(graph_format: str, option: str) -> bool:
 
 
 def _workers(args: argparse.Namespace) -> int:
-    """``--workers`` resolved; a UsageError where the chosen trainer cannot use them."""
-    from ..skipgram.compiled import compiled_trainer
-    from ..skipgram.sharing import layout
+    """``--workers`` resolved (0 or none: this machine's cores); a UsageError where
+    ``--backend compiled`` cannot run."""
+    from ..skipgram.backends import compiled_kernel
 
-    compiled = compiled_trainer() is not None
-    if args.trainer == "compiled" and not compiled:
+    if args.backend == "compiled" and compiled_kernel() is None:
         raise UsageError(
-            "--trainer compiled: the compiled trainer is not available here "
-            "(graphemb_kernels.skipgram_train is not built, or GRAPHEMB_DISABLE_KERNELS is "
-            "set); use --trainer auto or torch"
+            "--backend compiled: the compiled kernels are not available here (not built, or "
+            "GRAPHEMB_DISABLE_KERNELS is set); use --backend auto or torch"
         )
-    workers = args.workers or available_cores()
-    torch_trainer = args.trainer == "torch" or not compiled
-    if torch_trainer and workers > 1 and not layout(args.sharing).fused_step:
-        if args.workers:
-            raise UsageError(
-                f"--workers {args.workers}: the torch trainer's processes need --sharing "
-                f"batch or walk, got --sharing {args.sharing}"
-            )
-        workers = 1
-    return workers
+    return int(args.workers or available_cores())

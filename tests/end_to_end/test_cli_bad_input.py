@@ -279,9 +279,9 @@ FLAGS = [
         "--output: '{d}/ok.txt' is the --input file",
     ),
     (
-        "processes-need-fused-sharing",
-        embed("ok.txt", "--trainer", "torch", "--workers", "2", "--sharing", "position"),
-        "--workers 2: the torch trainer's processes need --sharing batch or walk",
+        "backend-choice",
+        embed("ok.txt", "--backend", "gpu"),
+        "--backend: invalid choice: 'gpu'",
     ),
     (
         "no-input",
@@ -290,8 +290,8 @@ FLAGS = [
     ),
     ("unknown-flag", embed("ok.txt", "--bogus"), "unrecognized arguments: --bogus"),
     ("p-on-deepwalk", embed("ok.txt", "--p", "0.5"), "unrecognized arguments: --p 0.5"),
-    ("duplicates-rule", embed("ok.txt", "--duplicates", "twice"), "--duplicates: "),
-    ("sharing-choice", embed("ok.txt", "--sharing", "pair"), "--sharing: invalid choice: 'pair'"),
+    ("epochs-zero", embed("ok.txt", "--epochs", "0"), "--epochs: "),
+    ("negatives-word", embed("ok.txt", "--negatives", "five"), "--negatives: "),
     (
         "score-missing-embeddings",
         score("missing.emb"),
@@ -373,14 +373,11 @@ def test_an_output_folder_without_write_permission(folder, capsys):
     assert f"directory '{folder}/out' is not writable" in capsys.readouterr().err
 
 
-def test_compiled_trainer_where_it_is_not_built(folder, capsys):
-    from graphemb.skipgram.compiled import compiled_trainer
-
-    if compiled_trainer() is not None:
-        pytest.skip("the compiled trainer is built here")
-    argv = [a.replace("{d}", str(folder)) for a in embed("ok.txt", "--trainer", "compiled")]
+def test_compiled_backend_where_the_kernels_are_off(folder, capsys, monkeypatch):
+    monkeypatch.setenv("GRAPHEMB_DISABLE_KERNELS", "1")
+    argv = [a.replace("{d}", str(folder)) for a in embed("ok.txt", "--backend", "compiled")]
     assert main(argv) == 2
-    assert "--trainer compiled: the compiled trainer is not available here" in (
+    assert "--backend compiled: the compiled kernels are not available here" in (
         capsys.readouterr().err
     )
     assert files_in(folder / "out") == []

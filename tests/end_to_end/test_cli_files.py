@@ -289,7 +289,7 @@ def read_until(stream, marks: tuple[str, ...], deadline: float) -> str:
 def test_ctrl_c_is_one_line_exit_130_and_leaves_nothing(tmp_path, workers):
     """A SIGINT once training shows its progress bar: to the process alone (``--workers
     1``), or to its whole process group as a terminal's Ctrl-C does (``--workers 2``:
-    the torch trainer's processes get it too)."""
+    both training threads stop)."""
     rng = np.random.default_rng(0)
     edges = rng.integers(0, 2000, (10_000, 2))
     (tmp_path / "g.txt").write_text("".join(f"{u} {v}\n" for u, v in edges))

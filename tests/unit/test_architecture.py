@@ -163,21 +163,35 @@ LAYERS = [
     ("graphemb.distributed", ["graphemb.optim"]),
     ("graphemb.storage", ["graphemb.checkpoint", "graphemb.embedding", "graphemb.optim"]),
     ("graphemb.sampling", ["graphemb.skipgram"]),
-    # Inside skip-gram: pairs and layouts, then the step on tensors, then the model, then
-    # the trainers.
+    # Inside skip-gram: what a run is (options, rate, guard, windows), then its corpus,
+    # then the backends, then the run loop.
     (
-        "graphemb.skipgram.step",
+        "graphemb.skipgram.options",
+        ["graphemb.skipgram.corpus", "graphemb.skipgram.backends", "graphemb.skipgram.run"],
+    ),
+    ("graphemb.skipgram.windows", ["graphemb.skipgram.backends", "graphemb.skipgram.run"]),
+    ("graphemb.skipgram.rate", ["graphemb.skipgram.backends", "graphemb.skipgram.run"]),
+    ("graphemb.skipgram.guard", ["graphemb.skipgram.backends", "graphemb.skipgram.run"]),
+    ("graphemb.skipgram.corpus", ["graphemb.skipgram.backends", "graphemb.skipgram.run"]),
+    ("graphemb.skipgram.backends", ["graphemb.skipgram.run"]),
+    # The compiled kernels' bindings are the bottom: torch and the library, nothing of ours.
+    (
+        "graphemb._native",
         [
-            "graphemb.skipgram.model",
-            "graphemb.skipgram.schedule",
-            "graphemb.skipgram.trainer",
-            "graphemb.skipgram.workers",
+            "graphemb.optim",
+            "graphemb.storage",
+            "graphemb.distributed",
+            "graphemb.sampling",
+            "graphemb.skipgram",
+            "graphemb.nn",
+            "graphemb.io",
+            "graphemb.graph",
+            "graphemb.embedding",
+            "graphemb.checkpoint",
+            "graphemb._compiled",
+            "graphemb.about",
         ],
-    ),
-    (
-        "graphemb.skipgram.model",
-        ["graphemb.skipgram.schedule", "graphemb.skipgram.trainer", "graphemb.skipgram.workers"],
-    ),
+    ),  # fmt: skip
 ]
 
 

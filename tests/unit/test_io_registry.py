@@ -29,7 +29,7 @@ from graphemb.io import (
 )
 from graphemb.io.formats import Format, find_format, formats, register, registered
 from graphemb.io.loaded_graph import graph_from_edge_ids
-from graphemb.skipgram import train_node_embeddings
+from graphemb.skipgram import Backend, SkipGramOptions
 
 PAIRS = [("a", "b"), ("b", "c"), ("c", "a"), ("c", "d")]
 
@@ -197,7 +197,7 @@ def library_default(function, name):
 # (command, dest) -> the default it must have, from the library function it feeds.
 LIBRARY_DEFAULTS = {
     **{
-        (command, dest): library_default(train_node_embeddings, parameter)
+        (command, dest): getattr(SkipGramOptions(), parameter)
         for command in ("deepwalk", "node2vec")
         for dest, parameter in [
             ("num_walks", "num_walks"),
@@ -209,14 +209,13 @@ LIBRARY_DEFAULTS = {
             ("iter", "passes"),
             ("sample", "sample"),
             ("lr", "lr"),
-            ("trainer", "trainer"),
-            ("sharing", "sharing"),
-            ("duplicates", "duplicates"),
             ("seed", "seed"),
         ]  # fmt: skip
     },
-    ("node2vec", "p"): library_default(train_node_embeddings, "p"),
-    ("node2vec", "q"): library_default(train_node_embeddings, "q"),
+    ("node2vec", "p"): SkipGramOptions().p,
+    ("node2vec", "q"): SkipGramOptions().q,
+    ("deepwalk", "backend"): Backend.AUTO.value,
+    ("node2vec", "backend"): Backend.AUTO.value,
     **{
         (command, dest): library_default(function, parameter)
         for command in ("deepwalk", "node2vec")

@@ -7,9 +7,10 @@ import pytest
 import torch
 
 from graphemb.graph import Graph
-from graphemb.skipgram import schedule, train_node_embeddings
-from graphemb.skipgram.compiled import compiled_trainer
-from graphemb.skipgram.governor import ThreadGovernor
+from graphemb.skipgram import SkipGramOptions, train_node_embeddings
+from graphemb.skipgram.backends import compiled_kernel
+from graphemb.skipgram.backends.governor import ThreadGovernor
+from graphemb.skipgram.corpus import Corpus
 
 
 def drive(governor: ThreadGovernor, rate, chunks: int, products: int = 1_000_000):
@@ -81,7 +82,9 @@ def test_bad_settings_are_refused(kwargs):
         ThreadGovernor(**kwargs)
 
 
-@pytest.mark.skipif(compiled_trainer() is None, reason="the compiled kernels are disabled (GRAPHEMB_DISABLE_KERNELS)")
+@pytest.mark.skipif(
+    compiled_kernel() is None, reason="the compiled kernels are disabled (GRAPHEMB_DISABLE_KERNELS)"
+)
 def test_the_trainer_runs_each_chunk_on_the_governors_thread_count(monkeypatch):
     """Every chunk on one thread (the governor's choice) gives exactly the one-thread run,
     which depends only on the seed."""
@@ -93,7 +96,7 @@ def test_the_trainer_runs_each_chunk_on_the_governors_thread_count(monkeypatch):
         walk_length=10,
         num_walks=4,
         window=3,
-        trainer="compiled",
+        backend="compiled",
         seed=3,
         chunk_walks=16,
     )
@@ -110,37 +113,19 @@ def _ring(num_nodes: int) -> Graph:
 
 @pytest.mark.parametrize("num_nodes, chunk_walks", [(40, 16), (48, 16), (5, 16)])
 def test_chunk_count_is_the_count_chunks_yields(num_nodes, chunk_walks):
-    """One owner of the chunk arithmetic: chunk_count is what chunks() reports and yields."""
-    settings = schedule.Settings(
-        dimensions=8,
-        walk_length=10,
-        num_walks=3,
-        window=3,
-        p=1.0,
-        q=1.0,
-        negatives=5,
-        epochs=2,
-        sample=1e-3,
-        lr=0.025,
-        sharing="batch",
-        walk_negatives=20,
-        matmul_dtype=None,
-        batch_walks=4,
-        chunk_walks=chunk_walks,
-        seed=0,
-        progress=False,
-        name="t",
-        duplicates="cap:1.5",
-    )
-    graph = _ring(num_nodes)
-    drawn = list(schedule.chunks(graph, settings, torch.Generator().manual_seed(0)))
-    expected = schedule.chunk_count(graph, settings)
-    assert expected == -(-num_nodes // chunk_walks) * 6
-    assert len(drawn) == expected
-    assert {count for _, count, _ in drawn} == {expected}
+    """One owner of the chunk arithmetic: Corpus.count is what chunks() reports and yields."""
+    options = SkipGramOptions(walk_length=10, num_walks=3, epochs=2, chunk_walks=chunk_walks)
+    corpus = Corpus(_ring(num_nodes), options)
+    drawn = list(corpus.chunks())
+    assert corpus.count == -(-num_nodes // chunk_walks) * 6
+    assert len(drawn) == corpus.count
+    assert {chunk.count for chunk in drawn} == {corpus.count}
+    assert [chunk.index for chunk in drawn] == list(range(corpus.count))
 
 
-@pytest.mark.skipif(compiled_trainer() is None, reason="the compiled kernels are disabled (GRAPHEMB_DISABLE_KERNELS)")
+@pytest.mark.skipif(
+    compiled_kernel() is None, reason="the compiled kernels are disabled (GRAPHEMB_DISABLE_KERNELS)"
+)
 def test_the_trainer_builds_one_governor_for_the_runs_chunks(monkeypatch):
     """The governor is built once, before the first chunk, with the run's chunk count."""
     built = []
@@ -151,6 +136,6 @@ def test_the_trainer_builds_one_governor_for_the_runs_chunks(monkeypatch):
         init(self, workers, chunks, **kwargs)
 
     monkeypatch.setattr(ThreadGovernor, "__init__", recording_init)
-    kw = dict(dimensions=8, walk_length=10, num_walks=4, window=3, trainer="compiled")
-    train_node_embeddings(_ring(40), workers=2, chunk_walks=16, batch_walks=8, **kw)
+    kw = dict(dimensions=8, walk_length=10, num_walks=4, window=3, backend="compiled")
+    train_node_embeddings(_ring(40), workers=2, chunk_walks=16, **kw)
     assert built == [(2, 3 * 4)]  # ceil(40 / 16) chunks a round, 4 rounds

@@ -1,4 +1,4 @@
-"""The skip-gram trainers' node frequencies (graphemb.skipgram.schedule.token_counts): what
+"""The skip-gram trainers' node frequencies (graphemb.skipgram.corpus.token_counts): what
 word2vec would count in the walks' tokens, which sets the noise distribution and the
 subsampling.
 
@@ -15,7 +15,7 @@ from scipy import stats
 
 from graphemb.graph import Graph
 from graphemb.sampling.walks import RandomWalker
-from graphemb.skipgram.schedule import noise_and_keep, token_counts
+from graphemb.skipgram.corpus import noise_and_keep, token_counts
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

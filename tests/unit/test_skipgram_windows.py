@@ -1,5 +1,6 @@
-"""Context pairs, word2vec's dynamic window and subsampling (graphemb.skipgram.windows), against
-brute-force pairs, a chi-square test and word2vec.c's formula."""
+"""The pairs of a batch of walks in rounds, word2vec's dynamic window and subsampling
+(graphemb.skipgram.windows), against brute-force pairs, a chi-square test and word2vec.c's
+formula."""
 
 from __future__ import annotations
 
@@ -12,29 +13,43 @@ from scipy import stats
 from skipgram_batches import tiny_walks
 
 from graphemb.sampling.walks import PAD
-from graphemb.skipgram import (
-    SkipGram,
-    context_pairs,
-    dynamic_radii,
-    keep_probabilities,
-    subsample_walks,
-)
+from graphemb.skipgram import dynamic_radii, keep_probabilities, pair_rounds, subsample_walks
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # conftest: every test on one torch thread
 
 
-def test_context_pairs_are_every_pair_within_the_window():
+def _expected_pairs(walks: torch.Tensor, radii: torch.Tensor) -> Counter:
+    """Every (context, node) pair of word2vec's dynamic window, position by position."""
+    expected: Counter = Counter()
+    for row, row_radii in zip(walks.tolist(), radii.tolist(), strict=True):
+        for t, node in enumerate(row):
+            for c, context in enumerate(row):
+                if PAD not in (node, context) and 0 < abs(t - c) <= row_radii[t]:
+                    expected[(context, node)] += 1
+    return expected
+
+
+@pytest.mark.parametrize("window", [1, 2, 7])
+def test_rounds_hold_every_pair_of_the_dynamic_window_once(window):
     walks, _ = tiny_walks()
-    for window in (1, 2, 7):
-        centers, contexts = context_pairs(walks, window)
-        expected = Counter()
-        for row in walks.tolist():
-            for i, a in enumerate(row):
-                for j, b in enumerate(row):
-                    if a != PAD and b != PAD and 0 < abs(i - j) <= window:
-                        expected[(a, b)] += 1
-        assert Counter(zip(centers.tolist(), contexts.tolist(), strict=True)) == expected
-        assert SkipGram.num_pairs(walks, window) == sum(expected.values())
+    radii = dynamic_radii(walks.shape, window, generator=torch.Generator().manual_seed(window))
+    rounds = pair_rounds(walks, radii, window)
+    got: Counter = Counter()
+    for contexts, nodes in rounds:
+        got.update(zip(contexts.tolist(), nodes.tolist(), strict=True))
+    assert got == _expected_pairs(walks, radii)
+    assert len(rounds) == 2 * min(window, walks.shape[1] - 1)
+
+
+def test_no_position_is_trained_twice_within_a_round():
+    """Positions, not node ids (a node may repeat along a walk): each round uses a walk
+    position at most once as a context and at most once as a node."""
+    length = 9
+    positions = torch.arange(length).repeat(3, 1) + 100 * torch.arange(3)[:, None]
+    radii = torch.full(positions.shape, 4)
+    for contexts, nodes in pair_rounds(positions, radii, 4):
+        assert contexts.unique().numel() == contexts.numel()
+        assert nodes.unique().numel() == nodes.numel()
 
 
 def test_dynamic_window_is_uniform_in_one_to_window():

@@ -1,0 +1,65 @@
+"""The backends that train a skip-gram run, behind one interface (:class:`SkipGramBackend`),
+and the choice between them (:func:`create_backend`).
+
+* :class:`~.compiled.CompiledBackend` -- word2vec's own algorithm in C++: one (context,
+  node) pair at a time, in lock-free threads, on CPU graphs.
+* :class:`~.batched.TorchBackend` -- the same updates in batched torch operations, in rounds
+  in which no row is updated twice; any device (CUDA, and CPUs without the compiled
+  kernels).
+
+Both start from the same rows (:func:`initial_tables`), follow the same learning rate
+(:class:`~graphemb.skipgram.rate.LearningRate`) and report divergence the same way
+(:class:`~graphemb.skipgram.guard.TrainingDiverged`); the run loop
+(:func:`graphemb.skipgram.train_node_embeddings`) drives either chunk by chunk.
+"""
+
+from __future__ import annotations
+
+from ..._compiled import compiled_module, warn_if_kernels_missing
+from ...graph import Graph
+from ..options import Backend, CompiledOptions, SkipGramOptions, TorchOptions
+from .base import INIT_RANGE, SkipGramBackend, compiled_kernel, initial_tables
+
+__all__ = ["INIT_RANGE", "SkipGramBackend", "compiled_kernel", "create_backend", "initial_tables"]
+
+
+def create_backend(
+    choice: Backend,
+    graph: Graph,
+    options: SkipGramOptions,
+    *,
+    workers: int,
+    chunks: int,
+    compiled_options: CompiledOptions | None = None,
+    torch_options: TorchOptions | None = None,
+) -> SkipGramBackend:
+    """The backend ``choice`` names for ``graph`` (``AUTO``: compiled on a CPU graph where
+    the kernels load, else torch; warns once when they are missing).
+
+    Parameters
+    ----------
+    workers : int
+        CPU threads that train (compiled: lock-free threads; torch: torch's threads).
+    chunks : int
+        Chunks of walks the run trains, passes included (the compiled backend's thread
+        governor plans with it).
+    """
+    kernel = compiled_kernel() if graph.device.type == "cpu" else None
+    if choice is Backend.COMPILED and kernel is None:
+        raise ValueError(
+            "backend='compiled' needs a CPU graph and graphemb's compiled kernels "
+            f"(GRAPHEMB_DISABLE_KERNELS unset); the graph is on {graph.device}, "
+            f"kernels {'loaded' if compiled_module() is not None else 'missing'}"
+        )
+    if choice is Backend.AUTO and graph.device.type == "cpu":
+        warn_if_kernels_missing()
+    if kernel is not None and choice is not Backend.TORCH:
+        from .compiled import CompiledBackend
+
+        return CompiledBackend(
+            kernel, graph, options, (compiled_options or CompiledOptions()).checked(),
+            workers=workers, chunks=chunks,
+        )  # fmt: skip
+    from .batched import TorchBackend
+
+    return TorchBackend(graph, options, (torch_options or TorchOptions()).checked(), workers)

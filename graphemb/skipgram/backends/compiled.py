@@ -1,0 +1,100 @@
+"""The compiled backend: word2vec's skip-gram with negative sampling in C++, Hogwild.
+
+The kernel (``skipgram_train`` of :mod:`graphemb._native`, ``csrc/skipgram/``) does what
+word2vec.c and gensim's ``sg=1`` do: per walk, frequent nodes subsampled, then for every
+position a reduced window drawn in ``1 .. window``, and every context's input row trained
+against the position's output row (label 1) and ``negatives`` noise nodes (label 0) from
+the alias table of ``frequency ** 0.75``, one pair at a time. Threads take contiguous
+shares of a chunk's walks and write the shared float32 tables without locks; a
+:class:`~.governor.ThreadGovernor` trains a chunk on one thread while that is faster.
+"""
+
+from __future__ import annotations
+
+import time
+from types import TracebackType
+from typing import Any
+
+import torch
+
+from ...graph import Graph
+from ..corpus import Chunk, noise_and_keep
+from ..guard import diverged
+from ..options import CompiledOptions, SkipGramOptions
+from ..rate import FINAL_RATE, LearningRate
+from .base import initial_tables
+from .governor import ThreadGovernor
+
+__all__ = ["CompiledBackend", "chunk_seed"]
+
+_MASK64 = (1 << 64) - 1
+
+
+def chunk_seed(seed: int, chunk: int) -> int:
+    """The 64-bit seed of walk chunk ``chunk`` of a run seeded ``seed`` (the kernel's thread
+    ``i`` mixes in ``i`` itself)."""
+    return ((seed & 0xFFFFFFFF) << 32 ^ chunk) & _MASK64
+
+
+class CompiledBackend:
+    """word2vec's Hogwild trainer on ``workers`` threads (see the module's docstring).
+
+    With one worker the rows depend only on the seed.
+    """
+
+    name = "compiled"
+
+    def __init__(
+        self,
+        kernel: Any,
+        graph: Graph,
+        options: SkipGramOptions,
+        compiled_options: CompiledOptions,
+        *,
+        workers: int,
+        chunks: int,
+    ) -> None:
+        noise, keep = noise_and_keep(graph, options)
+        self._kernel = kernel
+        self._options = options
+        self._vector_width = compiled_options.vector_width
+        self._alias = tuple(t.cpu().contiguous() for t in noise.alias_table)
+        self._keep = keep.cpu().contiguous()
+        self._syn0, self._syn1 = initial_tables(graph.num_nodes, options.dimensions, options.seed)
+        self._governor = ThreadGovernor(workers, chunks)
+
+    def __enter__(self) -> CompiledBackend:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        return None
+
+    def train_chunk(self, chunk: Chunk, repeat: int, walks_before: int, rate: LearningRate) -> None:
+        """One pass of the kernel over the chunk's walks."""
+        options = self._options
+        threads = self._governor.threads()
+        started = time.perf_counter()
+        nodes, coins, aliases = self._alias
+        nonfinite, products = self._kernel(
+            chunk.walks.contiguous(), self._syn0, self._syn1, self._keep, nodes, coins,
+            aliases, options.window, options.negatives, rate.lr, FINAL_RATE, walks_before,
+            rate.total_walks, rate.hold_walks, threads,
+            chunk_seed(options.seed, chunk.index + repeat * chunk.count),
+            vector_width=self._vector_width,
+        )  # fmt: skip
+        self._governor.record(threads, products, time.perf_counter() - started)
+        if nonfinite:
+            raise diverged(
+                f"in {chunk.name}",
+                f"{nonfinite} of {products} scores were not finite at a learning rate of "
+                f"{rate.at(walks_before):.4g}",
+                rate.lr,
+            )
+
+    def input_rows(self) -> torch.Tensor:
+        return self._syn0

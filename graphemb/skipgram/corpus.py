@@ -1,0 +1,99 @@
+"""The corpus of a run: its walks, drawn chunk by chunk (:class:`Corpus`), and what word2vec
+counts over its corpus before training -- node frequencies, the noise distribution and the
+subsampling keep probabilities (:func:`token_counts`, :func:`noise_and_keep`).
+
+A run is ``epochs * num_walks`` rounds; each round starts one walk from every node, in a
+fresh random order, ``chunk_walks`` walks at a time. Walks are drawn as they are trained,
+so memory holds one chunk whatever the graph's size.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+
+import torch
+
+from ..graph import Graph
+from ..sampling.negatives import NegativeSampler
+from ..sampling.walks import RandomWalker
+from .options import SkipGramOptions
+from .windows import keep_probabilities
+
+__all__ = ["Chunk", "Corpus", "noise_and_keep", "token_counts"]
+
+
+def token_counts(graph: Graph, weighted: bool) -> torch.Tensor:
+    """How often walks visit each node, up to a constant: float64 of shape (N,).
+
+    word2vec counts the tokens of its corpus before training; walks are drawn as they are
+    trained, so their expected counts stand in: a node's in-degree, or with ``weighted``
+    walks its weighted in-degree (the sum of its in-edges' weights) -- on an undirected
+    graph exactly the walk's long-run share of visits (its stationary distribution).
+    """
+    if weighted and graph.edge_weight is not None:
+        _, destinations = graph.edges()
+        counts = torch.zeros(graph.num_nodes, dtype=torch.float64, device=graph.device)
+        return counts.index_add_(0, destinations, graph.edge_weight.to(torch.float64))
+    return graph.in_degrees().to(torch.float64)
+
+
+def noise_and_keep(graph: Graph, options: SkipGramOptions) -> tuple[NegativeSampler, torch.Tensor]:
+    """The noise distribution (:func:`token_counts` ** 0.75; uniform on a graph without
+    edges) and the subsampling keep probabilities, float64 of shape (N,)."""
+    counts = token_counts(graph, options.weighted)
+    noise = NegativeSampler(counts if bool((counts > 0).any()) else torch.ones_like(counts))
+    return noise, keep_probabilities(counts, options.sample)
+
+
+@dataclasses.dataclass(frozen=True)
+class Chunk:
+    """One chunk of walks of a run.
+
+    Attributes
+    ----------
+    index, count : int
+        Its position among the run's chunks, and their number.
+    walks : Tensor of int64 (W, walk_length)
+        Node ids, -1 after the end of a walk that reached a node without out-edges.
+    """
+
+    index: int
+    count: int
+    walks: torch.Tensor
+
+    @property
+    def name(self) -> str:
+        """How messages name it ("walk chunk 3 of 12")."""
+        return f"walk chunk {self.index + 1} of {self.count}"
+
+
+class Corpus:
+    """The walks of a run on ``graph``, chunk by chunk (:meth:`chunks`)."""
+
+    def __init__(self, graph: Graph, options: SkipGramOptions) -> None:
+        self._walker = RandomWalker(graph, options.p, options.q, weighted=options.weighted)
+        self._num_nodes = graph.num_nodes
+        self._options = options
+        per_round = -(-graph.num_nodes // options.chunk_walks)
+        self.count = per_round * options.epochs * options.num_walks
+        """Chunks in the run."""
+        self.total_walks = options.epochs * options.num_walks * graph.num_nodes
+        """Walks in the run (each trained ``passes`` times)."""
+
+    def chunks(self) -> Iterator[Chunk]:
+        """Every chunk of the run: each round a fresh permutation of the nodes, a walk from
+        each, ``chunk_walks`` walks at a time; seeded by the options' ``seed``."""
+        options = self._options
+        order_generator = torch.Generator().manual_seed(options.seed)
+        device = self._walker.graph.device
+        generator = torch.Generator(device=device).manual_seed(options.seed * 1_000_003)
+        index = 0
+        for _ in range(options.epochs * options.num_walks):
+            order = torch.randperm(self._num_nodes, generator=order_generator)
+            for starts in order.split(options.chunk_walks):
+                walks = self._walker(
+                    starts.to(device), options.walk_length - 1, generator=generator
+                )
+                yield Chunk(index, self.count, walks)
+                index += 1
