@@ -24,6 +24,23 @@ CUDA = pytest.param(
 )
 DEVICES = ["cpu", CUDA]
 
+
+def _compiled_skipgram_runs() -> bool:
+    from graphemb.skipgram.backends import compiled_kernel
+
+    return compiled_kernel() is not None
+
+
+#: The skip-gram's compiled backend, as a parameter skipped where the kernels are disabled
+#: (``make test-fallback``).
+COMPILED_BACKEND = pytest.param(
+    "compiled",
+    marks=pytest.mark.skipif(
+        not _compiled_skipgram_runs(),
+        reason="the compiled kernels are disabled (GRAPHEMB_DISABLE_KERNELS)",
+    ),
+)
+
 # The stack under test: "dgl" where DGL is installed (.venv/dgl), else "modern". Tests marked
 # ``one_stack(name, why)`` run on that stack only (conftest skips them elsewhere, with `why`).
 DGL_INSTALLED = importlib.util.find_spec("dgl") is not None

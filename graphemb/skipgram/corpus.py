@@ -42,8 +42,8 @@ def noise_and_keep(graph: Graph, options: SkipGramOptions) -> tuple[NegativeSamp
     """The noise distribution (:func:`token_counts` ** 0.75; uniform on a graph without
     edges) and the subsampling keep probabilities, float64 of shape (N,)."""
     counts = token_counts(graph, options.weighted)
-    noise = NegativeSampler(counts if bool((counts > 0).any()) else torch.ones_like(counts))
-    return noise, keep_probabilities(counts, options.sample)
+    keep = keep_probabilities(counts, options.sample)
+    return NegativeSampler(counts if bool((counts > 0).any()) else torch.ones_like(counts)), keep
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,11 +69,17 @@ class Chunk:
 
 
 class Corpus:
-    """The walks of a run on ``graph``, chunk by chunk (:meth:`chunks`)."""
+    """The walks of a run on ``graph``, chunk by chunk (:meth:`chunks`), and what the
+    backends need to know of the graph: its size, its device, the noise distribution and
+    the subsampling keep probabilities (:func:`noise_and_keep`)."""
 
     def __init__(self, graph: Graph, options: SkipGramOptions) -> None:
         self._walker = RandomWalker(graph, options.p, options.q, weighted=options.weighted)
-        self._num_nodes = graph.num_nodes
+        self.num_nodes = graph.num_nodes
+        """Nodes of the graph: rows of the tables."""
+        self.device = graph.device
+        """Where the walks are drawn."""
+        self.noise, self.keep = noise_and_keep(graph, options)
         self._options = options
         per_round = -(-graph.num_nodes // options.chunk_walks)
         self.count = per_round * options.epochs * options.num_walks
@@ -86,11 +92,11 @@ class Corpus:
         each, ``chunk_walks`` walks at a time; seeded by the options' ``seed``."""
         options = self._options
         order_generator = torch.Generator().manual_seed(options.seed)
-        device = self._walker.graph.device
+        device = self.device
         generator = torch.Generator(device=device).manual_seed(options.seed * 1_000_003)
         index = 0
         for _ in range(options.epochs * options.num_walks):
-            order = torch.randperm(self._num_nodes, generator=order_generator)
+            order = torch.randperm(self.num_nodes, generator=order_generator)
             for starts in order.split(options.chunk_walks):
                 walks = self._walker(
                     starts.to(device), options.walk_length - 1, generator=generator

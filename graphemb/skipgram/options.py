@@ -194,17 +194,18 @@ class TorchOptions:
     Attributes
     ----------
     step_tokens : int or None
-        Walk positions trained per step (None: about one per node of the graph, so that a
-        node's row takes part in about one pair per position of a step whatever the
-        graph's size). Each step trains its pairs in ``2 * window`` rounds in which no row
-        is updated twice (see :mod:`graphemb.skipgram.backends.torch`).
+        Walk positions trained per step. None: the graph's nodes divided by ``negatives``,
+        so that within a round each row is drawn as a noise node about once (noise rows
+        drawn twice in a round add both updates, computed from the row's old value). Each
+        step trains its pairs in ``2 * window`` rounds in which no input or output row is
+        updated twice (see :mod:`graphemb.skipgram.backends.batched`).
     max_round_pairs : int
         Pairs per round at most (memory: a round holds ``pairs * (negatives + 1) * D``
-        floats), which caps ``step_tokens`` on large graphs.
+        floats, three times over), which caps ``step_tokens`` on large graphs.
     """
 
     step_tokens: int | None = None
-    max_round_pairs: int = 1 << 16
+    max_round_pairs: int = 1 << 15
 
     def checked(self) -> TorchOptions:
         if self.step_tokens is not None:

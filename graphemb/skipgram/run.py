@@ -83,7 +83,7 @@ def train_node_embeddings(
     corpus = Corpus(graph, options)
     rate = LearningRate.of_run(options.lr, corpus.total_walks * options.passes, options.walk_length)
     trainer = create_backend(
-        choice, graph, options, workers=workers, chunks=corpus.count * options.passes,
+        choice, corpus, options, workers=workers, chunks=corpus.count * options.passes,
         compiled_options=compiled_options, torch_options=torch_options,
     )  # fmt: skip
     done = 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 from helpers import (
+    COMPILED_BACKEND,
     REPO,
     assert_committed_without_outputs,
     assert_usage_error,
@@ -63,7 +64,7 @@ def test_bad_arguments_are_usage_errors(deepwalk, args, message, capsys):
     assert_usage_error(deepwalk.main, args, message, capsys)
 
 
-@pytest.mark.parametrize("backend", ["compiled", "torch"])
+@pytest.mark.parametrize("backend", [COMPILED_BACKEND, "torch"])
 def test_cora_quick_learns_with_either_backend(deepwalk, backend, capsys):
     result = deepwalk.main(["--quick", "--no-progress", "--backend", backend, "--workers", "1"])
     printed = capsys.readouterr().out

@@ -9,6 +9,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from helpers import COMPILED_BACKEND
 
 from graphemb import _compiled
 from graphemb.datasets import stochastic_block_model
@@ -55,8 +56,8 @@ class Recorder:
 def recorded(monkeypatch, graph: Graph, **options) -> Recorder:
     made: list[Recorder] = []
 
-    def create(choice, graph, options, **kwargs):
-        made.append(Recorder(graph.num_nodes, options.dimensions))
+    def create(choice, corpus, options, **kwargs):
+        made.append(Recorder(corpus.num_nodes, options.dimensions))
         return made[0]
 
     monkeypatch.setattr(run_module, "create_backend", create)
@@ -138,8 +139,8 @@ def test_auto_warns_once_when_the_kernels_are_missing_and_trains_with_torch(monk
 
 
 def test_rows_past_the_norm_bound_are_never_returned(monkeypatch):
-    def create(choice, graph, options, **kwargs):
-        backend = Recorder(graph.num_nodes, options.dimensions)
+    def create(choice, corpus, options, **kwargs):
+        backend = Recorder(corpus.num_nodes, options.dimensions)
         backend.rows[7, 0] = 1e9  # finite, but blown up
         return backend
 
@@ -148,7 +149,7 @@ def test_rows_past_the_norm_bound_are_never_returned(monkeypatch):
         train_node_embeddings(ring(), dimensions=4, walk_length=5, num_walks=1)
 
 
-@pytest.mark.parametrize("backend", ["compiled", "torch"])
+@pytest.mark.parametrize("backend", [COMPILED_BACKEND, "torch"])
 def test_both_backends_separate_planted_communities(backend):
     data = stochastic_block_model(600, 4, avg_degree=10.0, intra_fraction=0.9, seed=5)
     graph = Graph.from_edges(data.src, data.dst, num_nodes=data.num_nodes)

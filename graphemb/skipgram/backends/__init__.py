@@ -16,7 +16,7 @@ Both start from the same rows (:func:`initial_tables`), follow the same learning
 from __future__ import annotations
 
 from ..._compiled import compiled_module, warn_if_kernels_missing
-from ...graph import Graph
+from ..corpus import Corpus
 from ..options import Backend, CompiledOptions, SkipGramOptions, TorchOptions
 from .base import INIT_RANGE, SkipGramBackend, compiled_kernel, initial_tables
 
@@ -25,7 +25,7 @@ __all__ = ["INIT_RANGE", "SkipGramBackend", "compiled_kernel", "create_backend",
 
 def create_backend(
     choice: Backend,
-    graph: Graph,
+    corpus: Corpus,
     options: SkipGramOptions,
     *,
     workers: int,
@@ -33,8 +33,8 @@ def create_backend(
     compiled_options: CompiledOptions | None = None,
     torch_options: TorchOptions | None = None,
 ) -> SkipGramBackend:
-    """The backend ``choice`` names for ``graph`` (``AUTO``: compiled on a CPU graph where
-    the kernels load, else torch; warns once when they are missing).
+    """The backend ``choice`` names for the run on ``corpus`` (``AUTO``: compiled on a CPU
+    graph where the kernels load, else torch; warns once when they are missing).
 
     Parameters
     ----------
@@ -44,22 +44,23 @@ def create_backend(
         Chunks of walks the run trains, passes included (the compiled backend's thread
         governor plans with it).
     """
-    kernel = compiled_kernel() if graph.device.type == "cpu" else None
+    on_cpu = corpus.device.type == "cpu"
+    kernel = compiled_kernel() if on_cpu else None
     if choice is Backend.COMPILED and kernel is None:
         raise ValueError(
             "backend='compiled' needs a CPU graph and graphemb's compiled kernels "
-            f"(GRAPHEMB_DISABLE_KERNELS unset); the graph is on {graph.device}, "
+            f"(GRAPHEMB_DISABLE_KERNELS unset); the graph is on {corpus.device}, "
             f"kernels {'loaded' if compiled_module() is not None else 'missing'}"
         )
-    if choice is Backend.AUTO and graph.device.type == "cpu":
+    if choice is Backend.AUTO and on_cpu:
         warn_if_kernels_missing()
     if kernel is not None and choice is not Backend.TORCH:
         from .compiled import CompiledBackend
 
         return CompiledBackend(
-            kernel, graph, options, (compiled_options or CompiledOptions()).checked(),
+            kernel, corpus, options, (compiled_options or CompiledOptions()).checked(),
             workers=workers, chunks=chunks,
         )  # fmt: skip
     from .batched import TorchBackend
 
-    return TorchBackend(graph, options, (torch_options or TorchOptions()).checked(), workers)
+    return TorchBackend(corpus, options, (torch_options or TorchOptions()).checked(), workers)

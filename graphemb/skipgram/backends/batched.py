@@ -9,14 +9,14 @@ pairs into one step is not the same: a row that takes part in many pairs of a st
 all their updates computed from its old value, and on small or dense graphs (where every
 step revisits the same rows) that trains visibly worse.
 
-So a step trains the walks of about one position per node of the graph, in ``2 * window``
-rounds (:func:`~graphemb.skipgram.windows.pair_rounds`): one per offset between the
+So a step trains the walks of about one position per ``K`` nodes of the graph, in
+``2 * window`` rounds (:func:`~graphemb.skipgram.windows.pair_rounds`): one per offset between the
 context and the node, in random order. Within a round every position is the context of
 one pair and the node of one other, so no input or output row takes two updates at once
 (noise rows aside, about ``K`` draws per round spread over the graph): each round is
 word2vec's sequential update of its pairs, and a step is word2vec's updates of its walks
-in another order. The number of updates a node takes per walk through it does not depend
-on the graph's size.
+in another order. The step's size follows the graph's (:class:`TorchOptions`), so the
+number of updates a node takes per walk through it does not depend on the graph's size.
 """
 
 from __future__ import annotations
@@ -25,8 +25,7 @@ from types import TracebackType
 
 import torch
 
-from ...graph import Graph
-from ..corpus import Chunk, noise_and_keep
+from ..corpus import Chunk, Corpus
 from ..guard import diverged
 from ..options import SkipGramOptions, TorchOptions
 from ..rate import LearningRate
@@ -43,17 +42,16 @@ class TorchBackend:
     name = "torch"
 
     def __init__(
-        self, graph: Graph, options: SkipGramOptions, torch_options: TorchOptions, workers: int
+        self, corpus: Corpus, options: SkipGramOptions, torch_options: TorchOptions, workers: int
     ) -> None:
-        device = graph.device
+        device = corpus.device
         self._options = options
-        self._noise, self._keep = noise_and_keep(graph, options)
-        self._keep = self._keep.to(device)
-        syn0, syn1 = initial_tables(graph.num_nodes, options.dimensions, options.seed)
+        self._noise, self._keep = corpus.noise, corpus.keep.to(device)
+        syn0, syn1 = initial_tables(corpus.num_nodes, options.dimensions, options.seed)
         self._syn0, self._syn1 = syn0.to(device), syn1.to(device)
         self._generator = torch.Generator(device=device).manual_seed(options.seed * 7 + 1)
         self._order = torch.Generator().manual_seed(options.seed * 7 + 2)
-        tokens = torch_options.step_tokens or graph.num_nodes
+        tokens = torch_options.step_tokens or corpus.num_nodes // options.negatives
         tokens = min(tokens, torch_options.max_round_pairs)
         self._step_walks = max(1, tokens // options.walk_length)
         self._workers = workers

@@ -17,8 +17,7 @@ from typing import Any
 
 import torch
 
-from ...graph import Graph
-from ..corpus import Chunk, noise_and_keep
+from ..corpus import Chunk, Corpus
 from ..guard import diverged
 from ..options import CompiledOptions, SkipGramOptions
 from ..rate import FINAL_RATE, LearningRate
@@ -47,20 +46,19 @@ class CompiledBackend:
     def __init__(
         self,
         kernel: Any,
-        graph: Graph,
+        corpus: Corpus,
         options: SkipGramOptions,
         compiled_options: CompiledOptions,
         *,
         workers: int,
         chunks: int,
     ) -> None:
-        noise, keep = noise_and_keep(graph, options)
         self._kernel = kernel
         self._options = options
         self._vector_width = compiled_options.vector_width
-        self._alias = tuple(t.cpu().contiguous() for t in noise.alias_table)
-        self._keep = keep.cpu().contiguous()
-        self._syn0, self._syn1 = initial_tables(graph.num_nodes, options.dimensions, options.seed)
+        self._alias = tuple(t.cpu().contiguous() for t in corpus.noise.alias_table)
+        self._keep = corpus.keep.cpu().contiguous()
+        self._syn0, self._syn1 = initial_tables(corpus.num_nodes, options.dimensions, options.seed)
         self._governor = ThreadGovernor(workers, chunks)
 
     def __enter__(self) -> CompiledBackend:
