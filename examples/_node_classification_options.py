@@ -5,7 +5,9 @@ checks argparse cannot make, and the defaults that depend on other options."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import _launch as launch  # examples/_launch.py (on the path: the examples' folder)
 import torch
@@ -37,10 +39,8 @@ def build_parser(description: str) -> argparse.ArgumentParser:
         formatter_class=_HelpFormatter,
     )
     data = launch.add_dataset_arguments(parser)
-    data.add_argument(
-        "--no-features",
-        action="store_true",
-        help="learn from the embeddings alone (sbm has no features anyway)",
+    _add_switches(
+        data, [("--no-features", "learn from the embeddings alone (sbm has no features anyway)")]
     )
     _add_model_arguments(parser)
     _add_training_arguments(parser)
@@ -52,78 +52,58 @@ def build_parser(description: str) -> argparse.ArgumentParser:
     return parser
 
 
+# An option that takes a value: (flag, type, default, help).
+Valued = tuple[str, Callable[[str], Any] | None, Any, str]
+
+
+def _add_valued(group: argparse._ArgumentGroup, options: list[Valued]) -> None:
+    """Add each ``(flag, type, default, help)`` of ``options`` to ``group``."""
+    for flag, kind, default, explained in options:
+        group.add_argument(flag, type=kind, default=default, help=explained)
+
+
+def _add_switches(group: argparse._ArgumentGroup, switches: list[tuple[str, str]]) -> None:
+    """Add each ``(flag, help)`` of ``switches`` to ``group``: off unless given."""
+    for flag, explained in switches:
+        group.add_argument(flag, action="store_true", help=explained)
+
+
 def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``model`` group: embedding size, layers, dropout."""
-    model = parser.add_argument_group("model")
-    model.add_argument(
-        "--emb-dim",
-        type=int,
-        default=32,
-        help="embedding size (0: no embedding, features only, for comparison)",
-    )
-    model.add_argument("--hidden", type=int, default=64, help="hidden layer size")
-    model.add_argument(
-        "--fanouts",
-        default="10,10",
-        help="neighbours sampled per layer, comma-separated (one per layer, -1: all)",
-    )
-    model.add_argument(
-        "--dropout",
-        type=float,
-        default=None,
-        help=f"dropout of every layer's input (default: {DROPOUT_ALONE} for embeddings alone, "
-        f"{DROPOUT_WITH_FEATURES} with features)",
-    )
+    _add_valued(parser.add_argument_group("model"), [
+        ("--emb-dim", int, 32, "embedding size (0: no embedding, features only, for comparison)"),
+        ("--hidden", int, 64, "hidden layer size"),
+        ("--fanouts", None, "10,10", "neighbours sampled per layer, comma-separated (one per "
+         "layer, -1: all)"),
+        ("--dropout", float, None, f"dropout of every layer's input (default: {DROPOUT_ALONE} "
+         f"for embeddings alone, {DROPOUT_WITH_FEATURES} with features)"),
+    ])  # fmt: skip
 
 
 def _add_training_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``training`` group: epochs, batches, learning rates, seed, threads, logging."""
     train = parser.add_argument_group("training")
-    train.add_argument(
-        "--epochs",
-        type=int,
-        default=None,
-        help=f"training epochs (default: {DEFAULT_EPOCHS}, {QUICK_EPOCHS} with --quick)",
-    )
-    train.add_argument(
-        "--batch-size",
-        type=int,
-        default=32,
-        help="training nodes per step (the global batch with several processes)",
-    )
-    train.add_argument("--lr", type=float, default=0.01, help="Adam learning rate, dense layers")
-    train.add_argument(
-        "--weight-decay", type=float, default=5e-4, help="Adam weight decay, dense layers"
-    )
-    train.add_argument(
-        "--emb-lr",
-        type=float,
-        default=None,
-        help=f"SparseAdam learning rate, embedding (default: {EMB_LR_ALONE} for embeddings "
-        f"alone, {EMB_LR_WITH_FEATURES} beside features, which carry most of the signal: a "
-        "fast embedding would memorise the few training nodes)",
-    )
-    train.add_argument(
-        "--seed",
-        type=int,
-        default=0,
-        help="seeds the model, shuffling, sampling, dropout (and the sbm graph)",
-    )
-    train.add_argument(
-        "--num-threads",
-        type=int,
-        default=1,
-        help="CPU threads per process; Cora's batches are too small for more to pay off, and "
-        "idle threads spinning against other processes made a run 10x slower on a busy "
-        "2-core machine",
-    )
-    train.add_argument("--log-every", type=int, default=10, help="print a line every N epochs")
-    train.add_argument("--no-progress", action="store_true", help="no tqdm progress bar")
-    train.add_argument(
-        "--quick",
-        action="store_true",
-        help=f"short run for CI: {QUICK_EPOCHS} epochs unless --epochs is given, a line per epoch",
-    )
+    _add_valued(train, [
+        ("--epochs", int, None, f"training epochs (default: {DEFAULT_EPOCHS}, {QUICK_EPOCHS} "
+         "with --quick)"),
+        ("--batch-size", int, 32, "training nodes per step (the global batch with several "
+         "processes)"),
+        ("--lr", float, 0.01, "Adam learning rate, dense layers"),
+        ("--weight-decay", float, 5e-4, "Adam weight decay, dense layers"),
+        ("--emb-lr", float, None, f"SparseAdam learning rate, embedding (default: {EMB_LR_ALONE} "
+         f"for embeddings alone, {EMB_LR_WITH_FEATURES} beside features, which carry most of "
+         "the signal: a fast embedding would memorise the few training nodes)"),
+        ("--seed", int, 0, "seeds the model, shuffling, sampling, dropout (and the sbm graph)"),
+        ("--num-threads", int, 1, "CPU threads per process; Cora's batches are too small for "
+         "more to pay off, and idle threads spinning against other processes made a run 10x "
+         "slower on a busy 2-core machine"),
+        ("--log-every", int, 10, "print a line every N epochs"),
+    ])  # fmt: skip
+    _add_switches(train, [
+        ("--no-progress", "no tqdm progress bar"),
+        ("--quick", f"short run for CI: {QUICK_EPOCHS} epochs unless --epochs is given, a line "
+         "per epoch"),
+    ])  # fmt: skip
 
 
 def finish_arguments(
@@ -168,45 +148,40 @@ def add_graph_file_arguments(parser: argparse.ArgumentParser) -> None:
     from graphemb.io import GRAPH_FORMATS
 
     files = parser.add_argument_group("your own graph (instead of --dataset)")
-    files.add_argument(
-        "--graph",
-        type=Path,
-        default=None,
-        metavar="FILE",
-        help="graph file: edge list ('source target [weight]' lines; .txt .csv .edgelist ...), "
+    _add_file_option(
+        files, "--graph",
+        "graph file: edge list ('source target [weight]' lines; .txt .csv .edgelist ...), "
         "adjacency list (.adjlist), MATLAB .mat (network, and group as labels), scipy .npz",
-    )
+    )  # fmt: skip
     files.add_argument(
         "--graph-format",
         choices=sorted(set(GRAPH_FORMATS.values())),
         default=None,
         help="format of --graph (default: from its suffix)",
     )
-    files.add_argument(
-        "--directed",
-        action="store_true",
-        help="the edges of --graph are directed (default: undirected, stored both ways)",
-    )
-    files.add_argument(
-        "--labels",
-        type=Path,
-        default=None,
-        metavar="FILE",
-        help="node labels: 'node label [label ...]' lines or 'node,label' rows (.csv); nodes "
-        "with several labels make it multi-label (BCE loss, F1 of the k best labels). "
-        "Default with a .mat: its group",
-    )
-    files.add_argument(
-        "--features",
-        type=Path,
-        default=None,
-        metavar="FILE",
-        help="node features: .npy (row r: the node named r) or text ('N F', then "
-        "'node f1 ... fF' lines); default: the embeddings alone",
-    )
+    _add_switches(files, [
+        ("--directed", "the edges of --graph are directed (default: undirected, stored both "
+         "ways)"),
+    ])  # fmt: skip
+    _add_file_option(
+        files, "--labels",
+        "node labels: 'node label [label ...]' lines or 'node,label' rows (.csv); nodes with "
+        "several labels make it multi-label (BCE loss, F1 of the k best labels). Default "
+        "with a .mat: its group",
+    )  # fmt: skip
+    _add_file_option(
+        files, "--features",
+        "node features: .npy (row r: the node named r) or text ('N F', then 'node f1 ... fF' "
+        "lines); default: the embeddings alone",
+    )  # fmt: skip
     files.add_argument(
         "--split",
         default="0.5,0.25",
         metavar="TRAIN,VAL",
         help="fractions of the labelled nodes for training and validation; the rest: test",
     )
+
+
+def _add_file_option(group: argparse._ArgumentGroup, flag: str, explained: str) -> None:
+    """An optional file (a path; none by default)."""
+    group.add_argument(flag, type=Path, default=None, metavar="FILE", help=explained)

@@ -117,37 +117,42 @@ def node_classification_f1(
     if nodes is not None:
         chosen = _node_ids("nodes", nodes, features.shape[0])
         features, targets = features[chosen], targets[chosen]
-    count = features.shape[0]
+    return [_scores_at(ratio, features, targets, repeats, seed, max_iter) for ratio in ratios]
 
-    results = []
-    for ratio in ratios:
-        num_train = int(round(ratio * count))
-        if not 0 < num_train < count:
-            raise ValueError(
-                f"train ratio {ratio} of {count} nodes leaves {num_train} training and "
-                f"{count - num_train} test nodes; both must be > 0"
-            )
-        micro, macro = [], []
-        for repeat in range(repeats):
-            order = np.random.default_rng(seed + repeat).permutation(count)
-            scores = _fit_and_score(
-                features, targets, order[:num_train], order[num_train:], max_iter
-            )
-            micro.append(scores[0])
-            macro.append(scores[1])
-        results.append(
-            F1Scores(
-                train_ratio=ratio,
-                micro_f1=float(np.mean(micro)),
-                macro_f1=float(np.mean(macro)),
-                micro_f1_std=float(np.std(micro)),
-                macro_f1_std=float(np.std(macro)),
-                repeats=repeats,
-                num_train=num_train,
-                num_test=count - num_train,
-            )
+
+def _scores_at(
+    ratio: float,
+    features: np.ndarray,
+    targets: np.ndarray,
+    repeats: int,
+    seed: int,
+    max_iter: int,
+) -> F1Scores:
+    """The scores of :func:`node_classification_f1` at one ratio: split ``r`` (of
+    ``repeats``) a permutation seeded with ``seed + r``, its first ``ratio`` training."""
+    count = features.shape[0]
+    num_train = int(round(ratio * count))
+    if not 0 < num_train < count:
+        raise ValueError(
+            f"train ratio {ratio} of {count} nodes leaves {num_train} training and "
+            f"{count - num_train} test nodes; both must be > 0"
         )
-    return results
+    micro, macro = [], []
+    for repeat in range(repeats):
+        order = np.random.default_rng(seed + repeat).permutation(count)
+        scores = _fit_and_score(features, targets, order[:num_train], order[num_train:], max_iter)
+        micro.append(scores[0])
+        macro.append(scores[1])
+    return F1Scores(
+        train_ratio=ratio,
+        micro_f1=float(np.mean(micro)),
+        macro_f1=float(np.mean(macro)),
+        micro_f1_std=float(np.std(micro)),
+        macro_f1_std=float(np.std(macro)),
+        repeats=repeats,
+        num_train=num_train,
+        num_test=count - num_train,
+    )
 
 
 def split_f1(

@@ -1,12 +1,15 @@
 """Small helpers shared by several test files (imported as ``helpers``: conftest puts this
 folder on sys.path): device parameters, which stack this is, the Planetoid folder,
-``RESULT`` lines of the examples, and running notebooks on a kernel of this interpreter."""
+``RESULT`` lines of the examples, running notebooks on a kernel of this interpreter, graph
+files that fail to read, ``python -m graphemb`` processes and the files they leave, the
+Planetoid files and edge pairs."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -126,3 +129,63 @@ def assert_usage_error(main, args: list[str], message: str, capsys) -> None:
         main(args)
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
+
+
+# ------------------------------------------------------------ graph files, the command line
+def graph_file_error(path: Path, text: str, **options):
+    """The :class:`~graphemb.io.GraphFileError` that ``read_graph`` raises for a file
+    ``path`` holding ``text``, read with ``options`` (the test fails if none is raised)."""
+    from graphemb.io import GraphFileError, read_graph
+
+    path.write_text(text)
+    with pytest.raises(GraphFileError) as error:
+        read_graph(path, **options)
+    return error.value
+
+
+def run_graphemb(*argv: str, cwd: Path | str = REPO, timeout: float = 300):
+    """``python -m graphemb ARGV`` in a process of this interpreter, this checkout first on
+    its path; the finished process, its output as text."""
+    path = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
+    return subprocess.run(
+        [sys.executable, "-m", "graphemb", *argv],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=path),
+        cwd=cwd,
+        timeout=timeout,
+    )
+
+
+def files_in(folder: Path | str) -> list[str]:
+    """Every path under ``folder`` (hidden temporary files too), relative to it, sorted."""
+    return sorted(
+        os.path.relpath(os.path.join(root, name), folder)
+        for root, folders, files in os.walk(folder)
+        for name in folders + files
+    )
+
+
+# ---------------------------------------------------------------------------- datasets
+#: The files of a Planetoid dataset ``name``: ``ind.<name>.<part>``.
+PLANETOID_PARTS = ("x", "y", "tx", "ty", "allx", "ally", "graph", "test.index")
+
+
+def every_planetoid_file() -> Path:
+    """The folder of :func:`planetoid_dir`, where it holds every file of Cora and CiteSeer;
+    skips the test where it lacks one."""
+    folder = Path(planetoid_dir())
+    missing = [
+        f"ind.{name}.{part}"
+        for name in ("cora", "citeseer")
+        for part in PLANETOID_PARTS
+        if not (folder / f"ind.{name}.{part}").is_file()
+    ]
+    if missing:
+        pytest.skip(f"{folder} lacks Planetoid files: {', '.join(missing)}")
+    return folder
+
+
+def edge_pairs(src: torch.Tensor, dst: torch.Tensor) -> list[tuple[int, int]]:
+    """The edges ``(src[i], dst[i])`` as pairs of ints."""
+    return list(zip(src.tolist(), dst.tolist(), strict=True))

@@ -12,7 +12,7 @@ import os
 import sys
 import textwrap
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from ..io import formats as registry
 
@@ -22,6 +22,7 @@ __all__ = [
     "Parser",
     "add_file_option",
     "available_cores",
+    "checked_value",
     "default_of",
     "delimiter",
     "format_choices",
@@ -42,6 +43,8 @@ DELIMITER_NAMES = {
     "semicolon": ";",
     "pipe": "|",
 }
+
+Number = TypeVar("Number", int, float)
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
@@ -80,46 +83,38 @@ def available_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def positive_int(text: str) -> int:
-    """An integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
+def checked_value(
+    convert: Callable[[str], Number], accept: Callable[[Number], bool], expected: str
+) -> Callable[[str], Number]:
+    """An argparse type: ``convert(text)`` if it converts and ``accept`` takes it, else the
+    error ``expected EXPECTED, got 'TEXT'`` (argparse prefixes the flag)."""
+
+    def parse(text: str) -> Number:
+        try:
+            value = convert(text)
+        except ValueError:
+            value = None
+        if value is None or not accept(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
+
+    parse.__name__ = expected
+    return parse
 
 
 def int_at_least(minimum: int, why: str = "") -> Callable[[str], int]:
     """An argparse type: an integer ``>= minimum`` (``why`` explains the bound in the
     error)."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = minimum - 1
-        if value < minimum:
-            reason = f" ({why})" if why else ""
-            raise argparse.ArgumentTypeError(
-                f"expected an integer >= {minimum}{reason}, got {text!r}"
-            )
-        return value
-
-    parse.__name__ = f"integer >= {minimum}"
-    return parse
+    reason = f" ({why})" if why else ""
+    return checked_value(int, lambda value: value >= minimum, f"an integer >= {minimum}{reason}")
 
 
-def nonnegative_float(text: str) -> float:
-    """A finite number >= 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0 <= value < math.inf:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
-    return value
+#: An integer >= 1.
+positive_int = checked_value(int, lambda value: value >= 1, "a positive integer")
+#: A finite number >= 0.
+nonnegative_float = checked_value(float, lambda value: 0 <= value < math.inf, "a number >= 0")
+#: A finite number > 0.
+positive_float = checked_value(float, lambda value: 0 < value < math.inf, "a positive number")
 
 
 def delimiter(text: str) -> str:
@@ -132,17 +127,6 @@ def delimiter(text: str) -> str:
         raise argparse.ArgumentTypeError(
             f"expected a separator such as ',' or one of {', '.join(DELIMITER_NAMES)}, got {text!r}"
         )
-    return value
-
-
-def positive_float(text: str) -> float:
-    """A finite number > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0 < value < math.inf:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
     return value
 
 

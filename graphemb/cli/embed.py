@@ -18,7 +18,7 @@ from typing import Any
 from ..io import read_graph, write_embeddings
 from ..skipgram import train_node_embeddings
 from .arguments import HelpFormatter, paragraphs
-from .embed_arguments import EPILOG, add_embed_arguments
+from .embed_arguments import EPILOG, add_embed_arguments, skipgram_changes
 from .preflight import check_embed_run
 
 __all__ = ["add_parsers", "run_embed"]
@@ -68,21 +68,10 @@ def run_embed(args: argparse.Namespace) -> int:
     # graphemb.cli.main prints it and exits with 2.
     rows = train_node_embeddings(
         loaded.graph,
-        dimensions=args.dimensions,
-        walk_length=args.walk_length,
-        num_walks=args.num_walks,
-        window=args.window_size,
-        # deepwalk has no --p/--q: the library's defaults
-        **{name: getattr(args, name) for name in ("p", "q") if hasattr(args, name)},
+        **skipgram_changes(args),
         weighted=bool(args.weighted),
-        negatives=args.negatives,
-        epochs=args.epochs,
-        passes=args.iter,
-        sample=args.sample,
-        lr=args.lr,
         backend=args.backend,
         workers=plan.workers,
-        seed=args.seed,
         progress=not args.quiet,
     )
     write_embeddings(args.output, rows, loaded.node_names, plan.output_format)

@@ -13,6 +13,8 @@ machine's cores, as the reference tools run on all of them).
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ..io import read_graph, write_embeddings
@@ -30,7 +32,7 @@ from .arguments import (
     positive_int,
 )
 
-__all__ = ["EPILOG", "add_embed_arguments"]
+__all__ = ["EPILOG", "SkipGramFlag", "add_embed_arguments", "skipgram_changes"]
 
 #: How a graph file is read, and the exit codes: the end of ``--help``.
 EPILOG = paragraphs(
@@ -59,6 +61,95 @@ EPILOG = paragraphs(
 )
 
 
+@dataclass(frozen=True)
+class SkipGramFlag:
+    """A flag that sets a field of :class:`~graphemb.skipgram.SkipGramOptions`, whose
+    default is the field's.
+
+    Attributes
+    ----------
+    flag : str
+        As typed (``"--window-size"``); the parsed value is under its name (``window_size``).
+    option : str
+        The field it sets (``"window"``).
+    type : callable
+        The argparse type that checks the value.
+    metavar, help : str
+        For ``--help``.
+    """
+
+    flag: str
+    option: str
+    type: Callable[[str], Any]
+    metavar: str
+    help: str
+
+    @property
+    def dest(self) -> str:
+        """Where argparse puts the value: the flag's name with ``_`` for ``-``."""
+        return self.flag.lstrip("-").replace("-", "_")
+
+    def add_to(self, group: argparse._ActionsContainer) -> None:
+        """Add the flag to ``group``."""
+        default = getattr(SkipGramOptions(), self.option)
+        group.add_argument(
+            self.flag, type=self.type, default=default, metavar=self.metavar, help=self.help
+        )
+
+
+#: The reference node2vec's skip-gram flags, in its order.
+REFERENCE_FLAGS = (
+    SkipGramFlag("--dimensions", "dimensions", positive_int, "D", "embedding size"),
+    SkipGramFlag(
+        "--walk-length", "walk_length",
+        int_at_least(2, "a walk of one node has no context to train on"), "L",
+        "nodes per walk, at least 2",
+    ),
+    SkipGramFlag("--num-walks", "num_walks", positive_int, "R", "walks started from each node"),
+    SkipGramFlag("--window-size", "window", positive_int, "K", "largest context distance"),
+    SkipGramFlag(
+        "--iter", "passes", positive_int, "N",
+        "passes of SGD over the same walks (gensim's epochs; --epochs draws fresh walks "
+        "instead)",
+    ),
+)  # fmt: skip
+#: node2vec's walk parameters (not deepwalk's).
+NODE2VEC_FLAGS = (
+    SkipGramFlag("--p", "p", positive_float, "P", "return parameter"),
+    SkipGramFlag("--q", "q", positive_float, "Q", "in-out parameter"),
+)
+#: graphemb's own skip-gram flags.
+TRAINING_FLAGS = (
+    SkipGramFlag(
+        "--negatives", "negatives", positive_int, "N", "negative samples per (node, context)"
+    ),
+    SkipGramFlag(
+        "--epochs", "epochs", positive_int, "N",
+        "rounds of walks, each drawing --num-walks fresh walks per node (not --iter, which "
+        "repeats SGD over the same walks)",
+    ),
+    SkipGramFlag(
+        "--sample", "sample", nonnegative_float, "T",
+        "subsampling threshold of frequent nodes (0: off), as word2vec's -sample",
+    ),
+    SkipGramFlag(
+        "--lr", "lr", positive_float, "RATE",
+        "initial learning rate, falling linearly to 1/250 of it (word2vec's alpha)",
+    ),
+)  # fmt: skip
+SEED_FLAG = SkipGramFlag(
+    "--seed", "seed", int_at_least(0), "S",
+    "seed of walks and initialisation (the result depends only on it with --workers 1)",
+)  # fmt: skip
+
+
+def skipgram_changes(args: argparse.Namespace) -> dict[str, Any]:
+    """The :class:`~graphemb.skipgram.SkipGramOptions` fields that the parsed ``args`` set
+    (``--p``/``--q`` where the command has them), by field name."""
+    flags = (*REFERENCE_FLAGS, *NODE2VEC_FLAGS, *TRAINING_FLAGS, SEED_FLAG)
+    return {flag.option: getattr(args, flag.dest) for flag in flags if hasattr(args, flag.dest)}
+
+
 def add_embed_arguments(parser: argparse.ArgumentParser, *, node2vec: bool) -> None:
     """The flags of ``deepwalk`` (``node2vec=False``: no ``--p``/``--q``) or ``node2vec``."""
     reference = parser.add_argument_group(
@@ -70,22 +161,11 @@ def add_embed_arguments(parser: argparse.ArgumentParser, *, node2vec: bool) -> N
     _add_reading_flags(reading)
     _add_model_flags(parser.add_argument_group("skip-gram training (graphemb's own)"))
     run = parser.add_argument_group("run")
-    run.add_argument(
-        "--seed",
-        type=int_at_least(0),
-        default=_option_default("seed"),
-        metavar="S",
-        help="seed of walks and initialisation (the result depends only on it with --workers 1)",
-    )
+    SEED_FLAG.add_to(run)
     # The command line's own switch: its summary lines have no library counterpart.
     run.add_argument(
         "--quiet", action="store_true", help="no progress bar, notes or summary on stderr"
     )
-
-
-def _option_default(name: str) -> Any:
-    """The default of the skip-gram option ``name`` (:class:`SkipGramOptions`)."""
-    return getattr(SkipGramOptions(), name)
 
 
 def _add_reference_flags(
@@ -110,33 +190,8 @@ def _add_reference_flags(
         function=write_embeddings,
         format_group=writing,
     )
-    group.add_argument(
-        "--dimensions", type=positive_int, default=_option_default("dimensions"),
-        metavar="D", help="embedding size",
-    )  # fmt: skip
-    group.add_argument(
-        "--walk-length",
-        type=int_at_least(2, "a walk of one node has no context to train on"),
-        default=_option_default("walk_length"),
-        metavar="L",
-        help="nodes per walk, at least 2",
-    )
-    group.add_argument(
-        "--num-walks", type=positive_int, default=_option_default("num_walks"),
-        metavar="R", help="walks started from each node",
-    )  # fmt: skip
-    group.add_argument(
-        "--window-size", type=positive_int, default=_option_default("window"),
-        metavar="K", help="largest context distance",
-    )  # fmt: skip
-    group.add_argument(
-        "--iter",
-        type=positive_int,
-        default=_option_default("passes"),
-        metavar="N",
-        help="passes of SGD over the same walks (gensim's epochs; --epochs draws fresh walks "
-        "instead)",
-    )
+    for option in REFERENCE_FLAGS:
+        option.add_to(group)
     group.add_argument(
         "--workers",
         type=int_at_least(0),
@@ -145,15 +200,8 @@ def _add_reference_flags(
         help="CPU threads that train (the compiled backend's lock-free threads, or torch's "
         f"threads); 0 or default: this machine's cores ({available_cores()} here)",
     )
-    if node2vec:
-        for flag, explained in (("p", "return parameter"), ("q", "in-out parameter")):
-            group.add_argument(
-                f"--{flag}",
-                type=positive_float,
-                default=_option_default(flag),
-                metavar=flag.upper(),
-                help=explained,
-            )
+    for option in NODE2VEC_FLAGS if node2vec else ():
+        option.add_to(group)
     _add_switch(
         group, "weighted", None,
         ("steps in proportion to the edge weights (an edge list's third column, a matrix's "
@@ -215,28 +263,8 @@ def _add_reading_flags(group: argparse._ArgumentGroup) -> None:
 
 
 def _add_model_flags(model: argparse._ArgumentGroup) -> None:
-    for flag, name, explained in (
-        ("--negatives", "negatives", "negative samples per (node, context)"),
-        ("--epochs", "epochs", "rounds of walks, each drawing --num-walks fresh walks per "
-         "node (not --iter, which repeats SGD over the same walks)"),
-    ):  # fmt: skip
-        model.add_argument(
-            flag, type=positive_int, default=_option_default(name), metavar="N", help=explained
-        )
-    model.add_argument(
-        "--sample",
-        type=nonnegative_float,
-        default=_option_default("sample"),
-        metavar="T",
-        help="subsampling threshold of frequent nodes (0: off), as word2vec's -sample",
-    )
-    model.add_argument(
-        "--lr",
-        type=positive_float,
-        default=_option_default("lr"),
-        metavar="RATE",
-        help="initial learning rate, falling linearly to 1/250 of it (word2vec's alpha)",
-    )
+    for option in TRAINING_FLAGS:
+        option.add_to(model)
     model.add_argument(
         "--backend",
         choices=[backend.value for backend in Backend],

@@ -216,33 +216,42 @@ def load_planetoid(
             f"unknown Planetoid dataset {name!r}; supported names: {', '.join(PLANETOID_NAMES)}"
         )
     _require_scipy()
+    directory = _directory_with_files(key, root, download, url)
+    raw = {part: _read_verified(directory / f"ind.{key}.{part}") for part in _PARTS}
+    return _build_dataset(key, raw)
 
+
+def _directory_with_files(
+    key: str, root: str | os.PathLike[str] | None, download: bool, url: str | None
+) -> Path:
+    """The directory that :func:`load_planetoid` reads (see there), the files of ``key``
+    downloaded into it where they are missing and it may; FileNotFoundError, with the
+    remedy, where they are missing and it may not."""
     directory, how_chosen, writable = _resolve_directory(root)
     filenames = [f"ind.{key}.{part}" for part in _PARTS]
     missing = [f for f in filenames if not (directory / f).is_file()]
-    if missing:
-        if not (writable and download):
-            if writable:
-                remedy = (
-                    f"pass download=True to fetch them, or set {PLANETOID_DIR_ENV} to a "
-                    "directory holding them"
-                )
-            else:
-                remedy = (
-                    f"put them there; downloads only go to the cache (root=None with "
-                    f"{PLANETOID_DIR_ENV} unset)"
-                )
-            raise FileNotFoundError(
-                f"Planetoid file(s) {', '.join(missing)} not found; directory searched: "
-                f"{directory} ({how_chosen}). To fix: {remedy}."
+    if not missing:
+        return directory
+    if not (writable and download):
+        if writable:
+            remedy = (
+                f"pass download=True to fetch them, or set {PLANETOID_DIR_ENV} to a "
+                "directory holding them"
             )
-        base_url = url or os.environ.get(PLANETOID_URL_ENV) or DEFAULT_PLANETOID_URL
-        directory.mkdir(parents=True, exist_ok=True)
-        for filename in missing:
-            _download_verified(base_url, filename, directory)
-
-    raw = {part: _read_verified(directory / f"ind.{key}.{part}") for part in _PARTS}
-    return _build_dataset(key, raw)
+        else:
+            remedy = (
+                f"put them there; downloads only go to the cache (root=None with "
+                f"{PLANETOID_DIR_ENV} unset)"
+            )
+        raise FileNotFoundError(
+            f"Planetoid file(s) {', '.join(missing)} not found; directory searched: "
+            f"{directory} ({how_chosen}). To fix: {remedy}."
+        )
+    base_url = url or os.environ.get(PLANETOID_URL_ENV) or DEFAULT_PLANETOID_URL
+    directory.mkdir(parents=True, exist_ok=True)
+    for filename in missing:
+        _download_verified(base_url, filename, directory)
+    return directory
 
 
 def _require_scipy() -> None:

@@ -13,6 +13,7 @@ True
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -159,10 +160,54 @@ def stochastic_block_model(
         num_nodes, num_communities, avg_degree, intra_fraction, train_fraction, val_fraction
     )
     rng = np.random.default_rng(seed)
-
     # Balanced, randomly placed communities. int64 throughout, also where numpy's
     # default integer is 32-bit: edge keys are (src << 32) | dst.
     labels = rng.permutation(num_nodes).astype(np.int64) % num_communities
+    heads, tails = _block_edges(rng, labels, num_communities, avg_degree, intra_fraction)
+    train_idx, val_idx, test_idx = _random_split(rng, num_nodes, train_fraction, val_fraction)
+    return _planted(
+        SyntheticGraph, "sbm", labels, num_communities, heads, tails,
+        train_idx=train_idx, val_idx=val_idx, test_idx=test_idx,
+    )  # fmt: skip
+
+
+_Planted = TypeVar("_Planted", bound=_PlantedGraph)
+
+
+def _planted(
+    kind: type[_Planted],
+    name: str,
+    labels: np.ndarray,
+    num_communities: int,
+    heads: np.ndarray,
+    tails: np.ndarray,
+    **fields: torch.Tensor,
+) -> _Planted:
+    """A generated graph of class ``kind``: the drawn edges ``heads -> tails`` made
+    symmetric and simple, ``labels`` and the other ``fields`` as its tensors."""
+    src, dst = symmetric_simple_edges(heads, tails)
+    return kind(
+        name=name,
+        num_nodes=len(labels),
+        num_classes=num_communities,
+        labels=torch.from_numpy(labels),
+        src=torch.from_numpy(src),
+        dst=torch.from_numpy(dst),
+        **fields,
+    )
+
+
+def _block_edges(
+    rng: np.random.Generator,
+    labels: np.ndarray,
+    num_communities: int,
+    avg_degree: float,
+    intra_fraction: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The drawn edges ``(heads, tails)`` of :func:`stochastic_block_model`: a uniform head;
+    with probability ``intra_fraction`` a uniform tail in its community, else a uniform
+    tail in the others."""
+    num_nodes = len(labels)
     # Nodes grouped by community: community c is members[offsets[c] : offsets[c] + sizes[c]].
     members = np.argsort(labels, kind="stable")
     sizes = np.bincount(labels, minlength=num_communities)
@@ -183,21 +228,7 @@ def stochastic_block_model(
     slot = rng.integers(0, high, dtype=np.int64)
     outside_position = np.where(slot < head_offset, slot, slot + head_size)
     position = np.where(inside, head_offset + slot, outside_position)
-    tails = members[position]
-
-    src, dst = symmetric_simple_edges(heads, tails)
-    train_idx, val_idx, test_idx = _random_split(rng, num_nodes, train_fraction, val_fraction)
-    return SyntheticGraph(
-        name="sbm",
-        num_nodes=num_nodes,
-        num_classes=num_communities,
-        labels=torch.from_numpy(labels),
-        src=torch.from_numpy(src),
-        dst=torch.from_numpy(dst),
-        train_idx=torch.from_numpy(train_idx),
-        val_idx=torch.from_numpy(val_idx),
-        test_idx=torch.from_numpy(test_idx),
-    )
+    return heads, members[position]
 
 
 def _check_arguments(
@@ -246,12 +277,17 @@ def _checked_graph_arguments(
 
 def _random_split(
     rng: np.random.Generator, num_nodes: int, train_fraction: float, val_fraction: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The train, validation and test nodes (sorted) of a random permutation."""
     order = rng.permutation(num_nodes)
     num_train = int(round(train_fraction * num_nodes))
     num_val = min(int(round(val_fraction * num_nodes)), num_nodes - num_train)
     train, val, test = np.split(order.astype(np.int64), [num_train, num_train + num_val])
-    return np.sort(train), np.sort(val), np.sort(test)
+    return (
+        torch.from_numpy(np.sort(train)),
+        torch.from_numpy(np.sort(val)),
+        torch.from_numpy(np.sort(test)),
+    )
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -336,6 +372,19 @@ def overlapping_communities(
     num_nodes, num_communities = _checked_graph_arguments(
         num_nodes, num_communities, avg_degree, intra_fraction
     )
+    _check_overlap_arguments(num_communities, degree_exponent, size_exponent, mean_memberships)
+    rng = np.random.default_rng(seed)
+    labels = _memberships(rng, num_nodes, num_communities, size_exponent, mean_memberships)
+    # Pareto propensities: P(theta > x) = x ** -(degree_exponent - 1), x >= 1.
+    theta = rng.random(num_nodes) ** (-1.0 / (degree_exponent - 1.0))
+    heads, tails = _degree_corrected_edges(rng, labels, theta, avg_degree, intra_fraction)
+    return _planted(MultiLabelGraph, "overlapping", labels, num_communities, heads, tails)
+
+
+def _check_overlap_arguments(
+    num_communities: int, degree_exponent: float, size_exponent: float, mean_memberships: float
+) -> None:
+    """ValueError naming the first bad one of :func:`overlapping_communities`' own arguments."""
     if not degree_exponent > 1.0:
         raise ValueError(f"degree_exponent must be > 1, got {degree_exponent!r}")
     if not size_exponent >= 0.0:
@@ -345,10 +394,17 @@ def overlapping_communities(
             f"mean_memberships must be in [1, num_communities={num_communities}], "
             f"got {mean_memberships!r}"
         )
-    rng = np.random.default_rng(seed)
 
-    # Memberships: 1 + Poisson extra communities per node, drawn by popularity. Repeats
-    # collapse below, so a node has at least one and at most C labels.
+
+def _memberships(
+    rng: np.random.Generator,
+    num_nodes: int,
+    num_communities: int,
+    size_exponent: float,
+    mean_memberships: float,
+) -> np.ndarray:
+    """``bool [N, C]`` labels: 1 + Poisson extra communities per node, drawn by (Zipf)
+    popularity. Repeats collapse, so a node has at least one and at most C labels."""
     popularity = np.arange(1, num_communities + 1, dtype=np.float64) ** -size_exponent
     popularity /= popularity.sum()
     per_node = 1 + rng.poisson(mean_memberships - 1.0, size=num_nodes)
@@ -357,10 +413,20 @@ def overlapping_communities(
     member_community = rng.choice(num_communities, size=member_node.size, p=popularity)
     labels = np.zeros((num_nodes, num_communities), dtype=bool)
     labels[member_node, member_community] = True
+    return labels
 
-    # Pareto propensities: P(theta > x) = x ** -(degree_exponent - 1), x >= 1.
-    theta = rng.random(num_nodes) ** (-1.0 / (degree_exponent - 1.0))
 
+def _degree_corrected_edges(
+    rng: np.random.Generator,
+    labels: np.ndarray,
+    theta: np.ndarray,
+    avg_degree: float,
+    intra_fraction: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The drawn edges ``(heads, tails)`` of :func:`overlapping_communities`: with
+    probability ``intra_fraction`` both ends inside a community drawn by its total
+    propensity, else both anywhere; every end drawn by the propensities ``theta``."""
+    num_nodes, num_communities = labels.shape
     # Memberships grouped by community, with cumulative propensity: drawing a uniform
     # number in community c's span of the cumulative sum picks a member by theta.
     member_node, member_community = np.nonzero(labels)
@@ -391,12 +457,4 @@ def overlapping_communities(
     num_outside = num_draws - num_inside
     heads = np.concatenate([inside_ends(), anywhere_ends(num_outside)])
     tails = np.concatenate([inside_ends(), anywhere_ends(num_outside)])
-    src, dst = symmetric_simple_edges(heads, tails)
-    return MultiLabelGraph(
-        name="overlapping",
-        num_nodes=num_nodes,
-        num_classes=num_communities,
-        labels=torch.from_numpy(labels),
-        src=torch.from_numpy(src),
-        dst=torch.from_numpy(dst),
-    )
+    return heads, tails

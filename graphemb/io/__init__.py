@@ -4,8 +4,9 @@
   ``group``), scipy ``.npz``, Matrix Market ``.mtx``; :func:`from_networkx` and
   :func:`from_pyg` convert graphs in memory. A first line that is not an edge while the
   next one is becomes a header (:mod:`graphemb.io.header`); duplicate edges and self loops
-  are kept unless asked (:mod:`graphemb.io.edge_rules`). Node names (strings or sparse
-  integers) map to ids ``0 .. N-1``; the names are kept for output.
+  are kept unless asked, as every reader's other shared options say (:class:`ReadOptions`).
+  Node names (strings or sparse integers) map to ids ``0 .. N-1``; the names are kept for
+  output.
 * :func:`read_labels`: node labels from a text file (single- or multi-label) or a
   ``.mat`` file's ``group``;
   :func:`read_node_features`: feature rows matched to the nodes by name.
@@ -37,6 +38,7 @@ Example
 """
 
 from .adjacency_list import read_adjacency_list
+from .adjacency_matrix import graph_from_adjacency
 from .edge_list import EdgeArrays, parse_edge_list, read_edge_list
 from .embeddings import EMBEDDING_FORMATS, read_embeddings, write_embeddings
 from .errors import GraphFileError
@@ -46,7 +48,8 @@ from .loaded_graph import LoadedGraph
 from .matrix_market import read_mtx
 from .objects import from_networkx, from_pyg
 from .read import GRAPH_FORMATS, graph_format, read_graph
-from .sparse_matrix import graph_from_adjacency, read_mat, read_mat_labels, read_npz
+from .read_options import ReadOptions
+from .sparse_matrix import read_mat, read_mat_labels, read_npz
 
 __all__ = [
     "EMBEDDING_FORMATS",
@@ -55,6 +58,7 @@ __all__ = [
     "GraphFileError",
     "LoadedGraph",
     "NodeLabels",
+    "ReadOptions",
     "from_networkx",
     "from_pyg",
     "graph_format",

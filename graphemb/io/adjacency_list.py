@@ -7,24 +7,20 @@ from array import array
 
 import numpy as np
 
-from .edge_rules import EdgeRules, apply_edge_rules, first_line_with_bad_id
+from .edge_rules import apply_edge_rules, first_line_with_bad_id
 from .errors import GraphFileError
 from .fields import numbered_lines, split_fields
 from .formats import Format, register
 from .loaded_graph import LoadedGraph, graph_from_edge_ids
 from .node_names import NameIndex
+from .read_options import ReadOptions, takes_read_options
 
 __all__ = ["read_adjacency_list"]
 
 
+@takes_read_options(omit=("weighted",))
 def read_adjacency_list(
-    path: str | os.PathLike[str],
-    *,
-    directed: bool = False,
-    delimiter: str | None = None,
-    merge_duplicates: bool = False,
-    drop_self_loops: bool = False,
-    implicit_ids: bool = False,
+    path: str | os.PathLike[str], *, delimiter: str | None = None, options: ReadOptions
 ) -> LoadedGraph:
     """A graph from an adjacency-list file (the DeepWalk reference tool's ``adjlist``).
 
@@ -34,15 +30,13 @@ def read_adjacency_list(
         Lines ``node [neighbour ...]``: an edge ``node -> neighbour`` per neighbour; a node
         alone on its line is a node without out-edges. ``#`` starts a comment, and so does
         ``%`` at the start of a line. A node may have several lines.
-    directed : bool
-        False: every listed edge is also stored reversed (a self-loop once). A file that
-        lists each undirected edge from both of its ends should be read with
-        ``directed=True``.
     delimiter : str, optional
         Default: any run of whitespace.
-    merge_duplicates, drop_self_loops, implicit_ids : bool
-        See :class:`~graphemb.io.edge_rules.EdgeRules` (default: a neighbour listed twice
-        is two parallel edges, self loops are kept).
+    directed, merge_duplicates, drop_self_loops, implicit_ids
+        See :class:`~graphemb.io.read_options.ReadOptions` (default: every listed edge is
+        also stored reversed, a neighbour listed twice is two parallel edges, self loops
+        are kept). A file that lists each undirected edge from both of its ends should be
+        read with ``directed=True``.
 
     Returns
     -------
@@ -79,11 +73,12 @@ def read_adjacency_list(
         dst_ids,
         names,
         None,
-        directed=directed,
-        rules=EdgeRules(merge_duplicates, drop_self_loops, implicit_ids),
+        options=options,
         first_bad_id_line=lambda: first_line_with_bad_id(path, delimiter, 1, slice(None)),
     )
-    graph, _ = graph_from_edge_ids(ruled.src, ruled.dst, len(ruled.node_names), directed=directed)
+    graph, _ = graph_from_edge_ids(
+        ruled.src, ruled.dst, len(ruled.node_names), directed=options.directed
+    )
     return LoadedGraph(graph, ruled.node_names, notes=ruled.notes)
 
 

@@ -25,13 +25,14 @@ import numpy as np
 import torch
 
 from .._compiled import compiled_module, disabled
-from .edge_rules import EdgeRules, apply_edge_rules, first_line_with_bad_id
+from .edge_rules import apply_edge_rules, first_line_with_bad_id
 from .errors import GraphFileError
 from .fields import COMMENT, numbered_lines, split_fields
 from .formats import Format, register
 from .header import EdgeStart, edge_start, header_confirmed, header_note
 from .loaded_graph import LoadedGraph, graph_from_edge_ids, refuse_bad_weights
 from .node_names import NameIndex, pack_integer_names
+from .read_options import ReadOptions, takes_read_options
 
 __all__ = ["EdgeArrays", "parse_edge_list", "read_edge_list"]
 
@@ -54,16 +55,13 @@ class EdgeArrays(NamedTuple):
     weights: np.ndarray | None
 
 
+@takes_read_options()
 def read_edge_list(
     path: str | os.PathLike[str],
     *,
-    directed: bool = False,
     delimiter: str | None = None,
-    weighted: bool | None = None,
     header: bool | None = None,
-    merge_duplicates: bool = False,
-    drop_self_loops: bool = False,
-    implicit_ids: bool = False,
+    options: ReadOptions,
 ) -> LoadedGraph:
     """A graph from an edge-list file.
 
@@ -73,26 +71,19 @@ def read_edge_list(
         Lines ``source target`` or ``source target weight``; ``#`` starts a comment, and so
         does ``%`` at the start of a line (Matrix Market, KONECT); blank lines are
         skipped. Node names are any tokens without blanks (or delimiters).
-    directed : bool
-        False: each line is an undirected edge, stored in both directions (a self-loop
-        once). A file that already lists both directions of each edge should be read with
-        ``directed=True`` (or ``merge_duplicates=True``).
     delimiter : str, optional
         Default: ``","`` for ``.csv`` files and for files whose first line is
         comma-separated (:func:`~graphemb.io.fields.sniff_delimiter`), else any run of
         whitespace.
-    weighted : bool, optional
-        Whether the third column is an edge weight. Default: iff the first edge line has
-        three columns. With False a third column is ignored (not read, not checked); with
-        True the file must have one.
     header : bool, optional
         True: the first non-comment line names the columns and is skipped; False: it is an
         edge. Default None: it is a header when it does not parse as an edge while the
         next line does (the rule of :mod:`graphemb.io.header`), and the returned graph's
         ``notes`` say so.
-    merge_duplicates, drop_self_loops, implicit_ids : bool
-        See :class:`~graphemb.io.edge_rules.EdgeRules`. By default duplicate lines are
-        parallel edges and self loops are kept.
+    directed, weighted, merge_duplicates, drop_self_loops, implicit_ids
+        See :class:`~graphemb.io.read_options.ReadOptions`: by default each line is an
+        undirected edge, a weight where the first edge line has a third column; duplicate
+        lines are parallel edges and self loops are kept.
 
     Returns
     -------
@@ -119,9 +110,8 @@ def read_edge_list(
     /.../edges.txt:1: read as a header, not an edge: 'source target'
     """
     path = os.fspath(path)
-    edges, table, start = _parse(path, delimiter, weighted, header)
-    rules = EdgeRules(merge_duplicates, drop_self_loops, implicit_ids)
-    return _loaded_graph(path, edges, table, start, directed, rules)
+    edges, table, start = _parse(path, delimiter, options.weighted, header)
+    return _loaded_graph(path, edges, table, start, options)
 
 
 def _loaded_graph(
@@ -129,18 +119,16 @@ def _loaded_graph(
     edges: EdgeArrays,
     table: torch.Tensor | None,
     start: EdgeStart,
-    directed: bool,
-    rules: EdgeRules,
+    options: ReadOptions,
 ) -> LoadedGraph:
-    """The graph of parsed edges, ``rules`` applied, with the notes for the user."""
+    """The graph of parsed edges, ``options`` applied, with the notes for the user."""
     ruled = apply_edge_rules(
         path,
         edges.src,
         edges.dst,
         edges.node_names,
         edges.weights,
-        directed=directed,
-        rules=rules,
+        options=options,
         first_bad_id_line=lambda: first_line_with_bad_id(
             path, start.delimiter, start.first_line, slice(0, 2)
         ),
@@ -149,7 +137,7 @@ def _loaded_graph(
         ruled.src,
         ruled.dst,
         len(ruled.node_names),
-        directed=directed,
+        directed=options.directed,
         weights=ruled.weights,
         # the graph is built in the memory of the parsed edges where they are unchanged
         edge_table=None if ruled.changed else table,

@@ -1,10 +1,5 @@
 """What the graph readers do with a file's edges after parsing them: duplicate edges, self
-loops and implicit node ids.
-
-By default every edge line is an edge: a line repeated (or, undirected, ``a b`` and ``b a``)
-gives parallel edges, which walks take that much more often, and a self loop ``a a`` is an
-edge on which a walk stays at ``a``. :class:`EdgeRules` can merge duplicates (summing
-their weights), drop self loops, and use integer names as the node ids themselves.
+loops and implicit node ids, as :class:`~graphemb.io.read_options.ReadOptions` asks.
 """
 
 from __future__ import annotations
@@ -12,16 +7,15 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
 from .errors import GraphFileError
 from .fields import numbered_lines, split_fields
+from .read_options import ReadOptions
 
 __all__ = [
-    "EdgeRules",
     "RuledEdges",
     "apply_edge_rules",
     "counted",
@@ -34,29 +28,6 @@ _ID = re.compile(r"\+?\d+")
 # implicit_ids: at most this many rows per distinct node (plus _ROWS_SLACK), so that one
 # large id does not ask for a table of billions of untrained rows.
 _ROWS_PER_NODE, _ROWS_SLACK = 10, 1 << 20
-
-
-@dataclass(frozen=True)
-class EdgeRules:
-    """What a reader does with duplicate edges, self loops and integer node names.
-
-    Attributes
-    ----------
-    merge_duplicates : bool
-        Merge the edges between the same two nodes (the same direction if directed, either
-        if undirected) into one, whose weight is the sum of theirs; the first one's line
-        stays its edge id. Default False: parallel edges.
-    drop_self_loops : bool
-        Drop the edges from a node to itself (the node stays). Default False: kept.
-    implicit_ids : bool
-        The node names are the ids (PecanPy's ``--implicit_ids``): every name must be an
-        integer ``>= 0``, and node ``k`` is row ``k``; ids absent from the file are nodes
-        without edges. Default False: the names are mapped to ``0 .. N-1`` in order.
-    """
-
-    merge_duplicates: bool = False
-    drop_self_loops: bool = False
-    implicit_ids: bool = False
 
 
 class RuledEdges(NamedTuple):
@@ -78,11 +49,11 @@ def apply_edge_rules(
     node_names: np.ndarray,
     weights: np.ndarray | None,
     *,
-    directed: bool,
-    rules: EdgeRules,
+    options: ReadOptions,
     first_bad_id_line: Callable[[], int | None],
 ) -> RuledEdges:
-    """Apply ``rules`` to parsed edges.
+    """Apply ``options``' rules (``merge_duplicates``, ``drop_self_loops``,
+    ``implicit_ids``) to parsed edges.
 
     Parameters
     ----------
@@ -92,9 +63,8 @@ def apply_edge_rules(
         Node ids ``0 .. N-1``, edge ``i`` from the ``i``-th edge line.
     node_names : array, shape (N,)
     weights : float64 array, shape (E,), or None
-    directed : bool
-        Whether ``a b`` and ``b a`` are different edges (for merging).
-    rules : EdgeRules
+    options : ReadOptions
+        Its ``directed``: whether ``a b`` and ``b a`` are different edges (for merging).
     first_bad_id_line : callable
         Returns the line of the first name that is not an integer ``>= 0`` (for the error
         of ``implicit_ids``); called only then.
@@ -114,12 +84,12 @@ def apply_edge_rules(
     path = os.fspath(path)
     notes: list[str] = []
     changed = False
-    if rules.implicit_ids:
+    if options.implicit_ids:
         src, dst, node_names = _implicit_ids(path, src, dst, node_names, first_bad_id_line)
         changed = True
     loops = src == dst
     count = int(np.count_nonzero(loops))
-    if count and rules.drop_self_loops:
+    if count and options.drop_self_loops:
         keep = ~loops
         src, dst = src[keep], dst[keep]
         weights = None if weights is None else weights[keep]
@@ -127,9 +97,11 @@ def apply_edge_rules(
         changed = True
     elif count:
         notes.append(f"{path}: {counted(count, 'self loop')} kept (a walk may stay on a node)")
-    if rules.merge_duplicates:
+    if options.merge_duplicates:
         before = len(src)
-        src, dst, weights = merge_duplicate_edges(src, dst, weights, len(node_names), directed)
+        src, dst, weights = merge_duplicate_edges(
+            src, dst, weights, len(node_names), options.directed
+        )
         if len(src) < before:
             summed = " (weights summed)" if weights is not None else ""
             notes.append(f"{path}: {counted(before - len(src), 'duplicate edge')} merged{summed}")

@@ -14,39 +14,27 @@ import os
 
 import numpy as np
 
+from .adjacency_matrix import adjacency_graph
 from .errors import GraphFileError
 from .formats import Format, register
 from .loaded_graph import LoadedGraph
-from .sparse_matrix import graph_from_adjacency
+from .read_options import ReadOptions, takes_read_options
 
 __all__ = ["read_mtx"]
 
 
-def read_mtx(
-    path: str | os.PathLike[str],
-    *,
-    directed: bool = False,
-    weighted: bool | None = None,
-    merge_duplicates: bool = False,
-    drop_self_loops: bool = False,
-    implicit_ids: bool = False,
-) -> LoadedGraph:
+@takes_read_options()
+def read_mtx(path: str | os.PathLike[str], *, options: ReadOptions) -> LoadedGraph:
     """A graph from a Matrix Market file: entry ``(i, j)`` is an edge ``i -> j``.
 
     Parameters
     ----------
     path : str or PathLike
-    directed : bool
-        False: an entry ``(i, j)`` without its ``(j, i)`` also gets it (see
-        :func:`~graphemb.io.graph_from_adjacency`); a ``symmetric`` file has both.
-    weighted : bool, optional
-        True: the values are the weights; False: ignored. Default: weights unless every
-        value is 1 (a ``pattern`` file has none).
-    merge_duplicates, drop_self_loops : bool
-        See :func:`~graphemb.io.graph_from_adjacency`.
-    implicit_ids : bool
-        False (default): node ``k`` (0-based) is named ``k + 1``, its number in the file;
-        True: it is named ``k``.
+    directed, weighted, merge_duplicates, drop_self_loops, implicit_ids
+        See :func:`~graphemb.io.graph_from_adjacency` (a ``symmetric`` file has both
+        directions of each entry; a ``pattern`` file's values are all 1, so it reads as
+        unweighted). Node ``k`` (0-based) is named ``k + 1``, its number in the file,
+        unless ``implicit_ids``: then ``k``.
 
     Returns
     -------
@@ -78,16 +66,8 @@ def read_mtx(
         raise GraphFileError(path, f"not a readable Matrix Market file ({error})") from None
     if np.iscomplexobj(getattr(matrix, "data", matrix)):
         raise GraphFileError(path, "complex values cannot be edge weights")
-    loaded = graph_from_adjacency(
-        matrix,
-        directed=directed,
-        path=path,
-        weighted=weighted,
-        merge_duplicates=merge_duplicates,
-        drop_self_loops=drop_self_loops,
-        index_base=1,
-    )
-    if implicit_ids:
+    loaded = adjacency_graph(matrix, path, options, index_base=1)
+    if options.implicit_ids:
         return loaded
     return dataclasses.replace(loaded, node_names=loaded.node_names + 1)
 

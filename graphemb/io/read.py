@@ -40,12 +40,12 @@ def read_graph(
     directed : bool
         False (default): edges are undirected and stored in both directions.
     **options
-        Passed to the format's reader: ``delimiter``, ``weighted``, ``header`` for edge
-        lists (:func:`~graphemb.io.read_edge_list`), ``delimiter`` for adjacency lists
+        Passed to the format's reader: ``delimiter`` and ``header`` for edge lists
+        (:func:`~graphemb.io.read_edge_list`), ``delimiter`` for adjacency lists
         (:func:`~graphemb.io.read_adjacency_list`), ``network`` and ``group`` for ``.mat``
-        (:func:`~graphemb.io.read_mat`); ``merge_duplicates``, ``drop_self_loops`` and
-        ``implicit_ids`` for all of these, ``weighted`` for all but adjacency lists.
-        :func:`reader_options` lists a format's.
+        (:func:`~graphemb.io.read_mat`); the fields of
+        :class:`~graphemb.io.read_options.ReadOptions` for all of these (``weighted`` for
+        all but adjacency lists). :func:`reader_options` lists a format's.
 
     Returns
     -------

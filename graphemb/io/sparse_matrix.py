@@ -13,39 +13,35 @@ from typing import Any
 
 import numpy as np
 
-from .edge_rules import EdgeRules, apply_edge_rules, counted
+from .adjacency_matrix import adjacency_graph
 from .errors import GraphFileError
 from .formats import Format, register
 from .labels import NodeLabels, single_labels
-from .loaded_graph import LoadedGraph, graph_from_edge_ids, refuse_bad_weights
+from .loaded_graph import LoadedGraph
+from .read_options import ReadOptions, takes_read_options
 
-__all__ = ["graph_from_adjacency", "read_mat", "read_mat_labels", "read_npz"]
+__all__ = ["read_mat", "read_mat_labels", "read_npz"]
 
 
+@takes_read_options()
 def read_mat(
     path: str | os.PathLike[str],
     *,
-    directed: bool = False,
     network: str = "network",
     group: str | None = "group",
-    weighted: bool | None = None,
-    merge_duplicates: bool = False,
-    drop_self_loops: bool = False,
-    implicit_ids: bool = False,
+    options: ReadOptions,
 ) -> LoadedGraph:
     """A graph (and its labels) from a MATLAB ``.mat`` file.
 
     Parameters
     ----------
     path : str or PathLike
-    directed : bool
-        See :func:`graph_from_adjacency`.
     network : str
         Name of the (N, N) adjacency matrix variable, sparse or dense.
     group : str or None
         Name of the optional (N, C) 0/1 label matrix; absent or None: no labels.
-    weighted, merge_duplicates, drop_self_loops, implicit_ids
-        See :func:`graph_from_adjacency`.
+    directed, weighted, merge_duplicates, drop_self_loops, implicit_ids
+        See :func:`~graphemb.io.graph_from_adjacency`.
 
     Returns
     -------
@@ -64,15 +60,7 @@ def read_mat(
     variables = _load_mat(path)
     if network not in variables:
         raise GraphFileError(path, f"no {network!r} variable (found: {_names_in(variables)})")
-    loaded = graph_from_adjacency(
-        variables[network],
-        directed=directed,
-        path=path,
-        weighted=weighted,
-        merge_duplicates=merge_duplicates,
-        drop_self_loops=drop_self_loops,
-        implicit_ids=implicit_ids,
-    )
+    loaded = adjacency_graph(variables[network], path, options)
     if group is None or group not in variables:
         return loaded
     indicator = _dense(variables[group])
@@ -141,19 +129,12 @@ def _dense(matrix: Any) -> np.ndarray:
     return matrix.toarray() if hasattr(matrix, "toarray") else np.asarray(matrix)
 
 
-def read_npz(
-    path: str | os.PathLike[str],
-    *,
-    directed: bool = False,
-    weighted: bool | None = None,
-    merge_duplicates: bool = False,
-    drop_self_loops: bool = False,
-    implicit_ids: bool = False,
-) -> LoadedGraph:
+@takes_read_options()
+def read_npz(path: str | os.PathLike[str], *, options: ReadOptions) -> LoadedGraph:
     """A graph from a scipy sparse matrix saved with ``scipy.sparse.save_npz``.
 
-    See :func:`graph_from_adjacency` for the arguments and the weights (refused as in
-    :func:`read_mat`); node names are ``0 .. N-1``.
+    See :func:`~graphemb.io.graph_from_adjacency` for the arguments and the weights
+    (refused as in :func:`read_mat`); node names are ``0 .. N-1``.
     """
     import scipy.sparse
 
@@ -162,131 +143,7 @@ def read_npz(
         matrix = scipy.sparse.load_npz(path)
     except (ValueError, OSError, KeyError) as error:
         raise GraphFileError(path, f"not a scipy sparse .npz file ({error})") from None
-    return graph_from_adjacency(
-        matrix,
-        directed=directed,
-        path=path,
-        weighted=weighted,
-        merge_duplicates=merge_duplicates,
-        drop_self_loops=drop_self_loops,
-        implicit_ids=implicit_ids,
-    )
-
-
-def graph_from_adjacency(
-    matrix: Any,
-    *,
-    directed: bool = False,
-    path: str | os.PathLike[str] = "<matrix>",
-    weighted: bool | None = None,
-    merge_duplicates: bool = False,
-    drop_self_loops: bool = False,
-    implicit_ids: bool = False,
-    index_base: int = 0,
-) -> LoadedGraph:
-    """A graph from an (N, N) adjacency matrix: entry ``(u, v)`` is an edge ``u -> v``.
-
-    Parameters
-    ----------
-    matrix : scipy sparse matrix or 2-D array
-        Stored entries are edges (explicit zeros too, as in DGL); their values are the
-        weights.
-    directed : bool
-        False: the graph is made symmetric: an entry ``(u, v)`` whose ``(v, u)`` is not
-        stored gets it, with the same weight. A symmetric matrix (both directions stored,
-        as in the benchmark ``.mat`` files) is used as it is.
-    path : str or PathLike
-        Named in errors.
-    weighted : bool, optional
-        True: the values are the weights; False: they are ignored (not checked), every
-        stored entry an edge of weight 1. Default: weights unless every value is 1.
-    merge_duplicates : bool
-        Sum the entries stored more than once at the same ``(u, v)`` into one edge (edge
-        ids then in row-major order). Default: each a parallel edge.
-    drop_self_loops : bool
-        Drop the diagonal entries. Default: kept (a walk may stay on a node).
-    implicit_ids : bool
-        Accepted for every graph reader's sake: a matrix's node names are its row numbers.
-    index_base : int
-        The number of the first row and column in messages (1 for Matrix Market files).
-
-    Returns
-    -------
-    LoadedGraph
-        Edge ids in the order of the matrix's COO entries (then the added reverses);
-        ``weights`` None when unweighted; ``notes`` on self loops and merged duplicates.
-
-    Raises
-    ------
-    GraphFileError
-        A matrix that is not square; unless ``weighted=False``, a value that is NaN,
-        infinite or negative (naming ``path`` and the entry's ``(row, col)``) or values
-        that are all 0.
-    """
-    import scipy.sparse
-
-    del implicit_ids  # always so
-    if not scipy.sparse.issparse(matrix):
-        matrix = scipy.sparse.coo_matrix(np.asarray(matrix))
-    if len(matrix.shape) != 2 or matrix.shape[0] != matrix.shape[1]:
-        raise GraphFileError(path, f"an adjacency matrix must be square, got shape {matrix.shape}")
-    count = matrix.shape[0]
-    src, dst, values, notes = _matrix_edges(
-        matrix, path, weighted is not False, merge_duplicates, drop_self_loops, index_base
-    )
-    if not directed:
-        forward = src * count + dst
-        reverse = dst * count + src
-        missing = ~np.isin(reverse, forward)
-        src, dst = np.concatenate([src, dst[missing]]), np.concatenate([dst, src[missing]])
-        values = np.concatenate([values, values[missing]])
-    keep = weighted or (weighted is None and not bool((values == 1).all()))
-    graph, weight_tensor = graph_from_edge_ids(
-        src, dst, count, directed=True, weights=values if keep else None
-    )
-    return LoadedGraph(graph, np.arange(count, dtype=np.int64), weight_tensor, notes=notes)
-
-
-def _matrix_edges(
-    matrix: Any,
-    path: str | os.PathLike[str],
-    check_values: bool,
-    merge_duplicates: bool,
-    drop_self_loops: bool,
-    base: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[str, ...]]:
-    """``(src, dst, values, notes)`` of a square sparse matrix's stored entries, values
-    checked as weights (if ``check_values``), duplicates summed and diagonal dropped as
-    asked."""
-    import scipy.sparse
-
-    coo = scipy.sparse.coo_matrix(matrix, copy=True)
-    entries = coo.nnz
-    if merge_duplicates:
-        coo.sum_duplicates()
-    src = np.asarray(coo.row, dtype=np.int64)
-    dst = np.asarray(coo.col, dtype=np.int64)
-    values = np.asarray(coo.data, dtype=np.float64)
-    if check_values:
-        refuse_bad_weights(
-            path, values, lambda i: (f"entry ({src[i] + base}, {dst[i] + base}): ", None)
-        )
-    ruled = apply_edge_rules(
-        path,
-        src,
-        dst,
-        np.arange(matrix.shape[0], dtype=np.int64),
-        values,
-        directed=True,  # entries (u, v) and (v, u) are the two directions of an edge
-        rules=EdgeRules(drop_self_loops=drop_self_loops),
-        first_bad_id_line=lambda: None,
-    )
-    notes = ruled.notes
-    if entries > coo.nnz:
-        summed = counted(entries - coo.nnz, "duplicate entry")
-        notes += (f"{os.fspath(path)}: {summed.replace('entrys', 'entries')} summed",)
-    assert ruled.weights is not None
-    return ruled.src, ruled.dst, ruled.weights, notes
+    return adjacency_graph(matrix, path, options)
 
 
 def _read_group_labels(

@@ -257,34 +257,20 @@ def fused_update(
 ) -> None:
     """Sum each run's gradient rows, divide by ``divisor``, apply ``formula`` in place.
 
-    The contract of the fused CPU kernels (:mod:`graphemb.optim.kernels`) in one Triton
-    kernel launch: for every run of equal values ``r`` in ``index`` (positions
-    ``i0 <= i < i1``), ``g = (grads[order[i0]] + ... + grads[order[i1 - 1]]) / divisor``,
-    summed in that order, and the formula updates ``weight[r]`` and the state rows ``r``.
-    Rows not in ``index`` are not touched.
+    The contract of :func:`graphemb.optim.kernels.fused_update` (every fused backend's) in
+    one Triton kernel launch; rows not in ``index`` are not touched.
 
     Parameters
     ----------
-    formula : str
-        A key of :data:`graphemb.optim.functional.FORMULAS`.
+    formula, index, order, divisor, hyper
+        As for :func:`graphemb.optim.kernels.fused_update`: a formula with a branch here
+        (:data:`BRANCHES`).
     weight : Tensor (N, dim), float32, float16 or bfloat16, contiguous; updated in place
         On a CUDA device, or on CPU (Triton's interpreter: for tests).
     state : dict of Tensor, updated in place
-        The formula's state tables (``Formula.state_layout`` with float32): ``{}`` for SGD;
-        ``"sum"`` float32 ``(N, dim)`` for Adagrad, ``(N,)`` for row-wise Adagrad;
-        ``"exp_avg"``, ``"exp_avg_sq"`` float32 ``(N, dim)`` and ``"step"`` int64 ``(N,)``
-        for Adam.
-    index : Tensor of int64 (M,)
-        Rows of ``weight`` to update, sorted ascending, duplicates allowed.
-    order : Tensor of int64 (M,)
-        ``grads`` row of each position of ``index`` (e.g. from a stable ``torch.sort``).
+        The formula's state tables (``Formula.state_layout``) in float32; step counts int64.
     grads : Tensor of float32 (R, dim)
-        Gradient rows.
-    divisor : number > 0
-        The summed gradient is divided by it (the world size).
-    hyper : dict
-        The formula's hyper-parameters by name (``Formula.hyper``): ``lr`` (all), ``eps``
-        (Adagrads, Adam), ``beta1`` and ``beta2`` (Adam); other keys are ignored.
+        Gradient rows, one tensor.
     block_size : int, optional
         Columns per chunk, a power of two (default: the row width rounded up to a power of
         two, at most 1024).
@@ -305,61 +291,70 @@ def fused_update(
         raise ValueError("fused_update: invalid divisor: 0 (expected a number > 0)")
     values = _hyper_parameters(spec, hyper)
     block = _block_size(weight.shape[1], block_size)
+    kernel = _kernel_for(weight.device)
+    positions, dim = index.numel(), weight.shape[1]
+    if positions == 0 or dim == 0:
+        return
+    arguments = (
+        weight,
+        *_state_tables(spec, weight, state, index),
+        index,
+        order,
+        grads,
+        positions,
+        dim,
+        *_scalars(divisor, values),
+    )
+    flags = {
+        **branch_flags(formula),
+        "BLOCK_D": block,
+        # lr == 0: Adam updates its moments only, as functional.adam_rows_ (no 0 * m / 0)
+        "UPDATE_WEIGHT": values["lr"] != 0.0 or formula != "adam",
+    }
+    launch = kernel[(positions,)]
+    if weight.device.type == "cuda":
+        with torch.cuda.device(weight.device):  # Triton launches on the current device
+            launch(*arguments, **flags, num_warps=max(1, min(8, block // 256)))
+    else:
+        launch(*arguments, **flags)
+
+
+def _kernel_for(device: torch.device) -> Any:
+    """The jitted kernel, for tables on ``device``; RuntimeError where it cannot run."""
     loaded = _load()
     if "kernel" not in loaded:
         found = loaded.get("too_old")
         raise RuntimeError(
             "fused_update needs Triton >= 3.0" + (f" (found {found})" if found else "")
         )
-    device = weight.device
     if device.type == "cpu" and not loaded["interpreted"]:
         raise RuntimeError(
             "fused_update: CPU tensors need Triton's interpreter: set TRITON_INTERPRET=1 "
             "before Triton is imported"
         )
-    positions, dim = index.numel(), weight.shape[1]
-    if positions == 0 or dim == 0:
-        return
+    return loaded["kernel"]
 
-    lr, eps = values["lr"], values.get("eps", 0.0)
-    beta1, beta2 = values.get("beta1", 0.0), values.get("beta2", 0.0)
-    # the formula's float tables in registry order, then its step counts (Adam)
+
+def _state_tables(
+    spec: Formula, weight: torch.Tensor, state: Mapping[str, torch.Tensor], index: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The kernel's ``state_a_ptr``, ``state_b_ptr`` and ``step_ptr``: the formula's float
+    tables in registry order, then its step counts (Adam); a pointer the formula does not
+    use is any tensor (``weight``, ``index``)."""
     tables = [state[key] for key, kind in spec.state if kind != "count"]
     counts = [state[key] for key, kind in spec.state if kind == "count"]
-    state_a = tables[0] if tables else weight  # pointers a formula does not use: any tensor
+    state_a = tables[0] if tables else weight
     state_b = tables[1] if len(tables) > 1 else state_a
-    step = counts[0] if counts else index
-    arguments = (
-        weight,
-        state_a,
-        state_b,
-        step,
-        index,
-        order,
-        grads,
-        positions,
-        dim,
-        divisor,
-        lr,
-        eps,
-        beta2,
-        1.0 - beta1,
-        1.0 - beta2,
-        1.0 / lr if lr > 0 else 0.0,
-        eps / lr if lr > 0 else 0.0,
-    )
-    options = {
-        **branch_flags(formula),
-        "BLOCK_D": block,
-        # lr == 0: Adam updates its moments only, as functional.adam_rows_ (no 0 * m / 0)
-        "UPDATE_WEIGHT": lr != 0.0 or formula != "adam",
-    }
-    launch = loaded["kernel"][(positions,)]
-    if device.type == "cuda":
-        with torch.cuda.device(device):  # Triton launches on the current device
-            launch(*arguments, **options, num_warps=max(1, min(8, block // 256)))
-    else:
-        launch(*arguments, **options)
+    return state_a, state_b, counts[0] if counts else index
+
+
+def _scalars(divisor: float, values: Mapping[str, float]) -> tuple[float, ...]:
+    """The kernel's scalar arguments from ``divisor`` on: ``divisor, lr, eps, beta2,
+    1 - beta1, 1 - beta2, 1 / lr, eps / lr`` (0 where a formula has no such value)."""
+    lr, eps = values["lr"], values.get("eps", 0.0)
+    beta1, beta2 = values.get("beta1", 0.0), values.get("beta2", 0.0)
+    inv_lr, eps_over_lr = (1.0 / lr, eps / lr) if lr > 0 else (0.0, 0.0)
+    return divisor, lr, eps, beta2, 1.0 - beta1, 1.0 - beta2, inv_lr, eps_over_lr
 
 
 def _checked_table(formula: str, weight: torch.Tensor, state: Mapping[str, Any]) -> Formula:

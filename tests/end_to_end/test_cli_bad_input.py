@@ -11,17 +11,14 @@ one that fails the test).
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import scipy.io
 import scipy.sparse as sp
+from helpers import files_in, run_graphemb
 
 from graphemb.cli import main
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 TEXT_FILES = {
     "ok.txt": "1 2\n2 3\n3 1\n",
@@ -84,258 +81,137 @@ def score(embeddings: str = "emb.emb", labels: str = "labels.txt", *flags: str) 
     return ["score", "--embeddings", f"{{d}}/{embeddings}", "--labels", f"{{d}}/{labels}", *flags]
 
 
-# (id, argv, what stderr must say, whether the error comes before the graph is read)
-CONTENT = [
-    (
-        "four-columns",
-        embed("cols4.txt"),
-        "{d}/cols4.txt:2: expected 2 columns (as on line 1), got 4",
-    ),
-    ("one-column", embed("onecol.txt"), "{d}/onecol.txt:1: expected 2 or 3 columns, got 1"),
-    ("mixed-columns", embed("mixed.txt", "--weighted"), "{d}/mixed.txt:2: expected 3 columns"),
-    (
-        "word-weight",
-        embed("word.txt", "--weighted"),
-        "{d}/word.txt:2: weight 'heavy' is not a number",
-    ),
-    (
-        "nan-weight",
-        embed("nan.txt", "--weighted"),
-        "{d}/nan.txt:2: weight nan is not a finite number",
-    ),
-    ("inf-weight", embed("inf.txt", "--weighted"), "{d}/inf.txt:4: weight inf is not a finite"),
-    ("negative-weight", embed("neg.txt", "--weighted"), "{d}/neg.txt:2: weight -1.0 is negative"),
-    ("zero-weights", embed("zero.txt", "--weighted"), "{d}/zero.txt: every edge weight is 0"),
-    ("weighted-two-columns", embed("ok.txt", "--weighted"), "{d}/ok.txt:1: no weight column"),
-    ("empty-file", embed("empty.txt"), "{d}/empty.txt: no edges in the file"),
-    ("only-comments", embed("comments.txt"), "{d}/comments.txt: no edges in the file"),
-    (
-        "only-a-header",
-        embed("header_only.txt"),
-        "{d}/header_only.txt: no edges in the file (line 1 is a header)",
-    ),
-    (
-        "header-forced",
-        embed("single.txt", "--header"),
-        "{d}/single.txt: no edges in the file (line 1 is",
-    ),
-    ("not-utf8", embed("latin1.txt"), "{d}/latin1.txt:2: not UTF-8 text: byte 0xe9"),
-    (
-        "implicit-ids-name",
-        embed("names.txt", "--implicit_ids"),
-        "{d}/names.txt:2: implicit ids: node name 'b'",
-    ),
-    (
-        "implicit-ids-negative",
-        embed("negative.txt", "--implicit-ids"),
-        "{d}/negative.txt:2: implicit ids: node name '-1'",
-    ),
-    (
-        "wrong-delimiter",
-        embed("ok.txt", "--delimiter", ";"),
-        "{d}/ok.txt:1: expected 2 or 3 columns, got 1",
-    ),
-    ("bad-mat", embed("bad.mat"), "{d}/bad.mat: not a readable .mat file"),
-    (
-        "mat-no-network",
-        embed("nonet.mat"),
-        "{d}/nonet.mat: no 'network' variable (found: ['graph'])",
-    ),
-    ("mat-not-square", embed("rect.mat"), "{d}/rect.mat: an adjacency matrix must be square"),
-    ("mat-nan-weight", embed("nan.mat", "--weighted"), "{d}/nan.mat: entry (0, 1): weight nan"),
-    ("bad-npz", embed("bad.npz"), "{d}/bad.npz: not a scipy sparse .npz file"),
-    ("bad-mtx", embed("bad.mtx"), "{d}/bad.mtx: not a readable Matrix Market file"),
-    ("mtx-not-square", embed("rect.mtx"), "{d}/rect.mtx: an adjacency matrix must be square"),
-    ("empty-adjlist", embed("empty.adjlist"), "{d}/empty.adjlist: no nodes in the file"),
-    ("score-embeddings-header", score("badhead.emb"), "{d}/badhead.emb:1: expected a header 'N D'"),
-    ("score-embeddings-row", score("badrow.emb"), "{d}/badrow.emb:3: expected a name and 2 values"),
-    (
-        "score-unknown-node",
-        score(labels="labels_bad.txt"),
-        "{d}/labels_bad.txt:2: node 'zz' is not in the graph",
-    ),
-    (
-        "score-no-label",
-        score(labels="labels_short.txt"),
-        "{d}/labels_short.txt:1: expected 'node label",
-    ),
-    (
-        "score-several-labels",
-        score("emb.emb", "labels_multi.txt", "--single-label"),
-        "{d}/labels_multi.txt:1: node '1' has several labels",
-    ),
+# Content errors: (input file, flags, what stderr says after '{d}/FILE'), found by reading.
+BAD_FILES = [
+    ("cols4.txt", (), ":2: expected 2 columns (as on line 1), got 4"),
+    ("onecol.txt", (), ":1: expected 2 or 3 columns, got 1"),
+    ("mixed.txt", ("--weighted",), ":2: expected 3 columns"),
+    ("word.txt", ("--weighted",), ":2: weight 'heavy' is not a number"),
+    ("nan.txt", ("--weighted",), ":2: weight nan is not a finite number"),
+    ("inf.txt", ("--weighted",), ":4: weight inf is not a finite"),
+    ("neg.txt", ("--weighted",), ":2: weight -1.0 is negative"),
+    ("zero.txt", ("--weighted",), ": every edge weight is 0"),
+    ("ok.txt", ("--weighted",), ":1: no weight column"),
+    ("empty.txt", (), ": no edges in the file"),
+    ("comments.txt", (), ": no edges in the file"),
+    ("header_only.txt", (), ": no edges in the file (line 1 is a header)"),
+    ("single.txt", ("--header",), ": no edges in the file (line 1 is"),
+    ("latin1.txt", (), ":2: not UTF-8 text: byte 0xe9"),
+    ("names.txt", ("--implicit_ids",), ":2: implicit ids: node name 'b'"),
+    ("negative.txt", ("--implicit-ids",), ":2: implicit ids: node name '-1'"),
+    ("ok.txt", ("--delimiter", ";"), ":1: expected 2 or 3 columns, got 1"),
+    ("bad.mat", (), ": not a readable .mat file"),
+    ("nonet.mat", (), ": no 'network' variable (found: ['graph'])"),
+    ("rect.mat", (), ": an adjacency matrix must be square"),
+    ("nan.mat", ("--weighted",), ": entry (0, 1): weight nan"),
+    ("bad.npz", (), ": not a scipy sparse .npz file"),
+    ("bad.mtx", (), ": not a readable Matrix Market file"),
+    ("rect.mtx", (), ": an adjacency matrix must be square"),
+    ("empty.adjlist", (), ": no nodes in the file"),
 ]
-
-FLAGS = [
-    (
-        "walk-length-1",
-        embed("ok.txt", "--walk-length", "1"),
-        "--walk-length: expected an integer >= 2 (a walk of one node",
-    ),
-    (
-        "walk-length-0",
-        embed("ok.txt", "--walk-length", "0"),
-        "--walk-length: expected an integer >= 2",
-    ),
-    (
-        "dimensions-0",
-        embed("ok.txt", "--dimensions", "0"),
-        "--dimensions: expected a positive integer, got '0'",
-    ),
-    (
-        "num-walks-negative",
-        embed("ok.txt", "--num-walks", "-1"),
-        "--num-walks: expected a positive integer, got '-1'",
-    ),
-    (
-        "window-size-word",
-        embed("ok.txt", "--window-size", "x"),
-        "--window-size: expected a positive integer, got 'x'",
-    ),
-    ("iter-0", embed("ok.txt", "--iter", "0"), "--iter: expected a positive integer, got '0'"),
-    (
-        "workers-negative",
-        embed("ok.txt", "--workers", "-1"),
-        "--workers: expected an integer >= 0, got '-1'",
-    ),
-    (
-        "p-zero",
-        embed("ok.txt", "--p", "0", command="node2vec"),
-        "--p: expected a positive number, got '0'",
-    ),
-    (
-        "q-nan",
-        embed("ok.txt", "--q", "nan", command="node2vec"),
-        "--q: expected a positive number, got 'nan'",
-    ),
-    ("lr-zero", embed("ok.txt", "--lr", "0"), "--lr: expected a positive number, got '0'"),
-    (
-        "sample-negative",
-        embed("ok.txt", "--sample", "-1"),
-        "--sample: expected a number >= 0, got '-1'",
-    ),
-    (
-        "seed-negative",
-        embed("ok.txt", "--seed", "-1"),
-        "--seed: expected an integer >= 0, got '-1'",
-    ),
-    (
-        "weighted-and-unweighted",
-        embed("w.txt", "--weighted", "--unweighted"),
-        "--unweighted: not allowed with argument --weighted",
-    ),
-    (
-        "directed-and-undirected",
-        embed("ok.txt", "--directed", "--undirected"),
-        "--undirected: not allowed with argument --directed",
-    ),
-    (
-        "header-and-no-header",
-        embed("ok.txt", "--header", "--no-header"),
-        "--no-header: not allowed with argument --header",
-    ),
-    ("empty-delimiter", embed("ok.txt", "--delimiter", ""), "--delimiter: expected a separator"),
-    (
-        "delimiter-on-mat",
-        embed("ok.mat", "--delimiter", ","),
-        "--delimiter does not apply to mat files ('{d}/ok.mat')",
-    ),
-    (
-        "header-on-npz",
-        embed("ok.npz", "--no-header"),
-        "--no-header does not apply to npz files ('{d}/ok.npz')",
-    ),
-    (
-        "weighted-on-adjlist",
-        embed("ok.adjlist", "--weighted"),
-        "--weighted does not apply to adjlist files ('{d}/ok.adjlist')",
-    ),
-    ("unknown-format", embed("ok.txt", "--format", "gml"), "--format: invalid choice: 'gml'"),
+# Content errors of `score`: (embeddings, labels, flags, the file named, what stderr says
+# after '{d}/FILE').
+BAD_SCORE_FILES = [
+    ("badhead.emb", "labels.txt", (), "badhead.emb", ":1: expected a header 'N D'"),
+    ("badrow.emb", "labels.txt", (), "badrow.emb", ":3: expected a name and 2 values"),
+    ("emb.emb", "labels_bad.txt", (), "labels_bad.txt", ":2: node 'zz' is not in the graph"),
+    ("emb.emb", "labels_short.txt", (), "labels_short.txt", ":1: expected 'node label"),
+    ("emb.emb", "labels_multi.txt", ("--single-label",), "labels_multi.txt",
+     ":1: node '1' has several labels"),
+]  # fmt: skip
+# Values argparse refuses: (flag, value, what stderr says after 'FLAG: '), on ok.txt.
+BAD_VALUES = [
+    ("--walk-length", "1", "expected an integer >= 2 (a walk of one node"),
+    ("--walk-length", "0", "expected an integer >= 2"),
+    ("--dimensions", "0", "expected a positive integer, got '0'"),
+    ("--num-walks", "-1", "expected a positive integer, got '-1'"),
+    ("--window-size", "x", "expected a positive integer, got 'x'"),
+    ("--iter", "0", "expected a positive integer, got '0'"),
+    ("--workers", "-1", "expected an integer >= 0, got '-1'"),
+    ("--p", "0", "expected a positive number, got '0'"),
+    ("--q", "nan", "expected a positive number, got 'nan'"),
+    ("--lr", "0", "expected a positive number, got '0'"),
+    ("--sample", "-1", "expected a number >= 0, got '-1'"),
+    ("--seed", "-1", "expected an integer >= 0, got '-1'"),
+    ("--epochs", "0", ""),
+    ("--negatives", "five", ""),
+    ("--delimiter", "", "expected a separator"),
+    ("--format", "gml", "invalid choice: 'gml'"),
+    ("--backend", "gpu", "invalid choice: 'gpu'"),
+]
+NODE2VEC_ONLY = ("--p", "--q")
+# Switches that exclude each other: (given first, given second).
+EXCLUSIVE = [("--weighted", "--unweighted"), ("--directed", "--undirected"),
+             ("--header", "--no-header")]  # fmt: skip
+# Reading flags a format does not take: (input file, flags, the format).
+NOT_FOR_FORMAT = [
+    ("ok.mat", ("--delimiter", ","), "mat"),
+    ("ok.npz", ("--no-header",), "npz"),
+    ("ok.adjlist", ("--weighted",), "adjlist"),
+]
+# --output values refused: (path, what stderr says after '--output: ').
+BAD_OUTPUTS = [
+    ("{d}/nowhere/o.emb", "cannot write '{d}/nowhere/o.emb': no directory '{d}/nowhere'"),
+    ("{d}/out", "cannot write '{d}/out': it is a directory"),
+    ("{d}/out/o.xyz", "cannot tell the embedding format of '{d}/out/o.xyz'"),
+    ("{d}/ok.txt", "'{d}/ok.txt' is the --input file"),
+]
+# Other command lines refused before any reading: (id, argv, what stderr says).
+BAD_COMMAND_LINES = [
     ("missing-input", embed("missing.txt"), "--input: no such file: '{d}/missing.txt'"),
     ("input-is-a-folder", embed("a_folder.txt"), "--input: '{d}/a_folder.txt' is a directory"),
-    (
-        "input-unknown-suffix",
-        embed("graph.gml"),
-        "--input: cannot tell the graph format of '{d}/graph.gml'",
-    ),
-    (
-        "output-in-missing-folder",
-        ["deepwalk", "--input", "{d}/ok.txt", "--output", "{d}/nowhere/o.emb"],
-        "--output: cannot write '{d}/nowhere/o.emb': no directory '{d}/nowhere'",
-    ),
-    (
-        "output-is-a-folder",
-        ["deepwalk", "--input", "{d}/ok.txt", "--output", "{d}/out"],
-        "--output: cannot write '{d}/out': it is a directory",
-    ),
-    (
-        "output-unknown-suffix",
-        ["deepwalk", "--input", "{d}/ok.txt", "--output", "{d}/out/o.xyz"],
-        "--output: cannot tell the embedding format of '{d}/out/o.xyz'",
-    ),
-    (
-        "output-is-input",
-        ["deepwalk", "--input", "{d}/ok.txt", "--output", "{d}/ok.txt"],
-        "--output: '{d}/ok.txt' is the --input file",
-    ),
-    (
-        "backend-choice",
-        embed("ok.txt", "--backend", "gpu"),
-        "--backend: invalid choice: 'gpu'",
-    ),
-    (
-        "no-input",
-        ["deepwalk", "--output", "{d}/out/o.emb"],
-        "the following arguments are required: --input",
-    ),
+    ("input-unknown-suffix", embed("graph.gml"), "--input: cannot tell the graph format of "
+     "'{d}/graph.gml'"),
+    ("no-input", ["deepwalk", "--output", "{d}/out/o.emb"], "the following arguments are "
+     "required: --input"),
     ("unknown-flag", embed("ok.txt", "--bogus"), "unrecognized arguments: --bogus"),
     ("p-on-deepwalk", embed("ok.txt", "--p", "0.5"), "unrecognized arguments: --p 0.5"),
-    ("epochs-zero", embed("ok.txt", "--epochs", "0"), "--epochs: "),
-    ("negatives-word", embed("ok.txt", "--negatives", "five"), "--negatives: "),
-    (
-        "score-missing-embeddings",
-        score("missing.emb"),
-        "--embeddings: no such file: '{d}/missing.emb'",
-    ),
-    (
-        "score-missing-labels",
-        score(labels="missing.txt"),
-        "--labels: no such file: '{d}/missing.txt'",
-    ),
-    (
-        "score-embeddings-suffix",
-        score("emb.vec"),
-        "--embeddings: cannot tell the embedding format of '{d}/emb.vec'",
-    ),
-    (
-        "score-ratio",
-        score("emb.emb", "labels.txt", "--ratios", "0.5,1.5"),
-        "--ratios: fractions must lie in (0, 1), got 1.5",
-    ),
-    (
-        "score-repeats",
-        score("emb.emb", "labels.txt", "--repeats", "0"),
-        "--repeats: expected a positive integer, got '0'",
-    ),
-]
-
-CASES = [pytest.param(argv, said, False, id=name) for name, argv, said in CONTENT] + [
-    pytest.param(argv, said, True, id=name) for name, argv, said in FLAGS
-]
+    ("score-missing-embeddings", score("missing.emb"), "--embeddings: no such file: "
+     "'{d}/missing.emb'"),
+    ("score-missing-labels", score(labels="missing.txt"), "--labels: no such file: "
+     "'{d}/missing.txt'"),
+    ("score-embeddings-suffix", score("emb.vec"), "--embeddings: cannot tell the embedding "
+     "format of '{d}/emb.vec'"),
+    ("score-ratio", score("emb.emb", "labels.txt", "--ratios", "0.5,1.5"), "--ratios: "
+     "fractions must lie in (0, 1), got 1.5"),
+    ("score-repeats", score("emb.emb", "labels.txt", "--repeats", "0"), "--repeats: expected "
+     "a positive integer, got '0'"),
+]  # fmt: skip
 
 
-def files_in(folder) -> list[str]:
-    """Every path under ``folder`` (hidden temporary files too)."""
-    return sorted(
-        os.path.relpath(os.path.join(root, name), folder)
-        for root, folders, files in os.walk(folder)
-        for name in folders + files
-    )
+def cases() -> list:
+    """Every case as ``pytest.param(argv, said, before_read, id=...)``: ``said`` is what
+    stderr must say; ``before_read``, whether the error comes before the graph is read."""
+    found = []
+    for file, flags, said in BAD_FILES:
+        name = " ".join([file, *flags])
+        found.append((name, embed(file, *flags), f"{{d}}/{file}{said}", False))
+    for embeddings, labels, flags, named, said in BAD_SCORE_FILES:
+        argv = score(embeddings, labels, *flags)
+        found.append((f"score {named}", argv, f"{{d}}/{named}{said}", False))
+    for flag, value, said in BAD_VALUES:
+        command = "node2vec" if flag in NODE2VEC_ONLY else "deepwalk"
+        argv = embed("ok.txt", flag, value, command=command)
+        found.append((f"{flag}={value}", argv, f"{flag}: {said}", True))
+    for first, second in EXCLUSIVE:
+        said = f"{second}: not allowed with argument {first}"
+        found.append((f"{first} {second}", embed("ok.txt", first, second), said, True))
+    for file, flags, format in NOT_FOR_FORMAT:
+        said = f"{flags[0]} does not apply to {format} files ('{{d}}/{file}')"
+        found.append((f"{flags[0]} on {format}", embed(file, *flags), said, True))
+    for path, said in BAD_OUTPUTS:
+        argv = ["deepwalk", "--input", "{d}/ok.txt", "--output", path]
+        found.append((f"--output {path}", argv, f"--output: {said}", True))
+    found += [(name, argv, said, True) for name, argv, said in BAD_COMMAND_LINES]
+    return [pytest.param(argv, said, before, id=name) for name, argv, said, before in found]
+
+
+CASES = cases()
 
 
 def test_the_suite_has_40_distinct_cases():
-    argvs = {tuple(argv) for _, argv, _ in CONTENT + FLAGS}
-    assert len(argvs) == len(CONTENT) + len(FLAGS) >= 40
+    argvs = {tuple(case.values[0]) for case in CASES}
+    assert len(argvs) == len(CASES) >= 40
 
 
 @pytest.mark.parametrize(("argv", "said", "before_read"), CASES)
@@ -399,15 +275,7 @@ def test_python_dash_m_graphemb_exits_2_in_one_line(folder, argv, said):
     """The same through a real ``python -m graphemb`` process (the exit code the shell
     sees)."""
     before = files_in(folder)
-    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    done = subprocess.run(
-        [sys.executable, "-m", "graphemb", *(a.replace("{d}", str(folder)) for a in argv)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=folder,
-        timeout=300,
-    )
+    done = run_graphemb(*(a.replace("{d}", str(folder)) for a in argv), cwd=folder)
     assert done.returncode == 2, done.stderr
     assert said.replace("{d}", str(folder)) in done.stderr
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr

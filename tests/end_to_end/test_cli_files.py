@@ -21,6 +21,7 @@ import pytest
 import scipy.io
 import scipy.sparse as sp
 import torch
+from helpers import files_in
 
 from graphemb.cli import main
 
@@ -237,14 +238,6 @@ def test_implicit_ids_name_the_rows(tmp_path, recorded):
 
 
 # ----------------------------------------------------------------------------- Ctrl-C
-
-
-def files_in(folder) -> list[str]:
-    return sorted(
-        os.path.relpath(os.path.join(root, name), folder)
-        for root, folders, files in os.walk(folder)
-        for name in folders + files
-    )
 
 
 def children_of(pid: int) -> list[int]:

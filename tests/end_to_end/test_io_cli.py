@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 
 import numpy as np
 import pytest
+from helpers import run_graphemb
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import f1_score
 
 from graphemb.cli import main
 from graphemb.io import write_embeddings
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def labelled_files(tmp_path, multi_label):
@@ -136,15 +133,7 @@ def test_bad_flags_and_no_command(capsys):
 
 
 def test_python_dash_m_graphemb_help():
-    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    result = subprocess.run(
-        [sys.executable, "-m", "graphemb", "score", "--help"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=REPO,
-        timeout=120,
-    )
+    result = run_graphemb("score", "--help", timeout=120)
     assert result.returncode == 0, result.stderr
     for flag in ("--embeddings", "--labels", "--ratios", "--repeats", "--multi-label"):
         assert flag in result.stdout

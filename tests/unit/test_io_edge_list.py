@@ -7,6 +7,7 @@ from collections import Counter
 import networkx as nx
 import numpy as np
 import pytest
+from helpers import graph_file_error
 
 from graphemb import _compiled
 from graphemb.io import GraphFileError, parse_edge_list, read_graph
@@ -182,12 +183,9 @@ def test_one_string_name_makes_every_name_a_string(tmp_path):
     ],
 )
 def test_bad_lines_are_named(tmp_path, text, message):
-    path = tmp_path / "edges.txt"
-    path.write_text(text)
-    with pytest.raises(GraphFileError) as error:
-        read_graph(path)
-    assert str(error.value) == f"{tmp_path}/{message}"
-    assert error.value.path == str(path)
+    error = graph_file_error(tmp_path / "edges.txt", text)
+    assert str(error) == f"{tmp_path}/{message}"
+    assert error.path == str(tmp_path / "edges.txt")
 
 
 def test_weighted_true_without_a_weight_column(tmp_path):

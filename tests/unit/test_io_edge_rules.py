@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import scipy.io
 import scipy.sparse as sp
+from helpers import graph_file_error
 
 from graphemb.io import GraphFileError, read_graph
 
@@ -133,11 +134,8 @@ def test_implicit_ids_make_names_the_rows(tmp_path):
     ],
 )
 def test_implicit_ids_refuse_names_that_are_no_row(tmp_path, text, message):
-    path = tmp_path / "edges.txt"
-    path.write_text(text)
-    with pytest.raises(GraphFileError) as error:
-        read_graph(path, implicit_ids=True)
-    assert str(error.value).startswith(f"{tmp_path}/{message}")
+    error = graph_file_error(tmp_path / "edges.txt", text, implicit_ids=True)
+    assert str(error).startswith(f"{tmp_path}/{message}")
 
 
 @pytest.mark.parametrize("symmetry", ["general", "symmetric"])

@@ -5,6 +5,7 @@ the library signature's."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import inspect
 from collections import Counter
 
@@ -20,11 +21,17 @@ from graphemb.io import (
     GRAPH_FORMATS,
     GraphFileError,
     LoadedGraph,
+    ReadOptions,
+    graph_from_adjacency,
+    read_adjacency_list,
     read_edge_list,
     read_embeddings,
     read_graph,
     read_labels,
+    read_mat,
+    read_mtx,
     read_node_features,
+    read_npz,
     write_embeddings,
 )
 from graphemb.io.formats import Format, find_format, formats, register, registered
@@ -283,3 +290,21 @@ def test_a_suffix_no_format_claims_is_text_for_labels_and_word2vec_for_features(
     assert features.tolist() == [[-1.0], [2.5]]
     with pytest.raises(ValueError, match="embedding format must be one of"):
         read_node_features(tmp_path / "f.vec", np.array(["u"]), format="vec")
+
+
+def test_every_graph_reader_takes_the_shared_read_options_with_their_defaults(tmp_path):
+    shared = {field.name: field.default for field in dataclasses.fields(ReadOptions)}
+    readers = [read_edge_list, read_mat, read_npz, read_mtx, graph_from_adjacency]
+    for reader in [*readers, read_adjacency_list]:
+        parameters = inspect.signature(reader).parameters
+        omitted = {"weighted"} if reader is read_adjacency_list else set()
+        expected = {name: d for name, d in shared.items() if name not in omitted}
+        assert {n: parameters[n].default for n in expected} == expected, reader.__name__
+        assert "options" not in parameters
+    (tmp_path / "g.adjlist").write_text("1 2\n")
+    with pytest.raises(TypeError, match="weighted"):
+        read_adjacency_list(tmp_path / "g.adjlist", weighted=True)  # no weights in the format
+    (tmp_path / "g.txt").write_text("1 2\n2 3\n1 2\n")
+    loaded = read_edge_list(tmp_path / "g.txt", directed=True, merge_duplicates=True)
+    assert loaded.num_edges == 2  # both given options reached the reader
+    assert read_edge_list(tmp_path / "g.txt").num_edges == 6  # undirected, parallel edges
