@@ -8,6 +8,9 @@ labelled nodes, Micro/Macro-F1 on the rest, and on the dataset's own split.
 * ``--walk deepwalk``: uniform walks; ``--walk node2vec``: biased walks (``--p``, ``--q``).
 * ``--backend``: ``compiled`` (word2vec's algorithm in C++ threads, CPU), ``torch`` (the
   same updates in batched rounds, CPU or ``--device cuda``), or ``auto``.
+* ``--num-procs N``, or ``torchrun``: N ranks train one table together (torch backend), each
+  its share of every step, the rows in shared memory on one machine or partitioned across
+  machines (``GRAPHEMB_MACHINES=0,0,1,1`` simulates two machines of two ranks each).
 
 Usage (either stack; no DGL needed)::
 
@@ -15,6 +18,9 @@ Usage (either stack; no DGL needed)::
     python examples/deepwalk.py --walk node2vec --p 1 --q 0.5
     python examples/deepwalk.py --dataset sbm                     # planted communities
     python examples/deepwalk.py --backend torch --device cuda
+    python examples/deepwalk.py --num-procs 2                     # 2 ranks, shared memory
+    GRAPHEMB_MACHINES=0,0,1,1 torchrun --standalone --nproc_per_node 4 \
+        examples/deepwalk.py --dataset sbm --sbm-nodes 100000     # 2 machines x 2 ranks
     python examples/deepwalk.py --quick                           # seconds (CI)
 
 Prints the run, the F1 table, the scores on the dataset's own split, and last
@@ -72,11 +78,14 @@ def build_parser() -> argparse.ArgumentParser:
                            help=f"{help_text} (default {getattr(defaults, name)})")  # fmt: skip
     train = parser.add_argument_group("training")
     train.add_argument("--backend", choices=[b.value for b in Backend], default="auto")
-    train.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     train.add_argument("--workers", type=int, default=None, help="CPU threads that train")
     train.add_argument("--seed", type=int, default=0, help="seeds walks, rows, noise, splits")
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
     train.add_argument("--quick", action="store_true", help=f"short run for CI: {QUICK}")
+    launch.add_process_arguments(
+        parser, num_procs_default=1, num_procs_help="ranks to start here (ignored under torchrun)",
+        device_help="cuda: one GPU per rank, the rows partitioned over them",
+    )  # fmt: skip
     scoring = parser.add_argument_group("evaluation")
     scoring.add_argument("--ratios", default=None, help="labelled fractions, comma-separated")
     scoring.add_argument("--repeats", type=int, default=5, help="random splits per fraction")
@@ -126,23 +135,37 @@ def load_graph(args: argparse.Namespace) -> tuple[Graph, Any]:
     return Graph.from_dataset(data), data
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
+def main(argv: list[str] | None = None) -> dict[str, Any] | None:
     args = parse_args(argv)
+    if launch.torchrun_ranks() is not None or args.num_procs > 1:
+        args.num_threads = args.workers or 1
+        launch.launch(run, args, args.num_procs)  # rank 0 prints the result
+        return None
+    return run(0, 1, 0, args)
+
+
+def run(rank: int, world_size: int, local_rank: int, args: argparse.Namespace) -> dict | None:
+    """Train (every rank) and score (rank 0)."""
     started = time.perf_counter()
     graph, data = load_graph(args)
-    graph = graph.to(args.device)
+    device = torch.device("cuda", local_rank) if args.device == "cuda" else torch.device("cpu")
+    graph = graph.to(device)
     options = args.options
-    print(
-        f"{args.dataset}: {graph.num_nodes} nodes, {graph.num_edges} edges, "
-        f"{data.num_classes} classes; {args.walk} walks of {options.walk_length} nodes, "
-        f"window {options.window}, {options.negatives} negatives, dim {options.dimensions}; "
-        f"backend {args.backend} on {args.device}",
-        flush=True,
-    )
+    if rank == 0:
+        print(
+            f"{args.dataset}: {graph.num_nodes} nodes, {graph.num_edges} edges, "
+            f"{data.num_classes} classes; {args.walk} walks of {options.walk_length} nodes, "
+            f"window {options.window}, {options.negatives} negatives, dim "
+            f"{options.dimensions}; backend {args.backend} on {args.device}, {world_size} "
+            f"rank(s)",
+            flush=True,
+        )
     rows = train_node_embeddings(
         graph, options, backend=args.backend, workers=args.workers, progress=not args.no_progress
     ).cpu()
     trained = time.perf_counter() - started
+    if rank != 0:
+        return None
     scores = node_classification_f1(rows, data.labels, args.ratios, repeats=args.repeats,
                                     seed=args.seed)  # fmt: skip
     micro, macro = split_f1(rows, data.labels, data.train_idx, data.test_idx)
@@ -154,6 +177,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "dataset": args.dataset, "walk": args.walk, "p": options.p, "q": options.q,
         "dimensions": options.dimensions, "num_walks": options.num_walks,
         "backend": args.backend, "device": args.device, "seed": args.seed,
+        "world_size": world_size,
         "micro_f1_at_50": round(half.micro_f1, 4), "macro_f1_at_50": round(half.macro_f1, 4),
         "split_accuracy": round(micro, 4), "split_macro_f1": round(macro, 4),
         "chance": round(1.0 / data.num_classes, 4),

@@ -55,12 +55,16 @@ class Chunk:
     index, count : int
         Its position among the run's chunks, and their number.
     walks : Tensor of int64 (W, walk_length)
-        Node ids, -1 after the end of a walk that reached a node without out-edges.
+        Node ids, -1 after the end of a walk that reached a node without out-edges: this
+        rank's share of the chunk's walks.
+    size : int
+        Walks in the chunk, over all ranks.
     """
 
     index: int
     count: int
     walks: torch.Tensor
+    size: int
 
     @property
     def name(self) -> str:
@@ -71,9 +75,16 @@ class Chunk:
 class Corpus:
     """The walks of a run on ``graph``, chunk by chunk (:meth:`chunks`), and what the
     backends need to know of the graph: its size, its device, the noise distribution and
-    the subsampling keep probabilities (:func:`noise_and_keep`)."""
+    the subsampling keep probabilities (:func:`noise_and_keep`).
 
-    def __init__(self, graph: Graph, options: SkipGramOptions) -> None:
+    Rank ``rank`` of ``world_size`` draws its share of every chunk (the same start nodes
+    in the same order on every rank, split among them; walks from a stream of its own).
+    """
+
+    def __init__(
+        self, graph: Graph, options: SkipGramOptions, rank: int = 0, world_size: int = 1
+    ) -> None:
+        self._rank, self._world_size = rank, world_size
         self._walker = RandomWalker(graph, options.p, options.q, weighted=options.weighted)
         self.num_nodes = graph.num_nodes
         """Nodes of the graph: rows of the tables."""
@@ -93,13 +104,13 @@ class Corpus:
         options = self._options
         order_generator = torch.Generator().manual_seed(options.seed)
         device = self.device
-        generator = torch.Generator(device=device).manual_seed(options.seed * 1_000_003)
+        stream = options.seed * 1_000_003 + 7_919 * self._rank
+        generator = torch.Generator(device=device).manual_seed(stream)
         index = 0
         for _ in range(options.epochs * options.num_walks):
             order = torch.randperm(self.num_nodes, generator=order_generator)
             for starts in order.split(options.chunk_walks):
-                walks = self._walker(
-                    starts.to(device), options.walk_length - 1, generator=generator
-                )
-                yield Chunk(index, self.count, walks)
+                mine = starts.tensor_split(self._world_size)[self._rank].to(device)
+                walks = self._walker(mine, options.walk_length - 1, generator=generator)
+                yield Chunk(index, self.count, walks, starts.numel())
                 index += 1

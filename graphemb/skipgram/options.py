@@ -194,11 +194,13 @@ class TorchOptions:
     Attributes
     ----------
     step_tokens : int or None
-        Walk positions trained per step. None: the graph's nodes divided by ``negatives``,
-        so that within a round each row is drawn as a noise node about once (noise rows
-        drawn twice in a round add both updates, computed from the row's old value). Each
-        step trains its pairs in ``2 * window`` rounds in which no input or output row is
-        updated twice (see :mod:`graphemb.skipgram.backends.batched`).
+        Walk positions trained per step, over all ranks. None: in one process, the graph's
+        nodes divided by ``negatives``, so that within a round each row is drawn as a noise
+        node about once (noise rows drawn twice in a round add both updates, computed from
+        the row's old value); on several ranks, ``max_round_pairs`` per rank, since every
+        round is then an exchange between the ranks. Each step trains its pairs in
+        ``2 * window`` rounds in which no input or output row of a walk position is updated
+        twice (see :mod:`graphemb.skipgram.backends.batched`).
     max_round_pairs : int
         Pairs per round at most (memory: a round holds ``pairs * (negatives + 1) * D``
         floats, three times over), which caps ``step_tokens`` on large graphs.

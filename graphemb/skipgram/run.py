@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+import torch.distributed as dist
 
 from .._checks import as_size
 from ..graph import Graph
@@ -80,22 +81,32 @@ def train_node_embeddings(
     options = (options or SkipGramOptions()).replace(**changes).checked()
     choice = parse_backend(backend)
     workers = torch.get_num_threads() if workers is None else as_size("workers", workers, minimum=1)
-    corpus = Corpus(graph, options)
+    rank, world_size = _process_group()
+    corpus = Corpus(graph, options, rank, world_size)
     rate = LearningRate.of_run(options.lr, corpus.total_walks * options.passes, options.walk_length)
     trainer = create_backend(
         choice, corpus, options, workers=workers, chunks=corpus.count * options.passes,
+        world_size=world_size,
         compiled_options=compiled_options, torch_options=torch_options,
     )  # fmt: skip
     done = 0
-    with trainer, _progress_bar(rate.total_walks, progress) as advance:
+    with trainer, _progress_bar(rate.total_walks, progress and rank == 0) as advance:
         for chunk in corpus.chunks():
             for repeat in range(options.passes):  # SGD passes over the same walks
                 trainer.train_chunk(chunk, repeat, done, rate)
-                done += chunk.walks.shape[0]
-                advance(chunk.walks.shape[0])
+                done += chunk.size
+                advance(chunk.size)
     rows = trainer.input_rows()
     check_rows(rows, options.lr, "by the end of training")
     return rows
+
+
+def _process_group() -> tuple[int, int]:
+    """``(rank, world size)`` of the process group that trains together, ``(0, 1)`` without
+    one."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
 
 
 @contextlib.contextmanager

@@ -19,6 +19,7 @@ from helpers import (
     kernel_of_this_interpreter,
     outputs_of,
     planetoid_dir,
+    result_of,
     tagged,
 )
 
@@ -46,7 +47,7 @@ def test_help_lists_the_options(deepwalk, capsys):
     assert exit_info.value.code == 0
     shown = capsys.readouterr().out
     for option in ("--walk", "--p", "--q", "--backend", "--device", "--quick", "--dataset",
-                   "--window", "--negatives", "--ratios", "--workers"):  # fmt: skip
+                   "--window", "--negatives", "--ratios", "--workers", "--num-procs"):  # fmt: skip
         assert option in shown, option
 
 
@@ -78,6 +79,19 @@ def test_sbm_node2vec_recovers_the_communities(deepwalk):
                             "node2vec", "--sbm-nodes", "2000"])  # fmt: skip
     assert result["walk"] == "node2vec" and result["q"] == 0.5
     assert result["micro_f1_at_50"] > result["chance"] + 0.5  # about 0.9 vs 1/5
+
+
+@pytest.mark.multiprocess
+@pytest.mark.one_stack("modern", "2-rank run of the example, the same code on both stacks")
+def test_two_ranks_train_one_table_and_learn(deepwalk, capfd):
+    capfd.readouterr()
+    argv = ["--quick", "--no-progress", "--num-procs", "2", "--backend", "torch"]
+    assert deepwalk.main(argv) is None  # the ranks print
+    printed = capfd.readouterr().out  # the ranks write to the file descriptors they inherit
+    assert "2 rank(s)" in printed
+    result = result_of(printed)
+    assert result["world_size"] == 2
+    assert result["micro_f1_at_50"] > 4 * result["chance"]
 
 
 # ---------------------------------------------------------------------------- notebook

@@ -17,6 +17,7 @@ from graphemb.evaluation import node_classification_f1
 from graphemb.graph import Graph
 from graphemb.skipgram import MAX_ROW_NORM, TorchOptions, TrainingDiverged, train_node_embeddings
 from graphemb.skipgram.backends.batched import train_round_
+from graphemb.skipgram.backends.rows import LocalRows
 from graphemb.skipgram.guard import check_rows
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # conftest: every test on one torch thread
@@ -60,7 +61,7 @@ def test_a_round_of_distinct_rows_is_word2vecs_sequential_update_in_any_order():
             torch.testing.assert_close(reference, expected, rtol=1e-12, atol=1e-12)
         expected = reference
     got0, got1 = syn0.clone(), syn1.clone()
-    bad = train_round_(got0, got1, contexts, nodes, noise, 0.3)
+    bad = train_round_(LocalRows(got0, got1), contexts, nodes, noise, 0.3)
     assert not bool(bad)
     torch.testing.assert_close((got0, got1), expected, rtol=1e-12, atol=1e-12)
     assert not torch.equal(got0, syn0) and not torch.equal(got1, syn1)
@@ -71,14 +72,14 @@ def test_a_noise_node_equal_to_the_node_is_skipped():
     contexts, nodes = torch.tensor([0]), torch.tensor([5])
     noise = torch.tensor([[5, 6, 5]])  # the node itself, twice
     expected = sequential_word2vec(syn0, syn1, contexts, nodes, noise, 0.2, [0])
-    train_round_(syn0, syn1, contexts, nodes, noise, 0.2)
+    train_round_(LocalRows(syn0, syn1), contexts, nodes, noise, 0.2)
     torch.testing.assert_close((syn0, syn1), expected, rtol=1e-12, atol=1e-12)
 
 
 def test_a_non_finite_score_is_reported():
     syn0, syn1 = _tables(10, 4, seed=2)
     syn1[3] = float("inf")
-    assert bool(train_round_(syn0, syn1, torch.tensor([0]), torch.tensor([3]),
+    assert bool(train_round_(LocalRows(syn0, syn1), torch.tensor([0]), torch.tensor([3]),
                              torch.tensor([[1]]), 0.1))  # fmt: skip
 
 

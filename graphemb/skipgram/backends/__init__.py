@@ -30,6 +30,7 @@ def create_backend(
     *,
     workers: int,
     chunks: int,
+    world_size: int = 1,
     compiled_options: CompiledOptions | None = None,
     torch_options: TorchOptions | None = None,
 ) -> SkipGramBackend:
@@ -43,8 +44,24 @@ def create_backend(
     chunks : int
         Chunks of walks the run trains, passes included (the compiled backend's thread
         governor plans with it).
+    world_size : int
+        Ranks of the process group that trains together (more than 1: the torch backend
+        on :class:`~graphemb.NodeEmbedding` tables; the compiled backend trains in one
+        process).
     """
     on_cpu = corpus.device.type == "cpu"
+    if world_size > 1:
+        if choice is Backend.COMPILED:
+            raise ValueError(
+                "backend='compiled' trains in one process; with a process group of "
+                f"{world_size} ranks use backend='torch' (or 'auto')"
+            )
+        from .batched import TorchBackend
+        from .rows import EmbeddingRows
+
+        shared = EmbeddingRows(corpus.num_nodes, options.dimensions, options.seed, corpus.device)
+        torch_checked = (torch_options or TorchOptions()).checked()
+        return TorchBackend(corpus, options, torch_checked, workers, shared)
     kernel = compiled_kernel() if on_cpu else None
     if choice is Backend.COMPILED and kernel is None:
         raise ValueError(
@@ -62,5 +79,7 @@ def create_backend(
             workers=workers, chunks=chunks,
         )  # fmt: skip
     from .batched import TorchBackend
+    from .rows import LocalRows
 
-    return TorchBackend(corpus, options, (torch_options or TorchOptions()).checked(), workers)
+    rows = LocalRows.initial(corpus.num_nodes, options.dimensions, options.seed, corpus.device)
+    return TorchBackend(corpus, options, (torch_options or TorchOptions()).checked(), workers, rows)

@@ -30,37 +30,48 @@ from ..guard import diverged
 from ..options import SkipGramOptions, TorchOptions
 from ..rate import LearningRate
 from ..windows import dynamic_radii, pair_rounds, subsample_walks
-from .base import initial_tables
+from .rows import EmbeddingRows, LocalRows
 
 __all__ = ["TorchBackend", "train_round_"]
 
 
 class TorchBackend:
     """word2vec's updates in rounds of batched torch operations (see the module's docstring),
-    on the graph's device, with ``workers`` torch threads on CPU."""
+    on the graph's device, with ``workers`` torch threads on CPU; on the rows of
+    :class:`~.rows.LocalRows`, or of :class:`~.rows.EmbeddingRows` where a process group
+    trains together (each rank its share of every step)."""
 
     name = "torch"
 
     def __init__(
-        self, corpus: Corpus, options: SkipGramOptions, torch_options: TorchOptions, workers: int
+        self,
+        corpus: Corpus,
+        options: SkipGramOptions,
+        torch_options: TorchOptions,
+        workers: int,
+        rows: LocalRows | EmbeddingRows,
     ) -> None:
         device = corpus.device
         self._options = options
+        self._rows = rows
         self._noise, self._keep = corpus.noise, corpus.keep.to(device)
-        syn0, syn1 = initial_tables(corpus.num_nodes, options.dimensions, options.seed)
-        self._syn0, self._syn1 = syn0.to(device), syn1.to(device)
-        self._generator = torch.Generator(device=device).manual_seed(options.seed * 7 + 1)
-        self._order = torch.Generator().manual_seed(options.seed * 7 + 2)
-        tokens = torch_options.step_tokens or corpus.num_nodes // options.negatives
-        tokens = min(tokens, torch_options.max_round_pairs)
+        seed = options.seed * 7 + 1 + 1_000_003 * rows.rank
+        self._generator = torch.Generator(device=device).manual_seed(seed)
+        self._order = torch.Generator().manual_seed(options.seed * 7 + 2)  # the same on all ranks
+        tokens = torch_options.step_tokens or (
+            corpus.num_nodes // options.negatives
+            if rows.world_size == 1
+            else torch_options.max_round_pairs * rows.world_size  # few collectives
+        )
+        tokens = min(tokens, torch_options.max_round_pairs * rows.world_size)
         self._step_walks = max(1, tokens // options.walk_length)
-        self._workers = workers
+        self._workers, self._device = workers, device
         self._threads_before = 0
         self._bad = torch.zeros((), dtype=torch.bool, device=device)
 
     def __enter__(self) -> TorchBackend:
         self._threads_before = torch.get_num_threads()
-        if self._syn0.device.type == "cpu":
+        if self._device.type == "cpu":
             torch.set_num_threads(self._workers)
         return self
 
@@ -73,38 +84,38 @@ class TorchBackend:
         torch.set_num_threads(self._threads_before)
 
     def train_chunk(self, chunk: Chunk, repeat: int, walks_before: int, rate: LearningRate) -> None:
-        """The chunk's walks, subsampled afresh, in steps of rounds."""
+        """This rank's walks of the chunk, subsampled afresh, in steps of rounds (as many
+        steps on every rank)."""
         options = self._options
         walks = subsample_walks(chunk.walks, self._keep, generator=self._generator)
-        done = walks_before
-        for batch in walks.split(self._step_walks):
-            lr = rate.at(done)
+        steps = max(1, -(-chunk.size // self._step_walks))
+        for step, batch in enumerate(walks.tensor_split(steps)):
+            lr = rate.at(walks_before + step * chunk.size // steps)
             radii = dynamic_radii(
                 batch.shape, options.window, device=batch.device, generator=self._generator
             )
             rounds = pair_rounds(batch, radii, options.window)
             for position in torch.randperm(len(rounds), generator=self._order).tolist():
                 contexts, nodes = rounds[position]
-                if contexts.numel():
+                if contexts.numel() or self._rows.world_size > 1:  # collective on ranks
                     noise = self._noise(
                         (contexts.numel(), options.negatives), generator=self._generator
                     )
-                    self._bad |= train_round_(self._syn0, self._syn1, contexts, nodes, noise, lr)
-            done += batch.shape[0]
-        if bool(self._bad):  # one host synchronisation a chunk
+                    self._bad |= train_round_(self._rows, contexts, nodes, noise, lr)
+        if self._rows.any_rank(self._bad):  # one host synchronisation a chunk
             raise diverged(
                 f"in {chunk.name}",
-                f"scores were not finite at a learning rate of {rate.at(done):.4g}",
+                f"scores were not finite at a learning rate of "
+                f"{rate.at(walks_before + chunk.size):.4g}",
                 rate.lr,
             )
 
     def input_rows(self) -> torch.Tensor:
-        return self._syn0
+        return self._rows.input_rows()
 
 
 def train_round_(
-    syn0: torch.Tensor,
-    syn1: torch.Tensor,
+    rows: LocalRows | EmbeddingRows,
     contexts: torch.Tensor,
     nodes: torch.Tensor,
     noise: torch.Tensor,
@@ -112,16 +123,16 @@ def train_round_(
 ) -> torch.Tensor:
     """word2vec's update of one round of pairs, in place.
 
-    Pair ``i`` trains the input row ``syn0[contexts[i]]`` against the output row
-    ``syn1[nodes[i]]`` (label 1) and ``syn1[noise[i, k]]`` (label 0; skipped where the noise
+    Pair ``i`` trains the input row of ``contexts[i]`` against the output row of
+    ``nodes[i]`` (label 1) and those of ``noise[i, k]`` (label 0; skipped where the noise
     node is the node itself, as word2vec does). Every score reads the rows as they were
     before the round; where no row takes part in two pairs (see :func:`pair_rounds`) that
     is word2vec's sequential update of the pairs, in any order.
 
     Parameters
     ----------
-    syn0, syn1 : Tensor of float (N, D)
-        Input and output rows, updated in place.
+    rows : LocalRows or EmbeddingRows
+        The tables, updated in place.
     contexts, nodes : Tensor of int64 (P,)
     noise : Tensor of int64 (P, K)
     lr : float
@@ -133,14 +144,14 @@ def train_round_(
         Whether a score was not finite (no host synchronisation).
     """
     count, negatives = noise.shape
-    dim = syn0.shape[1]
-    targets = torch.cat([nodes[:, None], noise], dim=1)  # (P, K + 1): label 1, then 0s
-    x = syn0.index_select(0, contexts)  # (P, D)
-    y = syn1.index_select(0, targets.view(-1)).view(count, negatives + 1, dim)
+    targets = torch.cat([nodes[:, None], noise], dim=1).view(-1)  # per pair: label 1, then 0s
+    x, y = rows.read(contexts, targets)  # (P, D), (P * (K + 1), D)
+    y = y.view(count, negatives + 1, y.shape[-1])
     scores = torch.bmm(y, x.unsqueeze(2)).squeeze(2)  # (P, K + 1)
     g = torch.sigmoid(scores).mul_(-lr)  # (label - sigmoid(score)) * lr
     g[:, 0] += lr
     g[:, 1:].masked_fill_(noise == nodes[:, None], 0.0)
-    syn0.index_add_(0, contexts, torch.bmm(g.unsqueeze(1), y).squeeze(1))
-    syn1.index_add_(0, targets.view(-1), (g.unsqueeze(2) * x.unsqueeze(1)).view(-1, dim))
+    dx = torch.bmm(g.unsqueeze(1), y).squeeze(1)
+    dy = (g.unsqueeze(2) * x.unsqueeze(1)).view(count * (negatives + 1), y.shape[-1])
+    rows.add(contexts, dx, targets, dy)
     return ~torch.isfinite(scores).all()
