@@ -93,7 +93,7 @@ QUICK = {"nodes": 5_000, "edges": 50_000, "walk_length": 10}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = cli.parser(__doc__.split("\n")[0])
     for name, default, meaning in (
         ("nodes", 1_000_000, "nodes of the graph"),
         ("edges", 20_000_000, "edge lines of the file (uniform random ends)"),
@@ -110,6 +110,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
+    cli.apply_allocator(args)
     print(
         f"# DeepWalk peak memory: {args.nodes:,} nodes, {args.edges:,} edges, "
         f"{args.num_walks} walk(s) of {args.walk_length} per node, D={args.dimensions}, "

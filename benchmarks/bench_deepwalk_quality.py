@@ -10,17 +10,10 @@ that batched trainers under-train):
   with ``--threads`` workers, fed walks drawn by ``graphemb.sampling.walks.RandomWalker``
   (``--num-walks`` per node, ``--walk-length`` nodes); time = walks + string conversion +
   training.
-* **compiled**: :func:`graphemb.skipgram.train_node_embeddings`' default CPU trainer
-  (word2vec's algorithm in C++, ``--threads`` threads, lr 0.025) with the same walk
-  counts, window, negatives and sample; time = walks + training.
-* **graphemb's torch trainer** (``trainer="torch"``) with its own default learning rate
-  and duplicates rule (0.035 and "cap:1.5", for its batched steps), ``--workers`` processes,
-  per ``--trainers`` entry: ``batch`` (the default negatives: blocks per step, each
-  center scored against another walk's block), ``walk`` (each walk's own block),
-  ``position`` (negatives per position
-  shared by its pairs); and ``previous``: the previous example's defaults (SparseAdam lr
-  0.01 on the mean loss, 256 walks a step, position-shared negatives, fixed window, one
-  process); time = walks + training.
+* **compiled** and **torch**: :func:`graphemb.skipgram.train_node_embeddings` on each
+  backend (word2vec's algorithm in C++ threads; the same updates in batched torch rounds),
+  ``--threads`` threads, with the same walk counts, window, negatives and sample and the
+  library's defaults (lr 0.025); time = walks + training.
 
 Scores: one-vs-rest logistic regression on ``ratio`` of the nodes, top-k prediction
 from ``predict_proba`` with k the true label count (the DeepWalk protocol), Micro- and
@@ -58,11 +51,12 @@ from pathlib import Path
 import numpy as np
 import torch
 from deepwalk_panel import PANEL, load, paired, verdict_lines
+from harness import cli
 from harness.report import START_LOAD
 
 from graphemb.graph import Graph
 from graphemb.sampling.walks import PAD, RandomWalker
-from graphemb.skipgram import train_node_embeddings
+from graphemb.skipgram import CompiledOptions, train_node_embeddings
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -134,38 +128,25 @@ def run_gensim(graph: Graph, args, seed: int) -> tuple[np.ndarray, float] | None
     return table, seconds
 
 
-def run_previous(graph: Graph, args, seed: int) -> tuple[np.ndarray, float]:
-    """The previous example's defaults: SparseAdam lr 0.01 on the mean loss, 256 walks a
-    step, fixed window, negatives per position shared by its pairs, no subsampling."""
-    from graphemb.optim import SparseAdam
-    from graphemb.skipgram import NegativeSampler, SkipGram
+#: graphemb's trainers: name -> (backend, the compiled backend's options).
+GRAPHEMB_TRAINERS = {
+    "compiled": ("compiled", CompiledOptions()),
+    "compiled-position": ("compiled", CompiledOptions(sharing="position")),
+    "torch": ("torch", None),
+}
 
+
+def run_graphemb(graph: Graph, args, trainer: str, seed: int) -> tuple[np.ndarray, float]:
+    """:func:`train_node_embeddings` as ``trainer`` (:data:`GRAPHEMB_TRAINERS`: the compiled
+    backend with noise nodes drawn per pair or per position, or the torch backend),
+    ``--threads`` threads, the panel's walks and model: the rows and the seconds."""
+    backend, compiled_options = GRAPHEMB_TRAINERS[trainer]
     start = time.perf_counter()
-    walker, sampler = RandomWalker(graph), NegativeSampler.from_graph(graph)
-    model = SkipGram(
-        graph.num_nodes,
-        args.dimensions,
-        window=args.window,
-        name=f"previous-{seed}-{graph.num_nodes}",
-        seed=seed,
-        sharing="position",
-    )
-    optimizer = SparseAdam(model.embeddings, lr=0.01)
-    generator = torch.Generator().manual_seed(seed)
-    for _ in range(args.num_walks):
-        order = torch.randperm(graph.num_nodes, generator=generator)
-        for batch in order.split(256):
-            walks = walker(batch, args.walk_length - 1, generator=generator)
-            model(walks, sampler((*walks.shape, args.negatives), generator=generator)).backward()
-            optimizer.step()
-    return model.center.weight.detach().clone().numpy(), time.perf_counter() - start
-
-
-def run_graphemb(graph: Graph, args, sharing: str, seed: int) -> tuple[np.ndarray, float]:
-    if sharing == "previous":
-        return run_previous(graph, args, seed)
-    start = time.perf_counter()
-    common = dict(
+    table = train_node_embeddings(
+        graph,
+        backend=backend,
+        compiled_options=compiled_options,
+        workers=args.threads,
         dimensions=args.dimensions,
         walk_length=args.walk_length,
         num_walks=args.num_walks,
@@ -175,24 +156,12 @@ def run_graphemb(graph: Graph, args, sharing: str, seed: int) -> tuple[np.ndarra
         weighted=graph.edge_weight is not None,
         seed=seed,
     )
-    if sharing == "compiled":  # the default trainer: word2vec's algorithm in C++ threads
-        table = train_node_embeddings(graph, **common, trainer="compiled", workers=args.threads)
-    else:
-        table = train_node_embeddings(
-            graph,
-            **common,
-            trainer="torch",
-            sharing=sharing,
-            batch_walks=args.batch_walks,
-            workers=args.workers if sharing != "position" else 1,
-            matmul_dtype="auto",
-        )
     return table.numpy(), time.perf_counter() - start
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line: graphs, trainers, the walks and model, scoring, outputs."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = cli.parser(__doc__.split("\n")[0])
     parser.add_argument(
         "--graphs",
         default="cora,overlapping",
@@ -202,10 +171,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--trainers",
-        default="gensim,compiled,batch",
-        help="gensim; compiled (graphemb's default trainer, --threads threads); graphemb's "
-        "torch trainer with sharing batch, walk or position; previous (the old "
-        "example defaults)",
+        default="gensim,compiled",
+        help="gensim; compiled, compiled-position (noise nodes shared per position) and "
+        "torch: graphemb's backends, --threads threads each",
     )
     parser.add_argument("--num-walks", type=int, default=10)
     parser.add_argument("--walk-length", type=int, default=40)
@@ -213,16 +181,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dimensions", type=int, default=128)
     parser.add_argument("--negatives", type=int, default=5)
     parser.add_argument("--sample", type=float, default=1e-3)
-    parser.add_argument("--batch-walks", type=int, default=32)
     parser.add_argument(
-        "--threads", type=int, default=2, help="gensim's and the compiled trainer's threads"
-    )
-    parser.add_argument(
-        "--workers",
-        type=int,
-        default=1,
-        help="graphemb's processes (process start-up costs seconds: 1 was faster on "
-        "10k-node graphs here)",
+        "--threads", type=int, default=2, help="gensim's and graphemb's training threads"
     )
     parser.add_argument("--ratios", default="0.1,0.5,0.9")
     parser.add_argument("--repeats", type=int, default=3)
@@ -254,6 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main() -> None:
     args = build_parser().parse_args()
+    cli.apply_allocator(args)
     if args.rows_from:
         rows, load_before = saved_rows(args.rows_from)
         report(rows, [float(r) for r in args.ratios.split(",")], args.plot, load_before)

@@ -1,123 +1,108 @@
 #!/usr/bin/env python
-"""GraphSAGE with a learnable node embedding, end to end: graphemb against DGL, one run.
+"""GraphSAGE with a learnable node embedding, end to end: graphemb against DGL as its users
+run it, each contender in a fresh process of its own.
 
-The loop a user writes, per batch of seed nodes: sample the blocks (fanouts 15,10,5), read
-the input nodes' rows of a learnable 64-d embedding (the only input), three mean-aggregator
-SAGEConv layers (hidden 128, 47 classes), cross-entropy, backward, a sparse Adam step on
-the rows and a dense Adam step on the layers. Contenders, timed in interleaved rounds on
-the same graph and the same seed batches:
+The loop a user writes, per batch of seed nodes: the library's loader samples the blocks
+(fanouts 15,10,5), the input nodes' rows of a learnable 64-d embedding (the only input)
+pass through three mean-aggregator SAGEConv layers (hidden 128, 47 classes, dropout 0.5),
+cross-entropy, backward, a sparse Adam step on the rows and a dense Adam step on the
+layers. Contenders, timed in interleaved rounds on the same graph and the same seed batches
+(batch i = the same 1024 seeds for every one), each built and run in a Python process of
+its own that imports its own library only (harness/isolated.py, e2e_workload.py):
 
-  graphemb 1 proc      graphemb.sampling.NeighborSampler + graphemb.nn.GraphSAGE (PyG's
-                       SAGEConv on graphemb's blocks) + graphemb.NodeEmbedding +
-                       graphemb.optim.SparseAdam; --threads torch threads
-  dgl 1 proc           dgl.dataloading.NeighborSampler + dgl.nn.SAGEConv +
-                       dgl.nn.NodeEmbedding + dgl.optim.SparseAdam (dgl stack only); the
-                       same threads
-  dgl + torch SparseAdam   the same DGL loop with the rows in torch's
-                       nn.Embedding(sparse=True) and torch.optim.SparseAdam
-  graphemb 2 proc      2 processes x 1 thread (--procs 2): the embedding in shared memory,
-                       the layers in DistributedDataParallel, half of every batch per rank
-  graphemb 2 proc ..., no exchange
-                       the same ranks, each training its half of every batch on rows and
-                       layers of its own: no gradient push, no all-reduce, no barrier, so
-                       not one model. Not a contender but a yardstick for the row above:
-                       its ranks without the exchange (each updates every row its half
-                       touched, where the pair's owners split the rows between them)
-  graphemb-pyg-aggr    (--pyg-aggregation) graphemb 1 proc whose layers aggregate as PyG's
-                       SAGEConv does on block.adj_t: the layers before graphemb's own
-                       aggregation (graphemb.nn.aggregation), same run
+  graphemb 1 proc      graphemb's SeedLoader + NeighborSampler, graphemb.nn.GraphSAGE,
+                       NodeEmbedding + graphemb.optim.SparseAdam; --threads torch threads
+  dgl documented loop  dgl.dataloading.DataLoader over NeighborSampler (a graph with DGL's
+                       default formats), dgl.nn.SAGEConv, dgl.nn.NodeEmbedding +
+                       dgl.optim.SparseAdam with zero_grad() every batch, as DGL's examples
+                       (dgl stack only)
+  dgl + torch SparseAdam   the same loop with the rows in torch's nn.Embedding(sparse=True)
+                       and torch.optim.SparseAdam
+  dgl docstring loop   (--dgl-docstring-loop) DGL's loop as the docstrings of NodeEmbedding
+                       and SparseAdam write it: SparseAdam.zero_grad() never called, so
+                       every step applies all earlier batches' gradients again (e2e_dgl.py);
+                       its step grows with every batch: no target
+  graphemb 2 proc      (--procs 2) 2 processes x 1 thread: the embedding in shared memory,
+                       the layers in DistributedDataParallel, half of every batch per rank;
+                       and the same ranks without any exchange, a yardstick (no contender)
+  graphemb-pyg-aggr    (--pyg-aggregation) graphemb whose layers aggregate as PyG's SAGEConv
+                       does on block.adj_t: the layers before graphemb's own aggregation
 
-The graph is one of bench_sampler.py's shapes (--graph: power-law in-degrees with uniform
-sources, the default; power-law out-degrees; or symmetric; default 1M nodes, 20M edges).
-Prints the median ms per batch of 1024 seeds with the per-round spread, the speed-ups over
-both DGL loops (ratio of medians, range of per-round ratios; targets 4x DGL's own, 2x the
-torch-SparseAdam one), of 2 processes x 1 thread over 1 x 2 (target 1x) and of their
-no-exchange yardstick over 1 x 2 (no target: the pair without its exchange), of the profiled
-forward + backward over DGL's (target 1.2x), and a per-phase breakdown read from
-``torch.profiler`` spans -- sampling, forward (model + loss), backward, sparse step, dense
-step -- with the operators that spent the most time in each. With --procs above 1 it first
-prints what share of the whole batch's input rows and first-layer edges one rank's part of
-the seeds reaches (the ranks' frontiers overlap at the hubs, so each rank does more than
-1/procs of the work). ``--device cuda`` runs the
-layers, the embedding and the sampler on the GPU. The last line is ``BENCH_SUMMARY {json}``.
+Every process gets the same allocator settings (--huge-pages, --omp-wait-policy:
+harness/allocation.py), printed in the header with the libraries each process imported.
+The graph is one of bench_sampler.py's shapes (--graph; default 1M nodes, 20M edges).
+Prints the median ms per batch with the per-round spread, the speed-ups over DGL's loops
+(targets: 3x its documented loop, 2x the torch-SparseAdam one), a per-phase profile
+(torch.profiler spans: sampling, forward, backward, sparse step, dense step) and, per
+phase, graphemb against DGL and against a lower bound measured in the same run
+(e2e_bounds.py; targets: layers and sampling 2x DGL's, every phase within 1.3x its bound).
+The last line is ``BENCH_SUMMARY {json}``.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
+import importlib.util
+import shutil
 import sys
-from types import SimpleNamespace
+import tempfile
 
 import e2e_loops as loops
+import e2e_report
+import e2e_workload
+from harness import cli
 from harness.busy import add_busy_option, busy_processes
 
-TARGET_SPEEDUP = 4.0  # graphemb per batch at least 4x DGL's, 1 process (dgl stack)
-TARGET_TORCH_ROWS = 2.0  # ... and 2x DGL's loop with torch's SparseAdam on its rows
-TARGET_LAYERS = 1.2  # forward + backward at least 1.2x DGL's
-TARGET_PROCS = 1.0  # 2 processes x 1 thread at least as fast as 1 process x 2 threads
-DGL = "dgl 1 proc"
-DGL_TORCH_ROWS = "dgl + torch SparseAdam 1 proc"
+TARGETS = {
+    "dgl": 3.0,  # end to end, over DGL's documented loop
+    "dgl-torch-rows": 2.0,  # ... over DGL's loop with torch's SparseAdam on the rows
+    "layers": 2.0,  # forward + backward over DGL's documented loop
+    "sampling": 2.0,  # the sampling phase over DGL's
+    "bound": 1.3,  # every graphemb phase at most this multiple of its bound
+    "procs": 1.0,  # 2 processes x 1 thread at least as fast as 1 process x 2 threads
+}
+DGL_NAMES = e2e_workload.DGL_NAMES
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        epilog=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--quick", action="store_true", help="small graph, few batches")
-    parser.add_argument("-n", "--num-nodes", type=int, default=None, help="default 1,000,000")
-    parser.add_argument("--avg-degree", type=float, default=20.0, help="mean in-degree")
-    parser.add_argument(
-        "--graph",
-        choices=("powerlaw-in", "powerlaw-out", "symmetric"),
-        default="powerlaw-in",
-        help="bench_sampler.py's shapes: power-law in-degrees (default), power-law "
-        "out-degrees, or both directions of skewed edges",
-    )
-    parser.add_argument("--fanouts", default="15,10,5", help="input layer first (DGL's order)")
-    parser.add_argument("-b", "--batch-size", type=int, default=1024, help="seeds per batch")
-    parser.add_argument("-d", "--dim", type=int, default=64, help="embedding width")
-    parser.add_argument("--hidden", type=int, default=128)
-    parser.add_argument("--classes", type=int, default=47)
-    parser.add_argument("--dropout", type=float, default=0.5)
-    parser.add_argument("--warmup", type=int, default=None, help="untimed batches (default 2)")
-    parser.add_argument("--steps", type=int, default=None, help="timed batches (default 15)")
-    parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds (3)")
-    parser.add_argument("--profile-steps", type=int, default=None, help="default 7")
-    parser.add_argument("--threads", type=int, default=2, help="torch threads of 1 process")
-    parser.add_argument(
-        "--procs",
-        default="1,2",
-        help="process counts of graphemb (1: one process x --threads; 2: 2 x 1 thread)",
-    )
-    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    parser.add_argument("--no-dgl", action="store_true", help="leave DGL out")
-    parser.add_argument(
-        "--pyg-aggregation",
-        action="store_true",
-        help="also time graphemb with the layers aggregating as PyG's SAGEConv does on adj_t",
-    )
-    parser.add_argument("--seed", type=int, default=0)
+    parser = cli.parser(__doc__.split("\n\n")[0], __doc__.split("\n\n", 1)[1])
+    add = parser.add_argument
+    add("--quick", action="store_true", help="small graph, few batches")
+    add("-n", "--num-nodes", type=int, default=None, help="default 1,000,000")
+    add("--avg-degree", type=float, default=20.0, help="mean in-degree")
+    add("--graph", choices=("powerlaw-in", "powerlaw-out", "symmetric"), default="powerlaw-in",
+        help="bench_sampler.py's shapes (default power-law in-degrees)")  # fmt: skip
+    add("--fanouts", default="15,10,5", help="input layer first (DGL's order)")
+    add("-b", "--batch-size", type=int, default=1024, help="seeds per batch")
+    add("-d", "--dim", type=int, default=64, help="embedding width")
+    add("--hidden", type=int, default=128, help="width of the hidden layers")
+    add("--classes", type=int, default=47, help="output width")
+    add("--dropout", type=float, default=0.5, help="dropout before every layer")
+    add("--warmup", type=int, default=None, help="untimed batches (default 2)")
+    add("--steps", type=int, default=None, help="timed batches (default 15)")
+    add("--rounds", type=int, default=None, help="interleaved rounds (3)")
+    add("--profile-steps", type=int, default=None, help="profiled batches (default 7)")
+    add("--threads", type=int, default=2, help="torch threads of a 1-process contender")
+    add("--procs", default="1", help="graphemb's process counts: 1 (one process x --threads) "
+        "and/or 2 (2 x 1 thread); default 1")  # fmt: skip
+    add("--device", choices=("cpu", "cuda"), default="cpu")
+    add("--no-dgl", action="store_true", help="leave DGL out")
+    add("--dgl-docstring-loop", action="store_true",
+        help="also time DGL's loop without SparseAdam.zero_grad() (its docstrings')")  # fmt: skip
+    add("--pyg-aggregation", action="store_true",
+        help="also time graphemb with the layers aggregating as PyG's SAGEConv does")  # fmt: skip
+    add("--bw-mib", type=int, default=None, help="MiB per tensor of the bandwidth probe (256)")
+    add("--seed", type=int, default=0, help="seed of the graph, labels and seeds")
     add_busy_option(parser, "the timings and profiles", "verdicts 'under N busy processes'")
-    parser.add_argument("--trace", default=None, help="write Chrome traces of the profiles here")
-    parser.add_argument("--json", default=None, help="also write the summary JSON here")
+    add("--trace", default=None, help="write Chrome traces of the profiles to this folder")
+    add("--json", default=None, help="also write the summary JSON here")
     args = parser.parse_args(argv)
     if args.profile_steps is not None and args.profile_steps < 1:
         parser.error(f"--profile-steps must be at least 1, got {args.profile_steps}")
-    quick = args.quick
-    defaults = {
-        "num_nodes": (20_000, 1_000_000),
-        "warmup": (1, 2),
-        "steps": (4, 15),
-        "rounds": (2, 3),
-        "profile_steps": (2, 7),
-    }
-    for key, (small, full) in defaults.items():
-        if getattr(args, key) is None:
-            setattr(args, key, small if quick else full)
-    if quick:
+    cli.sized_defaults(args, {"num_nodes": (20_000, 1_000_000), "warmup": (1, 2),
+                              "steps": (4, 15), "rounds": (2, 3), "profile_steps": (2, 7),
+                              "bw_mib": (32, 256)})  # fmt: skip
+    if args.quick:
         args.avg_degree = min(args.avg_degree, 10.0)
         args.batch_size = min(args.batch_size, 256)
     args.fanouts = [int(f) for f in args.fanouts.split(",")]
@@ -125,31 +110,62 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-# ---------------------------------------------------------------------------- workload
-def make_workload(args) -> SimpleNamespace:
-    """The power-law graph (edge lists), labels and seed batches: the same in every process."""
-    import torch
-    from bench_sampler import build_graph
+def dgl_note(args) -> str:
+    """Why DGL is left out, or ``""`` where its contenders run (checked without importing
+    it here: only DGL's own processes import DGL)."""
+    if args.no_dgl:
+        return "left out (--no-dgl)"
+    if importlib.util.find_spec("dgl") is None:
+        return "left out: dgl is not installed in this environment"
+    return ""
 
-    src, dst, seconds = build_graph(
-        SimpleNamespace(num_nodes=args.num_nodes, avg_degree=args.avg_degree, seed=args.seed),
-        torch,
-        args.graph,
-    )
-    generator = torch.Generator().manual_seed(args.seed + 1)
-    labels = torch.randint(0, args.classes, (args.num_nodes,), generator=generator)
-    count = args.warmup + args.steps + args.profile_steps + 2
-    batches = [
-        torch.randperm(args.num_nodes, generator=generator)[: args.batch_size] for _ in range(count)
-    ]
-    return SimpleNamespace(src=src, dst=dst, labels=labels, batches=batches, seconds=seconds)
+
+def kinds(args, with_dgl: bool) -> dict[str, str]:
+    """Contender name -> kind (e2e_workload.KINDS) of every single-process contender."""
+    chosen = {}
+    if 1 in args.procs:
+        chosen[e2e_workload.graphemb_name(args.threads)] = "graphemb"
+    if args.pyg_aggregation:
+        chosen[f"graphemb-pyg-aggr 1 proc x {args.threads} thr"] = "graphemb-pyg"
+    if with_dgl:
+        chosen[DGL_NAMES["dgl"]] = "dgl"
+        chosen[DGL_NAMES["dgl-torch-rows"]] = "dgl-torch-rows"
+        if args.dgl_docstring_loop:
+            chosen[DGL_NAMES["dgl-docstring"]] = "dgl-docstring"
+    return chosen
+
+
+def start_contenders(args, spec: dict, with_dgl: bool) -> dict:
+    """One worker process per single-process contender (harness.isolated), built side by
+    side; each one's libraries and settings printed. A DGL worker that fails to build (DGL
+    built for another torch) is left out with the reason."""
+    from harness.isolated import start_all
+
+    builds = {
+        name: ("e2e_workload:build", dict(spec, kind=kind, name=name, threads=args.threads))
+        for name, kind in kinds(args, with_dgl).items()
+    }
+    started, failed = start_all(builds)
+    for name, why in failed.items():
+        if name.startswith("graphemb"):
+            for worker in started.values():
+                worker.close()
+            raise SystemExit(why)
+        print(f"# {name} left out: {why.splitlines()[-1]}")
+    for name, worker in started.items():
+        info = worker.info
+        libraries = ", ".join(f"{k} {v}" for k, v in info["libraries"].items()) or "none"
+        print(f"  {name} imported: {libraries}; torch {info['torch']}, {info['threads']} threads")
+    return started
 
 
 def build_ranks(rank: int, world_size: int, spec: dict) -> dict:
     """Contenders of one rank of the process pool (harness.ranks.RankPool): graphemb's
-    ranks and their no-exchange yardstick."""
+    ranks and their no-exchange yardstick, on the saved workload."""
+    from types import SimpleNamespace
+
     args = SimpleNamespace(**spec)
-    work = make_workload(args)
+    work = e2e_workload.load(args)
     pair, yardstick = loops.pool_contenders(spec["contender"])
     contenders = {
         pair: loops.graphemb_contender(args, work, pair, rank=rank, world_size=world_size),
@@ -161,282 +177,80 @@ def build_ranks(rank: int, world_size: int, spec: dict) -> dict:
     return contenders
 
 
-# ---------------------------------------------------------------------------- main
-def import_dgl(args) -> str:
-    """``"DGL <version>"`` where DGL imports (its threads set), else why it is left out."""
-    if args.no_dgl:
-        return "left out (--no-dgl)"
-    try:
-        os.environ.setdefault("DGLBACKEND", "pytorch")
-        import dgl
-
-        dgl.utils.set_num_threads(args.threads)
-        return f"DGL {dgl.__version__}"
-    except Exception as error:  # ImportError, or DGL built for another torch
-        return f"cannot import dgl ({type(error).__name__}: {error})"
-
-
-def local_contenders(args, work: SimpleNamespace, with_dgl: bool) -> dict:
-    """The contenders of this process: graphemb with --threads threads (where --procs
-    holds 1), its PyG-aggregation twin (--pyg-aggregation), DGL (where it imports)."""
-    local = {}
-    if 1 in args.procs:
-        one = f"graphemb 1 proc x {args.threads} thr"
-        local[one] = loops.graphemb_contender(args, work, one)
-    if args.pyg_aggregation:
-        name = f"graphemb-pyg-aggr 1 proc x {args.threads} thr"
-        local[name] = loops.graphemb_contender(args, work, name, pyg_aggregation=True)
-    if with_dgl:
-        local[DGL] = loops.dgl_contender(args, work, DGL)
-        local[DGL_TORCH_ROWS] = loops.dgl_contender(args, work, DGL_TORCH_ROWS, torch_rows=True)
-    return local
-
-
-def rank_pools(args, device, spec: dict) -> dict:
-    """A process pool of each --procs count above 1, its contender built on every rank."""
-    import torch
+def rank_pools(args, spec: dict) -> dict:
+    """A process pool of each --procs count above 1 (fresh processes: graphemb only)."""
     from harness.ranks import RankPool
 
     pools = {}
     for procs in (p for p in args.procs if p > 1):
-        if device.type == "cuda" and procs > torch.cuda.device_count():
-            print(f"# {procs} proc x 1 thr left out: {torch.cuda.device_count()} GPU(s) here")
-            continue
         name = f"graphemb {procs} proc x 1 thr"
         spec_p = dict(spec, contender=name)
         pools[name] = RankPool(build_ranks, procs, spec_p, threads_per_rank=1, timeout=900)
     return pools
 
 
-def print_speedups(
-    args, per_round: dict, extra: list[str], with_dgl: bool, targeted: list[str]
-) -> dict:
-    """graphemb's speed-ups over DGL's two loops, and those of ``extra`` (the
-    PyG-aggregation twin, the process pools and their no-exchange yardsticks) over graphemb
-    in one process, printed with the verdicts of their targets (of ``extra``, the pools
-    named in ``targeted`` have one)."""
-    from harness import report, timing
-
-    one = f"graphemb 1 proc x {args.threads} thr"
-    ratios, targets = {}, {}
-    for peer, target in ((DGL, TARGET_SPEEDUP), (DGL_TORCH_ROWS, TARGET_TORCH_ROWS)):
-        if not with_dgl:
-            break
-        # a no-exchange yardstick is not a contender: not held against DGL
-        graphembs = (n for n in per_round if n.startswith("graphemb") and not loops.is_yardstick(n))
-        for name in graphembs:
-            key = name if peer == DGL else f"{name} over {peer}"
-            ratios[key] = timing.round_ratios(per_round[peer], per_round[name])
-            targets[key] = target if name == one else None
-    if one in per_round:
-        for name in extra:
-            key = f"{name} vs {one}"
-            ratios[key] = timing.round_ratios(per_round[one], per_round[name])
-            targets[key] = TARGET_PROCS if name in targeted else None
-    print()
-    for name, ratio in ratios.items():
-        target = targets[name]
-        judged = target is not None and not args.quick
-        verdict = "  " + _verdict(args, ratio["ratio"], target) if judged else ""
-        label = name if " vs " in name or " over " in name else f"{name} over {DGL}"
-        line = f"speed-up {label}: {timing.fmt_ratio(ratio)}{verdict}"
-        (report.print_verdict if judged else print)(line)  # verdicts go to the summary too
-    return ratios
-
-
-def _verdict(args, ratio: float, target: float) -> str:
-    """The harness's verdict line, marked as a loaded run under ``--busy``."""
-    from harness import report
-
-    line = report.verdict(ratio, target)
-    return f"under {args.busy} busy processes: {line}" if args.busy else line
-
-
-def print_layer_speedups(args, profiles: dict) -> dict:
-    """Forward + backward (the profiled phases: input rows, dropout, layers, loss) of
-    graphemb against DGL's loop, with the verdict of the layers' target."""
-    from harness import report
-
-    def layers(name: str) -> float:
-        phases = profiles[name]["phases_ms"]
-        return phases["forward"] + phases["backward"]
-
-    one = f"graphemb 1 proc x {args.threads} thr"
-    if one not in profiles or DGL not in profiles:
-        return {}
-    ratio = layers(DGL) / layers(one)
-    verdict = "" if args.quick else "  " + _verdict(args, ratio, TARGET_LAYERS)
-    line = (
-        f"forward + backward: {one} {layers(one):.1f} ms, {DGL} {layers(DGL):.1f} ms "
-        f"(profiled, median of {args.profile_steps} batches): {ratio:.2f}x{verdict}"
-    )
-    print()
-    (print if args.quick else report.print_verdict)(line)
-    return {"ratio": ratio, "graphemb_ms": layers(one), "dgl_ms": layers(DGL)}
-
-
-def profile_all(args, local: dict, pools: dict) -> dict:
-    """The phases of every contender (rank 0 of a pool) after the timed batches, printed."""
-    from harness import phases
-    from harness.report import trace_file
-
-    print(f"\n## phases (torch.profiler spans, median of {args.profile_steps} batches)")
-    start = args.warmup + args.steps
-    profiles = {}
-    for name, contender in local.items():
-        path = trace_file(args.trace, name.replace(" ", "-"))
-        profiles[name] = phases.profile_phases(
-            contender, start, args.profile_steps, trace_path=path
-        )
-    every_rank = {}
-    for name, pool in pools.items():
-        for ranks in loops.pool_contenders(name):
-            every_rank[ranks] = pool.profile(ranks, start, args.profile_steps, args.trace)
-            profiles[ranks] = dict(
-                every_rank[ranks][0],
-                every_rank_phases_ms=[answer["phases_ms"] for answer in every_rank[ranks]],
-            )
-    for name, profile in profiles.items():
-        phases.print_phases(name + (" (rank 0)" if name in every_rank else ""), profile)
-    for name, answers in every_rank.items():
-        print_rank_balance(name, answers)
-    return profiles
-
-
-def print_rank_balance(name: str, answers: list[dict]) -> None:
-    """One line per rank: its main phases and the sparse step's parts, in ms. A rank whose
-    push or end-of-step barrier is long waits for a slower one."""
-    print(f"\n{name}: every rank's phases (ms, median of the profiled batches)")
-    for rank, answer in enumerate(answers):
-        ms = answer["phases_ms"]
-        parts = [f"{p} {ms[p]:.1f}" for p in ("sampling", "forward", "backward", "sparse step")]
-        parts += [
-            f"{path.rsplit('::', 1)[-1]} {value:.1f}"
-            for path, value in ms.items()
-            if path.endswith(("::push", "::update", "::adam_", "::after_update"))
-        ]
-        print(f"  rank {rank}: " + ", ".join(parts))
-
-
-def time_and_profile(args, runners: dict, local: dict, pools: dict, with_dgl: bool):
-    """Interleaved timing of every contender, the speed-ups printed, then the profiles:
-    ``(results, ratios, profiles)``."""
+def run(args, spec: dict, with_dgl: bool) -> dict:
+    """Start the contenders, time them in interleaved rounds, profile their phases, bound
+    graphemb's: the summary's figures."""
     from harness import timing
 
-    print(f"\n## timing: {args.steps} batches per contender in {args.rounds} rounds")
-    per_round = timing.interleaved(
-        runners, warmup=args.warmup, steps=args.steps, rounds=args.rounds
-    )
-    results = {n: timing.stats_ms(timing.flat(t)) for n, t in per_round.items()}
-    print(f"\n{'contender':38s} {'ms/batch':>9s} {'p10':>8s} {'p90':>8s}")
-    for name, r in results.items():
-        print(f"{name:38s} {r['median_ms']:9.1f} {r['p10_ms']:8.1f} {r['p90_ms']:8.1f}")
-    extra = [n for n in local if "pyg-aggr" in n]
-    extra += [n for name in pools for n in loops.pool_contenders(name)]
-    ratios = print_speedups(args, per_round, extra, with_dgl, targeted=list(pools))
-    return results, ratios, profile_all(args, local, pools)
-
-
-def rank_frontier_shares(args, work, batches: int = 3) -> dict:
-    """How much of the whole batch's work a rank of each --procs count above 1 gets: its
-    share of the seeds' input rows (the rows it gathers, pushes and has updated) and of the
-    first layer's edges, against the whole batch's, means over the first ``batches``
-    batches (each share sampled anew, as the ranks do)."""
-    import torch
-
-    from graphemb.graph import Graph
-    from graphemb.sampling import NeighborSampler
-
-    counts = [p for p in args.procs if p > 1]
-    if not counts or args.device != "cpu":
-        return {}
-    graph = getattr(work, "graph", None)
-    if graph is None:
-        graph = Graph.from_edges(work.src, work.dst, args.num_nodes)
-    sampler, generator = NeighborSampler(args.fanouts), torch.Generator().manual_seed(args.seed)
-    shares = {}
-    for procs in counts:
-        rows, edges = [], []
-        for seeds in work.batches[:batches]:
-            whole = sampler.sample_blocks(graph, seeds, generator)
-            for part in seeds.chunk(procs):
-                share = sampler.sample_blocks(graph, part, generator)
-                rows.append(share[0].numel() / whole[0].numel())
-                edges.append(share[2][0].num_edges / whole[2][0].num_edges)
-        shares[procs] = {
-            "input_rows": sum(rows) / len(rows),
-            "first_layer_edges": sum(edges) / len(edges),
-        }
-        print(
-            f"# a rank of {procs}: {shares[procs]['input_rows']:.0%} of the whole batch's input "
-            f"rows, {shares[procs]['first_layer_edges']:.0%} of its first layer's edges "
-            f"(1/{procs} would split the work without overlap)"
-        )
-    return shares
+    local = start_contenders(args, spec, with_dgl)
+    pools = {}
+    try:
+        pools = rank_pools(args, spec)
+        runners = {name: worker.runner() for name, worker in local.items()}
+        for name, pool in pools.items():
+            runners.update({n: pool.runner(n) for n in loops.pool_contenders(name)})
+        with busy_processes(args.busy) as spinning:
+            if spinning:
+                print(f"# {len(spinning)} busy processes spinning: a loaded run")
+            print(f"\n## timing: {args.steps} batches per contender in {args.rounds} rounds")
+            per_round = timing.interleaved(
+                runners, warmup=args.warmup, steps=args.steps, rounds=args.rounds
+            )
+            profiles = e2e_report.profile_all(args, local, pools)
+        figures = e2e_report.report_run(args, TARGETS, per_round, profiles, local, pools)
+    finally:
+        for worker in local.values():
+            worker.close()
+        for pool in pools.values():
+            pool.close()
+    return figures
 
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
-    os.environ["OMP_NUM_THREADS"] = str(args.threads)  # DGL's OpenMP reads it at import
-    # The single-process contenders take turns in this process. DGL's OpenMP threads
-    # busy-wait after each parallel region by default, on the cores the next contender
-    # needs: graphemb's single process ran at 231 ms a batch after DGL's loops and at
-    # 155-166 ms alone or with passive waiting (symmetric shape, 2026-11-27); DGL's own
-    # times did not change.
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    settings = cli.apply_allocator(args)  # before the first tensor; every worker inherits it
     import torch
-    from harness import report, timing
+    from harness import allocation, report
 
-    torch.set_num_threads(args.threads)
-    device = torch.device(args.device)
-    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else None
-    dgl_note = import_dgl(args)
-    with_dgl = dgl_note.startswith("DGL ")
+    torch.set_num_threads(args.threads)  # this process measures the bounds' rates
+    note = dgl_note(args)
+    with_dgl = not note and args.device == "cpu"
     print(
-        f"# bench_end_to_end: torch {torch.__version__}, {os.cpu_count()} cores, "
-        f"{args.threads} threads, device {args.device}, load average {report.load_average():.2f}; "
-        f"dgl: {dgl_note}" + ("" if with_dgl else " -> graphemb alone")
+        f"# bench_end_to_end: torch {torch.__version__}, {report.environment()['cores']} "
+        f"cores, {args.threads} threads per process, device {args.device}, load average "
+        f"{report.load_average():.2f}; every contender in a process of its own, with "
+        f"{allocation.describe(settings)}; dgl: {note or 'its documented loop and more'}"
     )
-    work = make_workload(args)
-    print(
-        f"# {args.graph} graph: {args.num_nodes:,} nodes, {work.src.numel():,} edges "
-        f"(generated in {work.seconds:.1f} s); fanouts {args.fanouts}, {args.batch_size} "
-        f"seeds per batch, embedding {args.dim}, hidden {args.hidden}, {args.classes} classes"
-    )
-
-    local = local_contenders(args, work, with_dgl)
-    frontiers = rank_frontier_shares(args, work)
-    work.src = work.dst = work.graph = None  # the contenders hold the graphs now
-    runners = {n: timing.local_runner(c.step, sync) for n, c in local.items()}
-    spec = {k: v for k, v in vars(args).items() if k not in ("json", "trace")}
-    pools = rank_pools(args, device, spec)
-    for name, pool in pools.items():
-        runners.update({n: pool.runner(n) for n in loops.pool_contenders(name)})
+    directory = tempfile.mkdtemp(prefix="bench-e2e-")
     try:
-        with busy_processes(args.busy) as spinning:
-            if spinning:
-                print(f"# {len(spinning)} busy processes spinning: a loaded run")
-            results, ratios, profiles = time_and_profile(args, runners, local, pools, with_dgl)
-        layer_ratios = print_layer_speedups(args, profiles)
+        made = e2e_workload.save(args, directory)
+        print(
+            f"# {args.graph} graph: {args.num_nodes:,} nodes, {made['edges']:,} edges "
+            f"(generated in {made['seconds']:.1f} s); fanouts {args.fanouts}, "
+            f"{args.batch_size} seeds per batch, embedding {args.dim}, hidden {args.hidden}, "
+            f"{args.classes} classes"
+        )
+        spec = {k: v for k, v in vars(args).items() if k not in ("json", "trace")}
+        spec["workload"] = directory
+        figures = run(args, spec, with_dgl)
     finally:
-        for pool in pools.values():
-            pool.close()
-    summary = {
-        "benchmark": "end_to_end",
-        "config": spec,
-        "torch": torch.__version__,
-        "dgl": dgl_note,
-        "ms_per_batch": results,
-        "speedups": {
-            n: {k: v for k, v in r.items() if k != "per_round"} for n, r in ratios.items()
-        },
-        "phases_ms": {n: p["phases_ms"] for n, p in profiles.items()},
-        "every_rank_phases_ms": {
-            n: p["every_rank_phases_ms"] for n, p in profiles.items() if "every_rank_phases_ms" in p
-        },
-        "layers": layer_ratios,
-        "rank_frontier_shares": frontiers,
-    }
+        shutil.rmtree(directory, ignore_errors=True)
+    config = {k: v for k, v in spec.items() if k != "workload"}
+    summary = {"benchmark": "end_to_end", "config": config, "torch": torch.__version__,
+               "dgl": note or "DGL, each loop in a process of its own",
+               "allocator": settings, **figures}  # fmt: skip
     report.emit_summary(summary, args.json)
     return summary
 

@@ -217,6 +217,7 @@ def print_ratios(args, names: Names, times: dict, results: dict, dgl: Dgl) -> di
 
 def main(argv=None):
     args = parse_args(argv)
+    cli.apply_allocator(args)  # before the first tensor, for every contender
     cli.set_threads(args.threads)
     n, d, b, ws = args.num_embeddings, args.dim, args.batch, args.world_size
     report.print_header(

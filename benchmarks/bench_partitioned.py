@@ -304,6 +304,7 @@ def device_part(args, device: torch.device) -> dict:
 
 def main(argv=None):
     args = parse_args(argv)
+    cli.apply_allocator(args)  # before the first tensor, for every contender
     cli.set_threads(args.threads)
     report.print_header(
         f"bench_partitioned: partitioned ({args.world_size} gloo ranks) vs shared memory vs one "

@@ -37,7 +37,6 @@ Measurements (both stacks, before and after the compiled reader, where the time 
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 import os
@@ -47,7 +46,7 @@ import tempfile
 import time
 
 import numpy as np
-from harness import report, timing
+from harness import cli, report, timing
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -189,7 +188,7 @@ def summarize(contenders: list[str], results: dict[str, list[dict]]) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = cli.parser(__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=1_000_000)
     parser.add_argument("--edges", type=int, default=20_000_000)
     parser.add_argument("--rounds", type=int, default=3)
@@ -204,6 +203,7 @@ def main() -> None:
     )
     parser.add_argument("--json", metavar="PATH", help="also write the summary here")
     args = parser.parse_args()
+    cli.apply_allocator(args)  # every reader's child process inherits it
     if args.quick:
         args.nodes, args.edges, args.rounds = 50_000, 500_000, 1
 

@@ -2,7 +2,9 @@
 """Neighbour sampling on CPU: graphemb against DGL and GraphBolt, on the same graph and seeds.
 
 Contenders (timed in interleaved rounds by benchmarks/harness/timing.py, the same seed
-batches for each):
+batches for each), each built and run in a fresh process of its own that imports its own
+library only (harness/isolated.py, sampler_workers.py), all with the same allocator
+settings (--huge-pages, --omp-wait-policy):
 
   graphemb blocks    graphemb.sampling.NeighborSampler(fanouts).sample_blocks (the compiled
                      sampler of graphemb_kernels where it is built, else pure torch)
@@ -33,25 +35,23 @@ target (1.2x), still only when the machine was quiet before the run.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
+import tempfile
 import time
 
-from harness import report, timing
+from harness import cli, report, timing
 from harness.busy import add_busy_option, busy_processes
 
-TARGET_SPEEDUP = 1.5  # graphemb's sample_blocks vs the faster of DGL and GraphBolt, quiet CPU
+TARGET_SPEEDUP = 2.0  # graphemb's sample_blocks vs the faster of DGL and GraphBolt, quiet CPU
 TARGET_LOADED = 1.2  # the same with --busy processes spinning on the cores
 PANEL = ("powerlaw-in", "powerlaw-out", "symmetric")
 GRAPHS = ("sbm", "powerlaw", *PANEL)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        epilog=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = cli.parser(__doc__.split("\n\n")[0], __doc__.split("\n\n", 1)[1])
     parser.add_argument(
         "--quick", action="store_true", help="small graph and few rounds: a smoke test"
     )
@@ -125,23 +125,6 @@ def build_graph(args, torch, shape):
     return src, dst, time.perf_counter() - start
 
 
-def graphbolt_sampler(gb, graph, torch, fanouts):
-    """GraphBolt's per-layer pipeline: sample_neighbors, then unique_and_compact_csc_formats."""
-    csc = gb.fused_csc_sampling_graph(graph.indptr, graph.indices)
-    layer_fanouts = [torch.LongTensor([f]) for f in fanouts]
-
-    def sample(seeds):
-        blocks = []
-        for fanout in reversed(layer_fanouts):
-            subgraph = csc.sample_neighbors(seeds, fanout)
-            src_nodes, compacted = gb.unique_and_compact_csc_formats(subgraph.sampled_csc, seeds)
-            blocks.insert(0, (src_nodes, compacted))
-            seeds = src_nodes
-        return seeds, blocks
-
-    return sample
-
-
 # ---------------------------------------------------------------------------- main
 def verdict(speedup: float, quick: bool, busy: int = 0) -> str:
     """``MET`` / ``NOT MET`` against the target, only when the machine was quiet before the
@@ -155,87 +138,68 @@ def verdict(speedup: float, quick: bool, busy: int = 0) -> str:
     return f"{report.verdict(speedup, TARGET_SPEEDUP)}; load now {report.load_average():.2f}"
 
 
-def import_dgl(args, threads):
-    """(dgl or None, why not)."""
+def dgl_note(args) -> str:
+    """Why the DGL and GraphBolt contenders are left out, or ``""`` (checked without
+    importing DGL here: only their own processes import it)."""
     if args.no_dgl:
-        return None, "DGL and GraphBolt contenders skipped: --no-dgl"
-    try:
-        os.environ.setdefault("DGLBACKEND", "pytorch")
-        import dgl
-        import dgl.graphbolt  # noqa: F401
-
-        dgl.utils.set_num_threads(threads)
-        return dgl, ""
-    except Exception as error:  # ImportError, or DGL built against another torch
-        return None, f"DGL and GraphBolt contenders skipped: cannot import dgl ({error})"
+        return "DGL and GraphBolt contenders skipped: --no-dgl"
+    if importlib.util.find_spec("dgl") is None:
+        return "DGL and GraphBolt contenders skipped: dgl is not installed here"
+    return ""
 
 
-def load_graph(args, torch, shape: str):
-    """The graph of ``shape`` in graphemb's CSC and as edge lists, its sizes printed:
-    ``(graph, src, dst)``."""
-    from graphemb.graph import Graph
+def save_workload(args, torch, shape: str, directory: str) -> tuple[int, list]:
+    """The graph of ``shape`` and the seed batches, saved for the workers, its sizes
+    printed: ``(edges, seed batches)``."""
+    import sampler_workers
 
     src, dst, build_seconds = build_graph(args, torch, shape)
-    start = time.perf_counter()
-    graph = Graph.from_edges(src, dst, args.num_nodes)
-    csc_seconds = time.perf_counter() - start
-    degrees = graph.in_degrees()
+    in_degrees = torch.bincount(dst, minlength=args.num_nodes)
     out_degrees = torch.bincount(src, minlength=args.num_nodes)
     print(
-        f"\n## graph {shape}: {graph.num_nodes:,} nodes, {graph.num_edges:,} edges, max "
-        f"in-degree {int(degrees.max()):,}, max out-degree {int(out_degrees.max()):,}; "
-        f"generated in {build_seconds:.1f} s, CSC in {csc_seconds:.1f} s"
+        f"\n## graph {shape}: {args.num_nodes:,} nodes, {src.numel():,} edges, max "
+        f"in-degree {int(in_degrees.max()):,}, max out-degree {int(out_degrees.max()):,}; "
+        f"generated in {build_seconds:.1f} s"
     )
-    return graph, src, dst
-
-
-def contenders(args, torch, dgl, graph, src, dst) -> tuple[dict, dict, list]:
-    """Every sampler's call on a batch of seeds, and the batches each one is timed on:
-    ``(calls, inputs, seed batches)``."""
-    from graphemb.sampling import NeighborSampler, sample_neighbors
-
     generator = torch.Generator().manual_seed(args.seed + 1)
     batches = [
         torch.randperm(args.num_nodes, generator=generator)[: args.batch_size]
         for _ in range(args.batches)
     ]
-    ours, ours_generator = NeighborSampler(args.fanouts), torch.Generator().manual_seed(2)
-    calls = {"graphemb blocks": lambda seeds: ours.sample_blocks(graph, seeds, ours_generator)}
-    inputs = {"graphemb blocks": batches}
-    if dgl is not None:
-        dgl_graph = dgl.graph((src, dst), num_nodes=args.num_nodes)
-        dgl_graph.create_formats_()
-        theirs = dgl.dataloading.NeighborSampler(args.fanouts)
-        dgl.seed(args.seed + 2)
-        calls["dgl blocks"] = lambda seeds: theirs.sample_blocks(dgl_graph, seeds)
-        calls["graphbolt blocks"] = graphbolt_sampler(dgl.graphbolt, graph, torch, args.fanouts)
-        inputs["dgl blocks"] = inputs["graphbolt blocks"] = batches
+    layers = [
+        torch.randperm(args.num_nodes, generator=generator)[: args.layer_seeds]
+        for _ in range(args.batches)
+    ]
+    sampler_workers.save(directory, src, dst, batches, layers)
+    return src.numel(), batches
+
+
+def start_workers(args, note: str, directory: str) -> dict:
+    """One worker process per sampler (harness.isolated); a DGL-family worker that fails
+    to build (GraphBolt missing, DGL built for another torch) is left out with the reason."""
+    from harness.isolated import start_all
+
+    kinds = ["graphemb blocks"] + ([] if note else ["dgl blocks", "graphbolt blocks"])
     if not args.panel:
-        layers = [
-            torch.randperm(args.num_nodes, generator=generator)[: args.layer_seeds]
-            for _ in range(args.batches)
-        ]
-        fanout = args.fanouts[0]
-        calls["graphemb layer"] = lambda s: sample_neighbors(graph, s, fanout, ours_generator)
-        inputs["graphemb layer"] = layers
-        if dgl is not None:
-            calls["dgl layer"] = lambda s: dgl.sampling.sample_neighbors(dgl_graph, s, fanout)
-            inputs["dgl layer"] = layers
-    return calls, inputs, batches
+        kinds += ["graphemb layer"] + ([] if note else ["dgl layer"])
+    spec = {"workload": directory, "num_nodes": args.num_nodes, "fanouts": args.fanouts,
+            "seed": args.seed, "threads": args.threads}  # fmt: skip
+    builds = {kind: ("sampler_workers:build", dict(spec, kind=kind)) for kind in kinds}
+    workers, failed = start_all(builds, log=lambda line: None)
+    for kind, why in failed.items():
+        if kind.startswith("graphemb"):
+            for worker in workers.values():
+                worker.close()
+            raise SystemExit(why)
+        print(f"# {kind} left out: {why.splitlines()[-1]}")
+    return workers
 
 
-def time_calls(args, calls: dict, inputs: dict) -> tuple[dict, dict]:
-    """Every call timed in interleaved rounds, and graphemb's speed-up over each peer,
+def time_calls(args, workers: dict) -> tuple[dict, dict]:
+    """Every sampler timed in interleaved rounds, and graphemb's speed-up over each peer,
     printed as a table: ``(results, ratios)``."""
-
-    def runner(name):
-        items = inputs[name]
-        return lambda first, count: timing.time_steps(
-            lambda i: calls[name](items[i % len(items)]), first, count
-        )
-
     per_round = timing.interleaved(
-        {name: runner(name) for name in calls},
+        {name: worker.runner() for name, worker in workers.items()},
         warmup=args.warmup,
         steps=args.rounds * args.batches,
         rounds=args.rounds,
@@ -264,25 +228,30 @@ def time_calls(args, calls: dict, inputs: dict) -> tuple[dict, dict]:
     return results, ratios
 
 
-def run_shape(args, torch, dgl, shape: str) -> dict:
-    """Time every contender on one graph shape; print its table and verdict."""
-    graph, src, dst = load_graph(args, torch, shape)
-    calls, inputs, batches = contenders(args, torch, dgl, graph, src, dst)
-    del src, dst
-
-    input_nodes = {}  # the blocks must look alike: same fanouts, same distribution
-    for name in ("graphemb blocks", "dgl blocks", "graphbolt blocks"):
-        if name in calls:
-            input_nodes[name] = int(calls[name](batches[0])[0].numel())
-    print(
-        "# input nodes of the first batch: "
-        + ", ".join(f"{k} {v:,}" for k, v in input_nodes.items())
-    )
-
-    results, ratios = time_calls(args, calls, inputs)
+def run_shape(args, torch, note: str, shape: str) -> dict:
+    """Time every sampler on one graph shape, each in a process of its own; print its
+    table and verdict."""
+    with tempfile.TemporaryDirectory(prefix="bench-sampler-") as directory:
+        edges, _ = save_workload(args, torch, shape, directory)
+        workers = start_workers(args, note, directory)
+        try:
+            # the blocks must look alike: same fanouts, same distribution
+            input_nodes = {
+                name: worker.command("input_nodes")
+                for name, worker in workers.items()
+                if name.endswith(" blocks")
+            }
+            print(
+                "# input nodes of the first batch: "
+                + ", ".join(f"{k} {v:,}" for k, v in input_nodes.items())
+            )
+            results, ratios = time_calls(args, workers)
+        finally:
+            for worker in workers.values():
+                worker.close()
     summary = {
         "graph": shape,
-        "edges": graph.num_edges,
+        "edges": edges,
         "results": results,
         "input_nodes": input_nodes,
     }
@@ -305,30 +274,29 @@ def run_shape(args, torch, dgl, shape: str) -> dict:
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
-    if args.threads is not None:  # DGL's OpenMP runtime reads it at import
+    settings = cli.apply_allocator(args)  # every worker inherits the same settings
+    if args.threads is not None:  # every worker's OpenMP runtime reads it at import
         os.environ["OMP_NUM_THREADS"] = str(args.threads)
-    # The samplers take turns in this process, as bench_end_to_end.py's loops do, where DGL's
-    # busy-waiting OpenMP threads slowed the next contender 1.4x. Here the panel read the
-    # same with and without passive waiting (2026-11-27); it is set for the same conditions.
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     import torch
+    from harness import allocation
 
     from graphemb._compiled import compiled_module, disabled
 
     if args.threads is not None:
         torch.set_num_threads(args.threads)
-    threads = torch.get_num_threads()
-    dgl, dgl_note = import_dgl(args, threads)
+    args.threads = threads = torch.get_num_threads()
+    note = dgl_note(args)
     env = report.environment()
     compiled = hasattr(compiled_module(), "sample_blocks") and not disabled()
     print(f"# bench_sampler {env['date']} | {env['cpu']} | {env['cores']} cores")
     print(
-        f"# torch {torch.__version__}, dgl {dgl.__version__ if dgl else '-'}, threads {threads}, "
-        f"graphemb sampler {'compiled' if compiled else 'pure torch'} | load average "
-        f"(1 min) {report.load_average():.2f}; verdicts only at <= {report.QUIET_LOAD:g}"
+        f"# torch {torch.__version__}, threads {threads} per process, graphemb sampler "
+        f"{'compiled' if compiled else 'pure torch'}, every sampler in a process of its own "
+        f"with {allocation.describe(settings)} | load average (1 min) "
+        f"{report.load_average():.2f}; verdicts only at <= {report.QUIET_LOAD:g}"
     )
-    if dgl_note:
-        print(f"# {dgl_note}")
+    if note:
+        print(f"# {note}")
     print(
         f"# fanouts {args.fanouts}, batch {args.batch_size}, {args.batches} batches x "
         f"{args.rounds} interleaved rounds, warm-up {args.warmup}"
@@ -337,7 +305,7 @@ def main(argv=None) -> dict:
     with busy_processes(args.busy) as spinning:
         if spinning:
             print(f"# {len(spinning)} busy processes spinning during the timings: a loaded run")
-        runs = [run_shape(args, torch, dgl, shape) for shape in shapes]
+        runs = [run_shape(args, torch, note, shape) for shape in shapes]
     if len(runs) > 1:
         print("\n## panel")
         report.print_table(
@@ -359,7 +327,8 @@ def main(argv=None) -> dict:
         "benchmark": "sampler",
         "config": {k: v for k, v in vars(args).items() if k != "json"},
         "sampler": "compiled" if compiled else "torch",
-        "dgl_note": dgl_note,
+        "dgl_note": note,
+        "allocator": settings,
         "load_average_end": report.load_average(),
         "target_speedup": TARGET_LOADED if args.busy else TARGET_SPEEDUP,
         "shapes": runs,

@@ -289,6 +289,7 @@ def print_traffic(args, cross: dict, minimum: float) -> float:
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
+    cli.apply_allocator(args)  # before the first tensor, for every contender
     cli.set_threads(1)
     report.print_header(
         "bench_scaleout: 2 machines x 2 ranks, hierarchical vs partitioned storage",

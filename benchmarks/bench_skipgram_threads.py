@@ -13,7 +13,7 @@ every contender alike:
                                             own: the same work without shared rows
              A round where the shared tables run at over twice the own tables' time is an
              "episode": the cores pay for moving rows between their caches.
-  trainer    train_node_embeddings(trainer="compiled", workers=2), whole runs:
+  trainer    train_node_embeddings(backend="compiled", workers=2), whole runs:
                every thread   each chunk on both threads
                governed       the default: ThreadGovernor picks each chunk's thread count
 
@@ -38,17 +38,24 @@ from deepwalk_panel import load
 from harness import cli, report
 
 from graphemb.sampling.walks import RandomWalker
-from graphemb.skipgram import NegativeSampler, keep_probabilities, train_node_embeddings
-from graphemb.skipgram.compiled import FINAL_RATE, compiled_trainer, held_walks, init_tables
-from graphemb.skipgram.governor import ThreadGovernor
-from graphemb.skipgram.schedule import token_counts
+from graphemb.skipgram import (
+    FINAL_RATE,
+    LearningRate,
+    NegativeSampler,
+    keep_probabilities,
+    train_node_embeddings,
+)
+from graphemb.skipgram.backends import compiled_kernel
+from graphemb.skipgram.backends.base import initial_tables
+from graphemb.skipgram.backends.governor import ThreadGovernor
+from graphemb.skipgram.corpus import token_counts
 
 QUICK = {"graph": "overlapping:2000:10", "rounds": 2, "runs": 1, "walks": 1}
 EPISODE = 2.0  # shared / own tables in one round above which the round is an episode
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = cli.parser(__doc__.split("\n\n")[0])
     parser.add_argument("--graph", default="overlapping", help="a deepwalk_panel.py shape")
     parser.add_argument("--rounds", type=int, default=30, help="kernel rounds (30)")
     parser.add_argument("--runs", type=int, default=10, help="trainer runs of each (10)")
@@ -77,7 +84,7 @@ class Contender(NamedTuple):
 
 def kernel_rounds(graph, args) -> dict[str, list[float]]:
     """ns per product and thread of the three kernel contenders, one value per round."""
-    kernel = compiled_trainer()
+    kernel = compiled_kernel()
     generator = torch.Generator().manual_seed(0)
     walker = RandomWalker(graph)
     starts = torch.randperm(graph.num_nodes, generator=generator).repeat(args.walks)
@@ -86,11 +93,12 @@ def kernel_rounds(graph, args) -> dict[str, list[float]]:
     alias = tuple(t.contiguous() for t in NegativeSampler(counts).alias_table)
     keep = keep_probabilities(counts, 1e-3).contiguous()
     halves = walks.tensor_split(2)
-    tables = [init_tables(graph.num_nodes, 128, seed) for seed in range(2)]
+    tables = [initial_tables(graph.num_nodes, 128, seed) for seed in range(2)]
+    hold_walks = LearningRate.of_run(0.025, 1, 40).hold_walks
 
     def train(part: torch.Tensor, table: int, threads: int, seed: int) -> int:
         total = 10**9  # a constant rate: every round does the same work
-        args_ = (10, 5, 0.025, FINAL_RATE, 0, total, held_walks(40), threads, seed, 0)
+        args_ = (10, 5, 0.025, FINAL_RATE, 0, total, hold_walks, threads, seed, 0)
         return int(kernel(part, *tables[table], keep, *alias, *args_)[1])
 
     def own_tables(seed: int) -> int:
@@ -134,7 +142,7 @@ def every_thread() -> Iterator[None]:
 def trainer_runs(graph, args) -> dict[str, list[float]]:
     """Seconds of whole compiled runs (10 walks of 40, window 10, dim 128), interleaved."""
     times: dict[str, list[float]] = {"every thread": [], "governed": []}
-    settings = dict(dimensions=128, walk_length=40, num_walks=10, window=10, trainer="compiled")
+    settings = dict(dimensions=128, walk_length=40, num_walks=10, window=10, backend="compiled")
     for run in range(args.runs):
         for name in times:
             start = time.perf_counter()
@@ -161,7 +169,8 @@ def summarise(times: dict[str, list[float]], unit: str) -> dict[str, dict]:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    if compiled_trainer() is None:
+    cli.apply_allocator(args)
+    if compiled_kernel() is None:
         sys.exit("graphemb_kernels.skipgram_train is not built: make kernels")
     torch.set_num_threads(1)
     graph, _ = load(args.graph, 0)

@@ -266,6 +266,7 @@ def plot(path: str, samples: list[dict], world_size: int, settle_step: int, titl
 
 def main(argv=None) -> None:
     args = parse_args(argv)
+    cli.apply_allocator(args)  # before the first tensor, for every contender
     ws = args.world_size
     title = (
         f"bench_soak: {args.steps:,} steps of shared-memory training, {ws} processes x "

@@ -235,6 +235,7 @@ def profile_graphemb_adam(args, contenders: dict, results: dict) -> tuple[dict |
 
 def main(argv=None):
     args = parse_args(argv)
+    cli.apply_allocator(args)  # before the first tensor, for every contender
     threads = cli.set_threads(args.threads)
     dgl_ok, dgl_note = (False, "not requested (--families)")
     if "dgl" in args.families:

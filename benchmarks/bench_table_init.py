@@ -21,11 +21,10 @@ and the target (50M x 64 bf16 in <= 8 s). The last line is "BENCH_SUMMARY {json}
 
 from __future__ import annotations
 
-import argparse
 import gc
 
 import torch
-from harness import report, timing
+from harness import cli, report, timing
 
 from graphemb import NodeEmbedding
 from graphemb.storage.initialization import uniform_by_id
@@ -36,11 +35,7 @@ LOW, HIGH = -0.05, 0.05
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        epilog=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = cli.parser(__doc__.split("\n\n")[0], __doc__.split("\n\n", 1)[1])
     parser.add_argument("-n", "--num-embeddings", type=int, default=None, help="rows (50M)")
     parser.add_argument("-d", "--dim", type=int, default=64, help="columns (64)")
     parser.add_argument("--dtype", choices=sorted(DTYPES), default="bfloat16")
@@ -158,6 +153,7 @@ def print_results(summary: dict, json_path: str | None = None) -> None:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
+    cli.apply_allocator(args)
     print_results(run(args), args.json)
 
 

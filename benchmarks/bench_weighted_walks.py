@@ -30,7 +30,7 @@ KINDS = {"deepwalk": (1.0, 1.0), "node2vec(p=0.5,q=2)": (0.5, 2.0)}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = cli.parser(__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--nodes", type=int, default=100_000, help="nodes (100,000)")
     parser.add_argument("--edges", type=int, default=1_000_000, help="random edges (1,000,000)")
@@ -61,6 +61,7 @@ def random_graph(args: argparse.Namespace, device: torch.device) -> tuple[Graph,
 
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
+    cli.apply_allocator(args)
     device = torch.device(args.device)
     sync = torch.cuda.synchronize if device.type == "cuda" else None
     graph, start = random_graph(args, device)

@@ -29,7 +29,7 @@ import tempfile
 from collections.abc import Callable
 
 import numpy as np
-from harness import report, timing
+from harness import cli, report, timing
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -50,13 +50,14 @@ def gensim_writer(rows: np.ndarray, names: list[str]) -> Callable[[str], None]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = cli.parser(__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--dim", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="5k x 32, 1 round (a smoke test)")
     parser.add_argument("--json", default=None, help="also write the summary JSON here")
     args = parser.parse_args()
+    cli.apply_allocator(args)
     if args.quick:
         args.rows, args.dim, args.rounds = 5_000, 32, 1
     sys.path.insert(0, REPO)

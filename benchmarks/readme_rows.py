@@ -116,14 +116,16 @@ def _over(name: str, peer: str) -> str:
 
 
 def end_to_end(results: Path) -> list[str]:
-    """GraphSAGE with a learnable embedding end to end on the three shapes
-    (``e2e_<shape>.json``, ``bench_end_to_end.py --graph <shape> --procs 1,2 --json``)."""
+    """GraphSAGE with a learnable embedding end to end on the three shapes, every contender
+    in a process of its own (``e2e_<shape>.json``, ``bench_end_to_end.py --graph <shape>
+    --json``): per batch, per phase against DGL's documented loop, and per phase against
+    its bound."""
     runs = [Result(results, f"e2e_{shape}.json") for shape in SHAPES]
     config = runs[0].get("config")
     times = runs[0].get("ms_per_batch")
     ours = [n for n in times if n.startswith("graphemb")]
     peers = [n for n in times if not n.startswith("graphemb")]
-    speedups = list(runs[0].get("speedups"))
+    speedups = [n for n in runs[0].get("speedups") if " over dgl" in n]
 
     def per_shape(*keys: str, fmt: Callable[[Any], str]) -> str:
         return " / ".join(fmt(run.get(*keys)) for run in runs)
@@ -131,30 +133,53 @@ def end_to_end(results: Path) -> list[str]:
     def median(name: str) -> str:
         return per_shape("ms_per_batch", name, fmt=lambda t: ms(t["median_ms"]))
 
+    def phases(key: str, *names: str) -> list[str]:
+        return [
+            f"{phase}: {per_shape('phases', key, *names, phase, fmt=ms)} ms" for phase in PHASES
+        ]
+
+    allocator = runs[0].get("allocator")
     what = (
         f"GraphSAGE + {config['dim']}-d learnable embedding end to end, "
         f"{config['num_nodes']:,} nodes, average degree {config['avg_degree']:g}, fanouts "
         f"{','.join(map(str, config['fanouts']))}, {config['batch_size']} seeds, shapes "
-        f"{' / '.join(SHAPES)} (`bench_end_to_end.py --graph G --procs 1,2`; "
-        + ", ".join(_file(r.name) for r in runs)
-        + ")"
+        f"{' / '.join(SHAPES)}; every contender in a fresh process of its own, "
+        f"THP_MEM_ALLOC_ENABLE={allocator['THP_MEM_ALLOC_ENABLE']} for all "
+        f"(`bench_end_to_end.py --graph G`; " + ", ".join(_file(r.name) for r in runs) + ")"
     )
-    layers = per_shape("layers", "graphemb_ms", fmt=ms)
-    dgl_layers = per_shape("layers", "dgl_ms", fmt=ms)
+    documented = next(n for n in peers if "documented" in n)
+    ratios = [f"{_over(n, documented)}: {per_shape('speedups', n, fmt=ratio)}" for n in speedups]
+    ratios += [
+        f"{phase} over DGL's: {per_shape('phases', f'{phase}_over_dgl', fmt=times_x)}"
+        for phase in ("layers", "sampling")
+    ]
+    ratios += [
+        f"{phase} / its bound: {per_shape('phases', f'{phase}_over_bound', fmt=times_x)}"
+        for phase in PHASES
+    ]
     cells = [
         what,
-        cell([f"{n}: {median(n)} ms/batch" for n in ours] + [f"layers: {layers} ms"]),
-        cell([f"{n}: {median(n)} ms/batch" for n in peers] + [f"DGL's layers: {dgl_layers} ms"]),
+        cell([f"{n}: {median(n)} ms/batch" for n in ours] + phases("graphemb_ms")),
         cell(
-            [f"{_over(n, peers[0])}: {per_shape('speedups', n, fmt=ratio)}" for n in speedups]
-            + [f"layers: {per_shape('layers', 'ratio', fmt=lambda v: f'{v:.2f}x')}"]
+            [f"{n}: {median(n)} ms/batch" for n in peers]
+            + [f"{documented}, {line}" for line in phases("peers_ms", documented)]
+            + [f"bound, {line}" for line in phases("bounds_ms")]
         ),
+        cell(ratios),
         cell(
             [f"{s}: {line}" for s, run in zip(SHAPES, runs, strict=True) for line in run.verdicts()]
         ),
         cell([f"{s}: {run.run()}" for s, run in zip(SHAPES, runs, strict=True)]),
     ]
     return table_row(cells)
+
+
+PHASES = ("sampling", "layers", "sparse step")  # the end-to-end phases with a bound
+
+
+def times_x(value: float) -> str:
+    """A ratio, ``2.00x``."""
+    return f"{value:.2f}x"
 
 
 def sampler(results: Path, name: str = "sampler_panel.json") -> list[str]:

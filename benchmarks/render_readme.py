@@ -16,7 +16,6 @@ rewritten are :data:`FILES` (paths from the repository root).
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
@@ -149,7 +148,9 @@ def stale(root: Path = ROOT, results: Path = RESULTS) -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    from harness import cli
+
+    parser = cli.parser(__doc__.split("\n\n")[0], allocator=False)
     parser.add_argument(
         "--check", action="store_true", help="write nothing; exit 1 if a file is stale"
     )

@@ -23,7 +23,7 @@ extern "C" {
 #define GE_API __attribute__((visibility("default")))
 
 /* Raised by the Python bindings when the library and the bindings disagree. */
-#define GE_ABI_VERSION 1
+#define GE_ABI_VERSION 2
 
 typedef enum {
   GE_OK = 0,
@@ -142,6 +142,8 @@ typedef struct {
   int64_t threads;
   uint64_t seed;
   int64_t vector_width; /* 0: the widest this CPU runs; 4 or 8 */
+  int64_t sharing;      /* noise nodes drawn per (context, node) pair (0, word2vec) or once
+                           per position for all of its contexts (1, HogBatch) */
 } ge_skipgram_config;
 
 /* word2vec's skip-gram with negative sampling over the walks, Hogwild on config->threads

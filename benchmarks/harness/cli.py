@@ -1,4 +1,10 @@
-"""Options every benchmark shares, and their default and ``--quick`` sizes."""
+"""Options every benchmark shares, and their default and ``--quick`` sizes.
+
+Every script of ``benchmarks/`` builds its parser here: :func:`parser` (the root of the
+family: the allocator options every benchmark has), or :func:`base_parser` (the sizes of an
+embedding workload on top). A benchmark then calls :func:`apply_allocator` once, right after
+parsing and before its first tensor: importing the harness sets nothing.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,7 @@ import argparse
 
 import torch
 
+from . import allocation
 from .workload import LOSSES
 
 SIZES = {  # the spec's defaults, and those of --quick
@@ -30,6 +37,64 @@ SIZES = {  # the spec's defaults, and those of --quick
 }
 
 
+def parser(
+    description: str, epilog: str | None = None, *, allocator: bool = True
+) -> argparse.ArgumentParser:
+    """The parser every script starts from: its description and epilog as written, and the
+    allocator options of a run (``--huge-pages``, ``--omp-wait-policy``; see
+    :func:`apply_allocator`).
+
+    Parameters
+    ----------
+    description : str
+        First paragraph of ``--help``.
+    epilog : str, optional
+        Text after the options (kept as written, line breaks included).
+    allocator : bool
+        Whether the script has the allocator options: every benchmark does; a script that
+        creates no tensor (``render_readme.py``) does not.
+    """
+    made = argparse.ArgumentParser(
+        description=description,
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    if not allocator:
+        return made
+    made.add_argument(
+        "--huge-pages",
+        choices=("on", "off"),
+        default=None,
+        help="torch's huge-page CPU allocations (THP_MEM_ALLOC_ENABLE) for every contender "
+        "(default: the environment's value, else on)",
+    )
+    made.add_argument(
+        "--omp-wait-policy",
+        choices=("active", "passive"),
+        default=None,
+        help="OMP_WAIT_POLICY of every contender (default: as in the environment; unset, "
+        "each OpenMP runtime's own default)",
+    )
+    return made
+
+
+def apply_allocator(args: argparse.Namespace) -> dict:
+    """Set the run's allocator settings from ``args`` (:func:`harness.allocation.apply`):
+    call once, after parsing and before the first tensor. Returns the settings."""
+    return allocation.apply(
+        getattr(args, "huge_pages", None), getattr(args, "omp_wait_policy", None)
+    )
+
+
+def sized_defaults(args: argparse.Namespace, defaults: dict[str, tuple]) -> argparse.Namespace:
+    """Fill every option of ``defaults`` (name -> ``(quick value, full value)``) that the
+    command line left at ``None``, from ``--quick`` or not."""
+    for key, (small, full) in defaults.items():
+        if getattr(args, key) is None:
+            setattr(args, key, small if args.quick else full)
+    return args
+
+
 def base_parser(
     description: str, epilog: str | None = None, sizes: dict | None = None, timed: bool = True
 ) -> argparse.ArgumentParser:
@@ -41,12 +106,8 @@ def base_parser(
     """
     d = (sizes or SIZES)["default"]
     q = (sizes or SIZES)["quick"]
-    parser = argparse.ArgumentParser(
-        description=description,
-        epilog=epilog,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    add = parser.add_argument
+    made = parser(description, epilog)
+    add = made.add_argument
     add(
         "-n",
         "--num-embeddings",
@@ -100,6 +161,12 @@ def base_parser(
             default=None,
             help=f"size of each tensor of the copy-bandwidth probe in MiB (default {d['bw_mib']})",
         )
+    _add_outputs(add, timed)
+    return made
+
+
+def _add_outputs(add, timed: bool) -> None:
+    """``--quick``, ``--json`` and (``timed``) ``--trace`` of :func:`base_parser`."""
     add("--quick", action="store_true", help="small sizes and few steps (a smoke test, < 30 s)")
     add(
         "--json",
@@ -115,7 +182,6 @@ def base_parser(
             help="write the torch.profiler trace of every phase profile to DIR (Chrome trace "
             "JSON: chrome://tracing or https://ui.perfetto.dev)",
         )
-    return parser
 
 
 def finish_args(args: argparse.Namespace, sizes: dict | None = None) -> argparse.Namespace:

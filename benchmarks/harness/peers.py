@@ -41,9 +41,13 @@ class Contender:
     step: Callable[[int], object]  # a return value reaches RankPool.call only
     profile: Callable[[int], None]
     objects: list = field(default_factory=list)  # keeps tables alive; dropped by close()
+    # operations of its own a worker process runs on command (harness.isolated): name ->
+    # function of keyword options returning JSON; "info" is answered with the build
+    ops: dict[str, Callable[..., object]] = field(default_factory=dict)
 
     def close(self) -> None:
         self.objects.clear()
+        self.ops.clear()
         self.step = self.profile = _closed
 
 

@@ -11,12 +11,12 @@
 // seeded from the call's key, the layer and the seed's position, so a sample depends on
 // the key only, never on the number of threads. Seeds are drawn in parallel.
 //
-// Memory: a layer's reads are random -- a seed's row pointers, its CSC segment, the marker
-// entry of every source drawn -- and each depends on the one before, so a plain loop waits
-// on one cache miss after another. Every loop prefetches the entries of the item kAhead
-// places on (the segment of a seed whose row pointers it prefetched kAhead seeds earlier;
-// the marker entries of the sources after drawing a task's seeds), which keeps several
-// misses in flight at once.
+// Memory: a layer's reads are random -- a seed's row pointers, the entries of its CSC
+// segment that it draws, the marker entry of every source drawn -- and each depends on the
+// one before, so a plain loop waits on one cache miss after another. The draws run as a
+// pipeline over the seeds (draw below): each stage works kAhead seeds behind the one that
+// prefetched its reads (the row pointers, then the drawn entries of the segment, then the
+// marker entries), which keeps several misses in flight at once.
 //
 // Relabelling (sample_blocks): `marker` (one entry per graph node, -1 = unseen) holds the
 // block-local id of every node of the current block. Between layers it needs no reset:
@@ -104,40 +104,63 @@ void row_pointers(const Graph& g, const int64_t* seeds, int64_t num_seeds, int64
   }
 }
 
+// Seed i's draws: the CSC positions of its sampled in-edges into pos[r[i] .. r[i + 1]),
+// and a prefetch of the entries of `indices` they point to (the whole segment when every
+// edge is taken, else each drawn entry: a hub's picks are scattered over its segment).
+inline void draw_positions(const Graph& g, const int64_t* seeds, const int64_t* r, uint64_t key,
+                           uint64_t layer, int64_t i, int64_t* pos) {
+  const int64_t start = g.indptr[seeds[i]];
+  const int64_t degree = g.indptr[seeds[i] + 1] - start;
+  const int64_t first = r[i], count = r[i + 1] - r[i];
+  int64_t* p = pos + first;
+  if (count == degree) {
+    for (int64_t q = 0; q < count; ++q) p[q] = start + q;
+    for (int64_t q = 0; q < count; q += 8) __builtin_prefetch(g.indices + start + q);
+    return;
+  }
+  SplitMix64 random = seed_stream(key, layer, static_cast<uint64_t>(i));
+  floyd(random, degree, count, p);
+  for (int64_t q = 0; q < count; ++q) {
+    p[q] += start;
+    __builtin_prefetch(g.indices + p[q]);
+  }
+}
+
 // The draws of every seed into src (global ids), dst (seed position) and pos (CSC
 // positions). With a marker, every source not yet in it is marked kNew.
+//
+// One pass over a task's seeds in three stages, each on a different seed so that the
+// reads of one stage were prefetched by the stage before: seed i + 2A's row pointers are
+// prefetched; seed i + A draws its positions and prefetches their entries of `indices`;
+// seed i reads its sources from those entries (and prefetches their marker entries);
+// seed i - A marks its new sources. A = kAhead. The draws depend on (key, layer, seed
+// position) only: the order of the stages changes no output.
 template <typename M>
 void draw(const Graph& g, const int64_t* seeds, int64_t num_seeds, const int64_t* r,
           uint64_t key, uint64_t layer, int64_t* src, int64_t* dst, int64_t* pos, M* marker) {
   parallel_for(0, num_seeds, kDrawGrain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      if (i + kAhead < end) {  // the segment a few seeds on: its row is cached by now
-        const int64_t ahead = seeds[i + kAhead];
-        __builtin_prefetch(g.indices + g.indptr[ahead]);
-        if (i + 2 * kAhead < end) __builtin_prefetch(g.indptr + seeds[i + 2 * kAhead]);
-      }
-      const int64_t start = g.indptr[seeds[i]];
-      const int64_t degree = g.indptr[seeds[i] + 1] - start;
-      const int64_t first = r[i], count = r[i + 1] - r[i];
-      int64_t* p = pos + first;
-      if (count == degree) {
-        for (int64_t q = 0; q < count; ++q) p[q] = start + q;
-      } else {
-        SplitMix64 random = seed_stream(key, layer, static_cast<uint64_t>(i));
-        floyd(random, degree, count, p);
-        for (int64_t q = 0; q < count; ++q) p[q] += start;
-      }
-      for (int64_t q = 0; q < count; ++q) {
-        src[first + q] = g.indices[p[q]];
-        dst[first + q] = i;
-      }
+    for (int64_t i = begin; i < std::min(end, begin + 2 * kAhead); ++i) {
+      __builtin_prefetch(g.indptr + seeds[i]);
     }
-    if (marker == nullptr) return;
-    for (int64_t e = r[begin], stop = r[end]; e < stop; ++e) {
-      if (e + kAhead < stop) __builtin_prefetch(marker + src[e + kAhead]);
-      const int64_t u = src[e];
-      if (__atomic_load_n(marker + u, __ATOMIC_RELAXED) == kUnseen) {
-        __atomic_store_n(marker + u, static_cast<M>(kNew), __ATOMIC_RELAXED);  // same value
+    for (int64_t i = begin; i < std::min(end, begin + kAhead); ++i) {
+      draw_positions(g, seeds, r, key, layer, i, pos);
+    }
+    for (int64_t i = begin; i < end + kAhead; ++i) {
+      if (i + 2 * kAhead < end) __builtin_prefetch(g.indptr + seeds[i + 2 * kAhead]);
+      if (i + kAhead < end) draw_positions(g, seeds, r, key, layer, i + kAhead, pos);
+      if (i < end) {
+        for (int64_t e = r[i], stop = r[i + 1]; e < stop; ++e) {
+          src[e] = g.indices[pos[e]];
+          dst[e] = i;
+          if (marker != nullptr) __builtin_prefetch(marker + src[e]);
+        }
+      }
+      if (marker == nullptr || i - kAhead < begin) continue;
+      for (int64_t e = r[i - kAhead], stop = r[i - kAhead + 1]; e < stop; ++e) {
+        const int64_t u = src[e];
+        if (__atomic_load_n(marker + u, __ATOMIC_RELAXED) == kUnseen) {
+          __atomic_store_n(marker + u, static_cast<M>(kNew), __ATOMIC_RELAXED);  // same value
+        }
       }
     }
   });

@@ -1,19 +1,16 @@
-// The skip-gram trainer's per-thread loop (train.cpp), written once for a vector width
-// kLanes: train.cpp instantiates it for 8 lanes inside a function compiled for AVX2 and
-// FMA, and for 4 lanes for any CPU. Every function is forced inline so that the whole loop
-// is compiled for the target of the function that instantiates it.
+// The skip-gram trainer's arithmetic on rows (one context against its targets), written once
+// for a vector width kLanes: train.cpp instantiates the loop (loop.h) for 8 lanes inside a
+// function compiled for AVX2 and FMA, and for 4 lanes for any CPU. Every function is forced
+// inline so that the whole loop is compiled for the target of the function that
+// instantiates it.
 //
 // Rows are processed kLanes floats at a time in GCC/Clang vector types.
 #pragma once
 
-#include "skipgram/tables.h"
-
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <vector>
 
 #define GE_INLINE __attribute__((always_inline)) static inline
 
@@ -194,97 +191,7 @@ struct LaneKernels {
     for (int64_t d = 0; d < dim; ++d) in[d] += neu1e[d];
     return nonfinite;
   }
-
-  GE_INLINE bool all_distinct(const int64_t* ids, int count) {
-    for (int i = 1; i < count; ++i)
-      for (int j = 0; j < i; ++j)
-        if (ids[i] == ids[j]) return false;
-    return true;
-  }
-
-  // Prefetches every cache line of a row of dim floats (the rows of a context a few contexts
-  // ahead: random rows of a table larger than the cache are the loop's main cost).
-  GE_INLINE void prefetch_row(const float* row, int64_t dim) {
-    for (int64_t d = 0; d < dim; d += 16) __builtin_prefetch(row + d, 1, 3);
-  }
-
-  static constexpr int64_t kPrefetchAhead = 2;  // contexts
-
-  // Thread `thread`'s share [first, last) of the walks (see train.cpp's header comment).
-  // Each walk's draws (subsampling, windows, noise nodes) are made first, in word2vec's
-  // order, into a plan of contexts; training then walks the plan, prefetching the rows of
-  // the context kPrefetchAhead ahead. The draws do not depend on the rows, so the result is
-  // the same as drawing each context's nodes just before training it.
-  GE_INLINE void train_range(const Tables& t, int64_t first, int64_t last, uint64_t seed, int thread,
-                   std::atomic<int64_t>* done, Counts* counts) {
-    SplitMix64 rng{mix(seed ^ (static_cast<uint64_t>(thread) * kGamma))};
-    const int64_t width = t.negatives + 1, dim = t.dim;
-    const int64_t most = t.length * 2 * t.window;  // contexts of one walk at most
-    std::vector<int64_t> kept(t.length), inputs(most), sizes(most), targets(most * width);
-    std::vector<float*> rows(width);
-    std::vector<float> scratch(std::max<int64_t>(dim, width));
-    int64_t nonfinite = 0, products = 0;
-    for (int64_t w = first; w < last; ++w) {
-      // The rate of the block of hold_walks walks the run's progress falls in (word2vec's
-      // rate held for 10,000 tokens, see train.cpp).
-      const int64_t started = t.walks_before + done->load();
-      const double progress = static_cast<double>(started / t.hold_walks * t.hold_walks) /
-                              static_cast<double>(t.total_walks);
-      const float alpha =
-          static_cast<float>(t.lr * std::max(1.0 - (1.0 - t.final_rate) * progress,
-                                             t.final_rate));
-      const int64_t* walk = t.walks + w * t.length;
-      int64_t size = 0;
-      for (int64_t i = 0; i < t.length && walk[i] >= 0; ++i) {
-        const double keep = t.keep[walk[i]];
-        if (keep >= 1.0 || rng.uniform() < keep) kept[size++] = walk[i];
-      }
-      int64_t planned = 0;
-      for (int64_t pos = 0; pos < size; ++pos) {
-        const int64_t word = kept[pos];
-        const int64_t radius = 1 + static_cast<int64_t>(rng.below(t.window));
-        const int64_t lo = std::max<int64_t>(pos - radius, 0);
-        const int64_t hi = std::min<int64_t>(pos + radius, size - 1);
-        for (int64_t c = lo; c <= hi; ++c) {
-          if (c == pos) continue;
-          int64_t* drawn = targets.data() + planned * width;
-          int64_t count = 0;
-          drawn[count++] = word;
-          for (int64_t k = 0; k < t.negatives; ++k) {
-            const uint64_t column = rng.below(t.noise_size);
-            const NoiseColumn& drawn_column = t.noise[column];
-            const int64_t target = (rng.next() >> 11) < drawn_column.threshold ? drawn_column.node
-                                                                             : drawn_column.alias;
-            if (target != word) drawn[count++] = target;  // word2vec skips the node itself
-          }
-          inputs[planned] = kept[c];
-          sizes[planned++] = count;
-        }
-      }
-      for (int64_t i = 0; i < planned; ++i) {
-        if (i + kPrefetchAhead < planned) {
-          const int64_t ahead = i + kPrefetchAhead;
-          prefetch_row(t.syn0 + inputs[ahead] * dim, dim);
-          for (int64_t j = 0; j < sizes[ahead]; ++j)
-            prefetch_row(t.syn1 + targets[ahead * width + j] * dim, dim);
-        }
-        const int count = static_cast<int>(sizes[i]);
-        const int64_t* drawn = targets.data() + i * width;
-        for (int j = 0; j < count; ++j) rows[j] = t.syn1 + drawn[j] * dim;
-        float* in = t.syn0 + inputs[i] * dim;
-        nonfinite += all_distinct(drawn, count)
-                         ? train_distinct(in, rows.data(), count, dim, alpha, scratch.data())
-                         : train_context_in_order(in, rows.data(), count, dim, alpha,
-                                                  scratch.data());
-        products += count;
-      }
-      done->fetch_add(1, std::memory_order_relaxed);
-    }
-    counts->nonfinite = nonfinite;
-    counts->products = products;
-  }
 };
 
 }  // namespace ge::skipgram
 
-#undef GE_INLINE

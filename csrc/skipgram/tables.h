@@ -1,5 +1,5 @@
-// The skip-gram trainer's tables and counters, shared by its entry point (train.cpp) and
-// its per-thread loop (lanes.h).
+// The skip-gram trainer's tables and counters, shared by its entry point (train.cpp), the
+// plan of a walk's draws (plan.h) and the per-thread loop (loop.h).
 #pragma once
 
 #include "common/splitmix.h"
@@ -12,15 +12,9 @@ using splitmix::kGamma;
 using splitmix::mix;
 using splitmix::SplitMix64;
 
-// One column of the noise alias table, in one 32-byte block (one cache line per draw
-// instead of one per array). A draw's coin (x >> 11) * 2^-53 < keep, x its 64-bit draw,
-// is the integer test (x >> 11) < threshold with threshold = ceil(keep * 2^53): the same
-// outcome for every draw, without a conversion to double.
-struct alignas(32) NoiseColumn {
-  uint64_t threshold;
-  int64_t node;
-  int64_t alias;
-};
+// Which contexts share a draw of noise nodes (plan.h): each (context, node) pair its own
+// (word2vec), or every context of a position the same (HogBatch).
+enum class Sharing : int64_t { kPair = 0, kPosition = 1 };
 
 struct Tables {
   const int64_t* walks;
@@ -29,7 +23,13 @@ struct Tables {
   float* syn1;
   int64_t dim;
   const double* keep;
-  const NoiseColumn* noise;
+  // The alias table of the noise distribution: column k holds node noise_node[k] with
+  // probability noise_keep[k], else noise_alias[k]. Read in place: packing the columns
+  // into one block each (one cache line a draw) took a pass over the table per call, about
+  // 1 s a call on 10M nodes, where the driver calls once per chunk of walks.
+  const int64_t* noise_node;
+  const double* noise_keep;
+  const int64_t* noise_alias;
   uint64_t noise_size;
   int64_t window;
   int64_t negatives;
@@ -38,6 +38,7 @@ struct Tables {
   int64_t walks_before;
   int64_t total_walks;
   int64_t hold_walks;
+  Sharing sharing;
 };
 
 struct Counts {

@@ -9,11 +9,24 @@
 //      a reduced window r uniform in 1..window (one draw), then for each context c at
 //      t - r .. t + r (c != t, inside the walk), in that order, the input row syn0[c] is
 //      trained against syn1[w] (label 1) and K noise nodes (label 0) drawn from the alias
-//      table of unigram ** 0.75 (two draws each: a column, then its coin); a noise node
-//      equal to w is skipped, as in word2vec.c. For each (target, label):
+//      table of unigram ** 0.75 (two draws each: a column, then its coin, the uniform
+//      draw below the column's keep); a noise node equal to w is skipped, as in
+//      word2vec.c. For each (target, label):
 //          f = syn0[c] . syn1[target];  g = (label - sigmoid(f)) * alpha
 //          neu1e += g * syn1[target];   syn1[target] += g * syn0[c]
 //      and after the K + 1 targets syn0[c] += neu1e.
+//
+// Which contexts share a draw of noise nodes is the config's `sharing`: 0 (word2vec) draws
+// K for every context; 1 draws K once per position, right after its radius, for all the
+// contexts of its window (HogBatch, BlazingText). Everything else is the same: each
+// context is still trained in turn against the position's targets as they are after the
+// contexts before it. Per token, word2vec reads about 2 * (window + 1) / 2 * K noise rows
+// (55 at window 10, K 5), shared draws K (5): once the tables outgrow the caches, those
+// reads are the cost per token (benchmarks/results/deepwalk_scale.md).
+//
+// A walk's draws are made before its rows are trained, while the walk before it trains
+// (plan.h: the same draws in the same order), so that the loop knows which rows come next
+// and prefetches them (loop.h).
 //
 // The K + 1 targets of one context are drawn first; when they are distinct nodes (nearly
 // always) no score depends on another's update, so their K + 1 dot products run side by
@@ -35,13 +48,14 @@
 // hold_walks = 10,000 / walk length. Lowering the rate every walk instead gives about 1 %
 // less learning over a run, which on a small dense graph costs several F1 points. The last
 // rate the caller passes is gensim's (final_rate 1 / 250: alpha 0.025 down to min_alpha
-// 0.0001); word2vec.c's, lr * 1e-4, gives 0.4 % less learning and cost 0.4-0.6 points of F1 on a dense 1000-node graph.
+// 0.0001); word2vec.c's, lr * 1e-4, gives 0.4 % less learning and cost 0.4-0.6 points of
+// F1 on a dense 1000-node graph.
 //
 // Threads split the walks into contiguous ranges and update the shared float32 tables
 // without locks (Hogwild, as word2vec's threads do). Thread i draws from its own
 // splitmix64 stream whose state starts at mix(seed ^ (i * 0x9E3779B97F4A7C15)), mix being
 // splitmix64's output function; with one thread the result is deterministic (and
-// reproducible by a float64 reference, tests/unit/test_skipgram_compiled.py). A uniform
+// reproducible by a float64 reference, tests/skipgram_reference.py). A uniform
 // integer below n is the high 64 bits of x * n (x the 64-bit draw), a uniform number in
 // [0, 1) is (x >> 11) * 2^-53.
 //
@@ -50,7 +64,7 @@
 
 #include "common/errors.h"
 #include "graphemb_kernels.h"
-#include "skipgram/lanes.h"
+#include "skipgram/loop.h"
 #include "skipgram/tables.h"
 
 #include <algorithm>
@@ -70,12 +84,12 @@ __attribute__((target("avx2,fma"))) void train_range_wide(const Tables& t, int64
                                                           int64_t last, uint64_t seed,
                                                           int thread, std::atomic<int64_t>* done,
                                                           Counts* counts) {
-  LaneKernels<8>::train_range(t, first, last, seed, thread, done, counts);
+  Loop<8>::train_range(t, first, last, seed, thread, done, counts);
 }
 
 void train_range_narrow(const Tables& t, int64_t first, int64_t last, uint64_t seed, int thread,
                         std::atomic<int64_t>* done, Counts* counts) {
-  LaneKernels<4>::train_range(t, first, last, seed, thread, done, counts);
+  Loop<4>::train_range(t, first, last, seed, thread, done, counts);
 }
 
 using TrainRange = void (*)(const Tables&, int64_t, int64_t, uint64_t, int,
@@ -120,6 +134,9 @@ void check(const ge_skipgram_config& c) {
           "total_walks >= 1, walks_before >= 0, hold_walks >= 1, noise columns >= 1, dim >= 1; "
           "got ", c.window, ", ", c.negatives, ", ", c.threads, ", ", c.total_walks, ", ",
           c.walks_before, ", ", c.hold_walks, ", ", c.noise_columns, ", ", c.dim);
+  require(c.sharing == 0 || c.sharing == 1, GE_VALUE_ERROR,
+          "graphemb_kernels.skipgram_train: sharing must be 0 (per pair) or 1 (per position), "
+          "got ", c.sharing);
   require(c.final_rate > 0.0 && c.final_rate <= 1.0, GE_VALUE_ERROR,
           "graphemb_kernels.skipgram_train: final_rate must be in (0, 1], got ", c.final_rate);
   check_ids(c.walks, c.num_walks * c.length, -1, c.num_nodes, "walks");
@@ -129,16 +146,12 @@ void check(const ge_skipgram_config& c) {
 
 void train(const ge_skipgram_config& c, int64_t* result) {
   check(c);
-  std::vector<NoiseColumn> noise(c.noise_columns);
-  for (int64_t k = 0; k < c.noise_columns; ++k) {
-    const double keep = std::clamp(c.noise_keep[k], 0.0, 1.0);
-    noise[k] = {static_cast<uint64_t>(std::ceil(keep * 0x1.0p53)), c.noise_node[k],
-                c.noise_alias[k]};
-  }
-  const Tables tables{c.walks,     c.length,     c.syn0,         c.syn1,
-                      c.dim,       c.keep,       noise.data(),   static_cast<uint64_t>(c.noise_columns),
-                      c.window,    c.negatives,  c.lr,           c.final_rate,
-                      c.walks_before, c.total_walks, c.hold_walks};
+  const Tables tables{c.walks,        c.length,        c.syn0,
+                      c.syn1,         c.dim,           c.keep,
+                      c.noise_node,   c.noise_keep,    c.noise_alias,
+                      static_cast<uint64_t>(c.noise_columns), c.window, c.negatives,
+                      c.lr,           c.final_rate,    c.walks_before,
+                      c.total_walks,  c.hold_walks,    static_cast<Sharing>(c.sharing)};
   const int64_t count = c.num_walks;
   const int64_t used = std::max<int64_t>(1, std::min<int64_t>(c.threads, count));
   const TrainRange train_range = train_range_for(c.vector_width);

@@ -33,7 +33,7 @@ __all__ = [
     "span",
 ]
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 """``GE_ABI_VERSION`` of ``csrc/graphemb_kernels.h`` that these bindings speak."""
 
 DECLINED = 7

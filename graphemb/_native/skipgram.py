@@ -12,7 +12,7 @@ import torch
 from .library import library, span
 from .tensors import dtype_name
 
-__all__ = ["skipgram_train"]
+__all__ = ["SHARING", "skipgram_train"]
 
 
 class _Config(ctypes.Structure):
@@ -41,7 +41,12 @@ class _Config(ctypes.Structure):
         ("threads", c_int64),
         ("seed", c_uint64),
         ("vector_width", c_int64),
+        ("sharing", c_int64),
     ]
+
+
+#: ``sharing`` of :func:`skipgram_train` and its code in ``ge_skipgram_config``.
+SHARING = {"pair": 0, "position": 1}
 
 
 def _check(tensor: torch.Tensor, name: str, dtype: torch.dtype, dims: int) -> None:
@@ -109,6 +114,8 @@ def skipgram_train(
     threads: int,
     seed: int,
     vector_width: int = 0,
+    *,
+    sharing: str = "pair",
 ) -> tuple[int, int]:
     """Train ``syn0`` (input rows) and ``syn1`` (output rows) in place on ``walks``.
 
@@ -131,6 +138,12 @@ def skipgram_train(
     threads, seed, vector_width : int
         Hogwild threads, the seed of their random streams, and the vector width of the loop
         (0: the widest this CPU runs; 4 or 8).
+    sharing : {"pair", "position"}
+        Which contexts share a draw of ``negatives`` noise nodes: ``"pair"`` (default,
+        word2vec's algorithm) draws them for every (context, node) pair; ``"position"``
+        draws them once per position of a walk, for all the contexts of its window
+        (HogBatch / BlazingText): the window's noise rows are read from memory once
+        instead of once per context, each pair is still trained in word2vec's order.
 
     Returns
     -------
@@ -139,13 +152,18 @@ def skipgram_train(
     """
     _check_tables(walks, syn0, syn1, keep, noise_nodes, noise_keep, noise_alias)
     num_nodes, dim = syn0.shape
+    if sharing not in SHARING:
+        raise ValueError(
+            f"graphemb_kernels.skipgram_train: sharing must be one of {sorted(SHARING)}, got "
+            f"{sharing!r}"
+        )
     columns = noise_nodes.shape[0]
     config = _Config(
         walks.data_ptr(), walks.shape[0], walks.shape[1], syn0.data_ptr(), syn1.data_ptr(),
         num_nodes, dim, keep.data_ptr(), noise_nodes.data_ptr(), noise_keep.data_ptr(),
         noise_alias.data_ptr(), columns, int(window), int(negatives), float(lr),
         float(final_rate), int(walks_before), int(total_walks), int(hold_walks), int(threads),
-        int(seed) & ((1 << 64) - 1), int(vector_width),
+        int(seed) & ((1 << 64) - 1), int(vector_width), SHARING[sharing],
     )  # fmt: skip
     counts = (c_int64 * 2)()
     with span("graphemb_kernels::skipgram_train"):

@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from ..io import read_graph, write_embeddings
-from ..skipgram import train_node_embeddings
+from ..skipgram import CompiledOptions, train_node_embeddings
 from .arguments import HelpFormatter, paragraphs
 from .embed_arguments import EPILOG, add_embed_arguments, skipgram_changes
 from .preflight import check_embed_run
@@ -72,6 +72,7 @@ def run_embed(args: argparse.Namespace) -> int:
         weighted=bool(args.weighted),
         backend=args.backend,
         workers=plan.workers,
+        compiled_options=CompiledOptions(sharing="position" if args.shared_negatives else "pair"),
         progress=not args.quiet,
     )
     write_embeddings(args.output, rows, loaded.node_names, plan.output_format)

@@ -273,3 +273,10 @@ def _add_model_flags(model: argparse._ArgumentGroup) -> None:
         "batched torch rounds (CUDA, or without the compiled kernels); 'auto' = compiled "
         "where it can run",
     )
+    model.add_argument(
+        "--shared-negatives",
+        action="store_true",
+        help="compiled backend: draw the --negatives noise nodes once per walk position for "
+        "all the contexts of its window (HogBatch) instead of once per (context, node) pair: "
+        "fewer random reads of rows, faster once the tables outgrow the CPU caches",
+    )

@@ -175,15 +175,25 @@ class CompiledOptions:
         Floats per vector operation of the kernel's loop: 0 the widest this CPU runs (8 with
         AVX2 and FMA), 4 or 8 that one. Both give word2vec's updates; 8 adds the products
         in another order.
+    sharing : {"pair", "position"}
+        Which contexts share a draw of ``negatives`` noise nodes. ``"pair"`` (word2vec's
+        algorithm) draws them for every (context, node) pair. ``"position"`` draws them once
+        per walk position for all the contexts of its window (HogBatch, as in BlazingText):
+        a window then reads about ``negatives`` noise rows from memory instead of about
+        ``window * negatives``, which is most of the cost per token once the tables no longer
+        fit the caches; every pair is still trained in word2vec's order.
     """
 
     vector_width: int = 0
+    sharing: str = "pair"
 
     def checked(self) -> CompiledOptions:
         if self.vector_width not in (0, 4, 8):
             raise ValueError(
                 f"vector_width must be 0 (the widest), 4 or 8, got {self.vector_width!r}"
             )
+        if self.sharing not in ("pair", "position"):
+            raise ValueError(f"sharing must be 'pair' or 'position', got {self.sharing!r}")
         return self
 
 

@@ -4,56 +4,30 @@ of its windows, subsampling, negatives and learning rate, and divergence errors.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 import torch
 from scipy import stats
+from skipgram_reference import SplitMix64, reference
 
+from graphemb._native.skipgram import skipgram_train
 from graphemb.graph import Graph
 from graphemb.skipgram import (
+    FINAL_RATE,
+    LearningRate,
     NegativeSampler,
     TrainingDiverged,
     keep_probabilities,
     train_node_embeddings,
 )
-from graphemb.skipgram.compiled import (
-    check_finite,
-    chunk_seed,
-    compiled_trainer,
-    held_walks,
-    hogwild_pass,
+from graphemb.skipgram.backends import compiled_kernel
+from graphemb.skipgram.backends.compiled import chunk_seed
+from graphemb.skipgram.guard import check_rows
+
+kernel = compiled_kernel()
+needs_kernel = pytest.mark.skipif(
+    kernel is None, reason="the compiled kernels are disabled (GRAPHEMB_DISABLE_KERNELS)"
 )
-
-kernel = compiled_trainer()
-needs_kernel = pytest.mark.skipif(kernel is None, reason="the compiled kernels are disabled (GRAPHEMB_DISABLE_KERNELS)")
-
-M64 = (1 << 64) - 1
-GAMMA = 0x9E3779B97F4A7C15
-
-
-def mix(z: int) -> int:
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
-    return z ^ (z >> 31)
-
-
-class SplitMix64:
-    """Vigna's splitmix64 (the stream the kernel documents), in Python integers."""
-
-    def __init__(self, state: int) -> None:
-        self.state = state
-
-    def next(self) -> int:
-        self.state = (self.state + GAMMA) & M64
-        return mix(self.state)
-
-    def below(self, n: int) -> int:
-        return (self.next() * n) >> 64
-
-    def uniform(self) -> float:
-        return (self.next() >> 11) * 2.0**-53
 
 
 def test_reference_stream_is_splitmix64():
@@ -61,44 +35,6 @@ def test_reference_stream_is_splitmix64():
     rng = SplitMix64(0)
     assert rng.next() == 0xE220A8397B1DCDAF
     assert rng.next() == 0x6E789E6AA1B965F4
-
-
-def reference(walks, syn0, syn1, keep, alias, window, negatives, lr, before, total, seed, hold=1):
-    """word2vec's skip-gram with negative sampling in float64, one thread; the rate is
-    recomputed at the start of every block of ``hold`` walks of the run."""
-    nodes, coins, aliases = (t.tolist() for t in alias)
-    syn0, syn1 = syn0.double().numpy().copy(), syn1.double().numpy().copy()
-    keep = keep.tolist()
-    rng = SplitMix64(mix(seed))
-    for index, walk in enumerate(walks.tolist()):
-        block_start = (before + index) - (before + index) % hold
-        alpha = lr * max(1.0 - (1.0 - 1.0 / 250) * block_start / total, 1.0 / 250)
-        kept = []
-        for node in walk:
-            if node < 0:
-                break
-            if keep[node] >= 1.0 or rng.uniform() < keep[node]:
-                kept.append(node)
-        for pos, word in enumerate(kept):
-            radius = 1 + rng.below(window)
-            for c in range(max(pos - radius, 0), min(pos + radius, len(kept) - 1) + 1):
-                if c == pos:
-                    continue
-                row = syn0[kept[c]]
-                neu1e = np.zeros_like(row)
-                targets = [(word, 1.0)]
-                for _ in range(negatives):
-                    column = rng.below(len(nodes))
-                    target = nodes[column] if rng.uniform() < coins[column] else aliases[column]
-                    if target == word:
-                        continue
-                    targets.append((target, 0.0))
-                for target, label in targets:
-                    g = (label - 1.0 / (1.0 + math.exp(-row @ syn1[target]))) * alpha
-                    neu1e += g * syn1[target]
-                    syn1[target] += g * row
-                row += neu1e
-    return torch.from_numpy(syn0), torch.from_numpy(syn1)
 
 
 def run(
@@ -118,23 +54,16 @@ def run(
     seed=7,
     vector_width=0,
 ):
-    return hogwild_pass(
-        kernel,
-        walks,
-        syn0,
-        syn1,
-        keep,
-        alias,
-        window=window,
-        negatives=negatives,
-        lr=lr,
-        walks_before=before,
-        total_walks=total or walks.shape[0],
-        hold_walks=hold,
-        threads=threads,
-        seed=seed,
-        vector_width=vector_width,
-    )
+    """The kernel in place on the walks (its binding, as every backend calls it); the
+    products computed. A non-finite score fails the test."""
+    nodes, coins, aliases = alias
+    nonfinite, products = skipgram_train(
+        walks.contiguous(), syn0, syn1, keep, nodes, coins, aliases, window, negatives,
+        lr, FINAL_RATE, before, total or walks.shape[0], hold, threads, seed & (2**64 - 1),
+        vector_width,
+    )  # fmt: skip
+    assert nonfinite == 0
+    return products
 
 
 def check_against_reference(walks, syn0, syn1, keep, alias, *, hold=1, vector_width=0):
@@ -292,10 +221,11 @@ def test_rate_is_held_for_blocks_of_walks(hold):
 
 
 def test_held_walks_cover_10000_tokens():
-    assert held_walks(80) == 125 and held_walks(40) == 250
-    assert held_walks(20_000) == 1  # a walk longer than a block: every walk
-    with pytest.raises(ValueError, match="walk_length must be >= 1, got 0"):
-        held_walks(0)
+    def held(length):
+        return LearningRate.of_run(0.025, 10**6, length).hold_walks
+
+    assert held(80) == 125 and held(40) == 250
+    assert held(20_000) == 1  # a walk longer than a block: every walk
 
 
 @needs_kernel
@@ -332,7 +262,7 @@ def test_two_threads_separate_two_communities():
         walk_length=20,
         num_walks=40,
         window=5,
-        trainer="compiled",
+        backend="compiled",
         workers=2,
         seed=1,
     )
@@ -350,18 +280,18 @@ def test_two_threads_separate_two_communities():
 @needs_kernel
 def test_one_thread_is_deterministic_and_seeds_differ():
     graph, _ = two_communities(20)
-    kw = dict(dimensions=8, walk_length=10, num_walks=2, window=3, trainer="compiled")
+    kw = dict(dimensions=8, walk_length=10, num_walks=2, window=3, backend="compiled", workers=1)
     first = train_node_embeddings(graph, seed=4, **kw)
     assert torch.equal(first, train_node_embeddings(graph, seed=4, **kw))
     assert not torch.equal(first, train_node_embeddings(graph, seed=5, **kw))
 
 
-@pytest.mark.parametrize("trainer", [pytest.param("compiled", marks=needs_kernel), "torch"])
-def test_divergence_raises_and_names_the_chunk_and_rate(trainer):
+@needs_kernel
+def test_divergence_raises_and_names_the_chunk_and_rate():
     graph, _ = two_communities(20)
     with pytest.raises(TrainingDiverged, match=r"walk chunk \d+ of 10: .*lower lr") as error:
         train_node_embeddings(
-            graph, dimensions=8, walk_length=20, num_walks=10, lr=1e3, trainer=trainer
+            graph, dimensions=8, walk_length=20, num_walks=10, lr=1e3, backend="compiled"
         )
     assert "1000" in str(error.value) or "1e+03" in str(error.value)
     assert isinstance(error.value, ValueError)
@@ -385,7 +315,7 @@ def test_a_final_rate_outside_zero_one_is_refused(final_rate):
     nodes, coins, aliases = NegativeSampler(torch.ones(2)).alias_table
     keep = torch.ones(2, dtype=torch.float64)
     with pytest.raises(ValueError, match="final_rate must be in \\(0, 1\\], got"):
-        kernel(walks, syn0, syn1, keep, nodes, coins, aliases, 2, 3, 0.025, final_rate,
+        skipgram_train(walks, syn0, syn1, keep, nodes, coins, aliases, 2, 3, 0.025, final_rate,
                0, 1, 1, 1, 7, 0)  # fmt: skip
     assert (syn0 == 1).all() and (syn1 == 0).all()
 
@@ -404,10 +334,10 @@ def test_chunk_seeds_are_distinct():
     assert len(seeds) == 3000
 
 
-def test_trainer_compiled_on_a_cuda_graph_or_unknown_trainer_is_refused():
+def test_an_unknown_backend_is_refused():
     graph, _ = two_communities(5)
-    with pytest.raises(ValueError, match="trainer must be one of"):
-        train_node_embeddings(graph, trainer="fast")
+    with pytest.raises(ValueError, match="backend must be one of"):
+        train_node_embeddings(graph, backend="fast")
 
 
 @pytest.mark.parametrize("bad_row", [0, 16_383, 16_384, 39_999])
@@ -415,8 +345,8 @@ def test_the_finite_check_names_the_first_bad_row_in_any_block(bad_row):
     """The table is checked a block of rows at a time (no table-sized temporaries): the
     row named is the table's own index, in the first block as in later ones."""
     rows = torch.zeros(40_000, 4)
-    check_finite(rows, 0.025, "here")  # all finite: no error
+    check_rows(rows, 0.025, "here")  # all finite: no error
     rows[bad_row, 2] = float("nan")
     rows[-1, 0] = float("inf")  # a later bad row is not the one named
     with pytest.raises(TrainingDiverged, match=rf"embedding row {bad_row} is not finite"):
-        check_finite(rows, 0.025, "here")
+        check_rows(rows, 0.025, "here")

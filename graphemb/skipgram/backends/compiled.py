@@ -56,6 +56,7 @@ class CompiledBackend:
         self._kernel = kernel
         self._options = options
         self._vector_width = compiled_options.vector_width
+        self._sharing = compiled_options.sharing
         self._alias = tuple(t.cpu().contiguous() for t in corpus.noise.alias_table)
         self._keep = corpus.keep.cpu().contiguous()
         self._syn0, self._syn1 = initial_tables(corpus.num_nodes, options.dimensions, options.seed)
@@ -83,7 +84,7 @@ class CompiledBackend:
             aliases, options.window, options.negatives, rate.lr, FINAL_RATE, walks_before,
             rate.total_walks, rate.hold_walks, threads,
             chunk_seed(options.seed, chunk.index + repeat * chunk.count),
-            vector_width=self._vector_width,
+            vector_width=self._vector_width, sharing=self._sharing,
         )  # fmt: skip
         self._governor.record(threads, products, time.perf_counter() - started)
         if nonfinite:

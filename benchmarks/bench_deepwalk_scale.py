@@ -1,0 +1,380 @@
+#!/usr/bin/env python
+"""DeepWalk at scale: tokens per second, time and peak memory from 10k to 10M nodes,
+graphemb against gensim on the same walker's walks.
+
+Question (issue 46): does the compiled trainer's cost per token stay flat as its tables
+outgrow the caches, and how far ahead of gensim is it on graphs of 100k and 1M nodes?
+
+Graphs: planted partitions of ``--sizes`` nodes, average degree ``--degree``, ``--blocks``
+blocks with ``--inside`` of the edges inside a block, ``uniform`` or ``powerlaw`` degrees
+(:mod:`scale_graphs`: drawn straight into the CSC arrays, no Python edge lists). Every
+contender runs in a fresh process on the graph drawn from the same seed:
+
+* ``graphemb``: :func:`graphemb.skipgram.train_node_embeddings`, the compiled trainer on
+  ``--threads`` threads (its default: noise nodes drawn per pair, word2vec's algorithm);
+* ``graphemb-position``: the same with ``CompiledOptions(sharing="position")`` (one draw
+  of noise nodes per position for all the contexts of its window);
+* ``gensim``: ``Word2Vec(sg=1, hs=0, epochs=1)`` on ``--threads`` workers, fed walks of
+  the same walker (``RandomWalker``, a fresh permutation of the start nodes per round of
+  one walk per node) as lists of the nodes' names (one string object per node); only on
+  ``--gensim-sizes``.
+
+Walks of ``--walk-length`` nodes, ``--walks-per-node`` per size (by default 10 on 10k
+nodes, then one: at least 4M tokens per graph), window 10, D 128, 5 negatives, sample
+1e-3. Per contender: seconds (walks + training; gensim's also the strings), tokens per
+second (walk tokens / seconds), the peak resident memory of its process (``ru_maxrss``)
+and that peak less the process's resident memory after its imports, held against the
+memory bound ``graph + two tables + a chunk of walks`` (the graph's CSC arrays, ``2 N D``
+float32, ``chunk_walks * walk_length`` int64); and the Micro-/Macro-F1 of a logistic
+regression from the rows to the blocks on ``--score-nodes`` nodes (half to train, half to
+score): the same task for every contender, so that a difference in quality at scale shows.
+
+Verdict lines (quiet machine; each with the highest load average before a contender):
+tokens/s on the 1M-node graph at least 0.7x the 10k-node figure (per graphemb contender
+and shape); time at most 1/5 of gensim's at 100k and 1M nodes; F1 within 1 point of
+gensim's (one seed: the DeepWalk panel, ``bench_deepwalk_quality.py``, is the gate of
+-0.3 points); at 10M nodes, the time at most 15 min and the peak at most the bound.
+
+    python benchmarks/bench_deepwalk_scale.py                       # 10k-1M, both shapes
+    python benchmarks/bench_deepwalk_scale.py --sizes 10000000 --shapes uniform \\
+        --contenders graphemb-position --chunk-walks 65536             # the 10M-node run
+    python benchmarks/bench_deepwalk_scale.py --quick                # smoke test
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from harness import cli
+from harness.report import emit_summary, load_average, print_table, verdict
+
+HERE = Path(__file__).resolve().parent
+CONTENDERS = ("graphemb", "graphemb-position", "gensim")
+GIB = 1024**3
+
+#: ``--quick``: two small graphs per shape, short walks (a smoke test: seconds a contender).
+QUICK = {
+    "sizes": "2000,4000",
+    "gensim_sizes": "2000",
+    "walks_per_node": "2000:2",
+    "walk_length": 10,
+    "blocks": 10,
+    "score_nodes": 2000,
+}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = cli.parser(__doc__.split("\n\n")[0])
+    add = parser.add_argument
+    add("--sizes", default="10000,100000,1000000", help="nodes of the graphs (10k,100k,1M)")
+    add("--shapes", default="uniform,powerlaw", help="degree shapes (uniform,powerlaw)")
+    add("--contenders", default=",".join(CONTENDERS), help="of " + ", ".join(CONTENDERS))
+    add("--gensim-sizes", default="10000,100000,1000000", help="sizes gensim runs on")
+    add("--walks-per-node", default="10000:10", help="SIZE:W,... (default 1 walk per node)")
+    add("--walk-length", type=int, default=40)
+    add("--degree", type=float, default=20.0, help="average degree (20)")
+    add("--blocks", type=int, default=50, help="blocks of the planted partition (50)")
+    add("--inside", type=float, default=0.3, help="share of the edges inside a block (0.3)")
+    add("--threads", type=int, default=2, help="threads of every contender (2)")
+    add("--chunk-walks", type=int, default=0, help="graphemb's chunk_walks (0: its default)")
+    add("--score-nodes", type=int, default=10_000, help="nodes scored (10,000)")
+    add("--seed", type=int, default=0)
+    add("--timeout", type=int, default=7200, help="seconds a contender may take (7200)")
+    add("--json", default=None, help="also write the summary JSON here")
+    add("--child", default=None, help=argparse.SUPPRESS)
+    add("--shape", default=None, help=argparse.SUPPRESS)
+    add("--nodes", type=int, default=None, help=argparse.SUPPRESS)
+    return cli.parse_with_quick(parser, argv, QUICK)
+
+
+def walks_per_node(args: argparse.Namespace, nodes: int) -> int:
+    table = dict(item.split(":") for item in args.walks_per_node.split(",") if item)
+    return int(table.get(str(nodes), 1))
+
+
+# ------------------------------------------------------------------------- one contender
+def child(args: argparse.Namespace) -> None:
+    """One contender on one graph, in this (fresh) process: prints its row as JSON."""
+    import torch
+    from scale_graphs import graph_bytes, labels, planted_graph
+
+    # (importing the harness asked for torch's huge-page allocations, before any tensor)
+    torch.set_num_threads(1)  # the contenders' own threads do the work
+    start_rss = _rss()
+    started = time.perf_counter()
+    graph, edges = planted_graph(
+        args.nodes, args.degree, args.shape, blocks=args.blocks, inside=args.inside,
+        seed=args.seed,
+    )  # fmt: skip
+    built = time.perf_counter() - started
+    num_walks = walks_per_node(args, args.nodes)
+    if args.child == "gensim":
+        rows, seconds = _gensim(graph, args, num_walks)
+    else:
+        rows, seconds, chunk = _graphemb(graph, args, num_walks)
+    isolated = int((graph.in_degrees() == 0).sum())
+    tokens = num_walks * ((args.nodes - isolated) * args.walk_length + isolated)
+    micro, macro = _scores(rows, labels(args.nodes, args.blocks), args)
+    dim, chunk = 128, (0 if args.child == "gensim" else chunk)
+    row = {
+        "contender": args.child, "shape": args.shape, "nodes": args.nodes, "edges": edges,
+        "walks_per_node": num_walks, "tokens": tokens, "seconds": seconds,
+        "tokens_per_second": tokens / seconds, "graph_seconds": built,
+        "peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "start_bytes": start_rss, "graph_bytes": graph_bytes(graph),
+        "bound_bytes": graph_bytes(graph) + 2 * args.nodes * dim * 4
+        + chunk * args.walk_length * 8,
+        "micro_f1": micro, "macro_f1": macro,
+    }  # fmt: skip
+    print("ROW " + json.dumps(row), flush=True)
+
+
+def _rss() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _graphemb(graph, args: argparse.Namespace, num_walks: int):
+    """The compiled trainer's rows, its seconds and its chunk of walks."""
+    from graphemb.skipgram import CompiledOptions, train_node_embeddings
+
+    options = dict(
+        dimensions=128, walk_length=args.walk_length, num_walks=num_walks, window=10,
+        negatives=5, sample=1e-3, backend="compiled", workers=args.threads, seed=args.seed,
+    )  # fmt: skip
+    if args.chunk_walks:
+        options["chunk_walks"] = args.chunk_walks
+    sharing = "position" if args.child == "graphemb-position" else "pair"
+    started = time.perf_counter()
+    rows = train_node_embeddings(
+        graph, compiled_options=CompiledOptions(sharing=sharing), **options
+    )
+    seconds = time.perf_counter() - started
+    chunk = min(args.chunk_walks or 8192, graph.num_nodes)
+    return rows.numpy(), seconds, chunk
+
+
+def _gensim(graph, args: argparse.Namespace, num_walks: int):
+    """gensim's rows (node-id order) and seconds: walks, their strings and training."""
+    import numpy as np
+    import torch
+    from gensim.models import Word2Vec
+
+    from graphemb.sampling.walks import PAD, RandomWalker
+
+    started = time.perf_counter()
+    walker = RandomWalker(graph)
+    generator = torch.Generator().manual_seed(args.seed)
+    names = [str(v) for v in range(graph.num_nodes)]
+    sentences: list[list[str]] = []
+    for _ in range(num_walks):
+        order = torch.randperm(graph.num_nodes, generator=generator)
+        for starts in order.split(65536):
+            walks = walker(starts, args.walk_length - 1, generator=generator).tolist()
+            sentences += [[names[v] for v in walk if v != PAD] for walk in walks]
+    model = Word2Vec(
+        sentences, vector_size=128, window=10, sg=1, hs=0, negative=5, sample=1e-3,
+        min_count=0, workers=args.threads, epochs=1, seed=args.seed,
+    )  # fmt: skip
+    seconds = time.perf_counter() - started
+    del sentences
+    index = np.array([model.wv.key_to_index[name] for name in names])
+    return model.wv.vectors[index], seconds
+
+
+def _scores(rows, blocks, args: argparse.Namespace) -> tuple[float, float]:
+    """Micro-/Macro-F1 of a logistic regression from the standardised rows to the blocks:
+    half of ``--score-nodes`` nodes (the same for every contender) to train, half to
+    score."""
+    import numpy as np
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import f1_score
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    rng = np.random.default_rng(args.seed)
+    nodes = rng.choice(args.nodes, size=min(args.score_nodes, args.nodes), replace=False)
+    half = nodes.size // 2
+    x, y = np.asarray(rows[nodes], dtype=np.float64), blocks.numpy()[nodes]
+    # Standardised features: the rows' scale differs between trainers and walk counts, and
+    # an L2-regularised regression on small rows predicts one class for every node.
+    model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000))
+    model.fit(x[:half], y[:half])
+    predicted = model.predict(x[half:])
+    return (
+        float(f1_score(y[half:], predicted, average="micro")),
+        float(f1_score(y[half:], predicted, average="macro")),
+    )
+
+
+# ------------------------------------------------------------------------------ the panel
+def run_contender(args: argparse.Namespace, contender: str, shape: str, nodes: int) -> dict:
+    """One contender in a fresh process; its row, with the load average before it."""
+    command = [sys.executable, __file__, "--child", contender, "--shape", shape]
+    command += ["--nodes", str(nodes)] + _forwarded(args)
+    load = load_average()
+    done = subprocess.run(command, capture_output=True, text=True, cwd=HERE, timeout=args.timeout)
+    rows = [line[4:] for line in done.stdout.splitlines() if line.startswith("ROW ")]
+    if done.returncode or not rows:
+        tail = (done.stderr or done.stdout)[-2000:]
+        print(f"{contender} on {shape} {nodes:,}: failed (exit {done.returncode})\n{tail}")
+        return {"contender": contender, "shape": shape, "nodes": nodes, "failed": tail}
+    return {**json.loads(rows[-1]), "load_before": round(load, 2)}
+
+
+def _forwarded(args: argparse.Namespace) -> list[str]:
+    """The options a child needs, as given to the panel."""
+    out = []
+    for name in ("walks_per_node", "walk_length", "degree", "blocks", "inside", "threads",
+                 "chunk_walks", "score_nodes", "seed"):  # fmt: skip
+        out += ["--" + name.replace("_", "-"), str(getattr(args, name))]
+    return out
+
+
+def print_rows(rows: list[dict]) -> None:
+    table = []
+    for r in rows:
+        if "failed" in r:
+            table.append([r["shape"], f"{r['nodes']:,}", r["contender"], "failed"] + [""] * 7)
+            continue
+        table.append([
+            r["shape"], f"{r['nodes']:,}", r["contender"], f"{r['tokens'] / 1e6:.1f}M",
+            f"{r['seconds']:.1f}", f"{r['tokens_per_second'] / 1e3:.0f}k",
+            f"{r['peak_bytes'] / GIB:.2f}", f"{(r['peak_bytes'] - r['start_bytes']) / GIB:.2f}",
+            f"{r['bound_bytes'] / GIB:.2f}", f"{r['micro_f1']:.3f} / {r['macro_f1']:.3f}",
+            f"{r['load_before']:.2f}",
+        ])  # fmt: skip
+    print_table(
+        ["shape", "nodes", "contender", "tokens", "seconds", "tokens/s", "peak GiB",
+         "peak-start GiB", "bound GiB", "Micro / Macro-F1", "load"],
+        table,
+    )  # fmt: skip
+
+
+def _find(rows: list[dict], contender: str, shape: str, nodes: int) -> dict | None:
+    return next(
+        (r for r in rows if (r["contender"], r["shape"], r["nodes"]) == (contender, shape, nodes)
+         and "failed" not in r),
+        None,
+    )  # fmt: skip
+
+
+def verdict_lines(rows: list[dict]) -> list[str]:
+    """The targets of the module's docstring over the rows there are (a target whose rows
+    are missing is left out); each judged at the highest load before its rows."""
+    lines = []
+    ours = [c for c in dict.fromkeys(r["contender"] for r in rows) if c != "gensim"]
+    for contender in ours:
+        for shape in dict.fromkeys(r["shape"] for r in rows):
+            small, large = (
+                _find(rows, contender, shape, 10_000),
+                _find(rows, contender, shape, 1_000_000),
+            )
+            if small and large:
+                ratio = large["tokens_per_second"] / small["tokens_per_second"]
+                load = max(small["load_before"], large["load_before"])
+                lines.append(
+                    f"{contender} {shape}: tokens/s at 1M nodes / at 10k nodes {ratio:.2f} "
+                    f"({large['tokens_per_second'] / 1e3:.0f}k / "
+                    f"{small['tokens_per_second'] / 1e3:.0f}k); " + verdict(ratio, 0.7, load=load)
+                )
+            for nodes in (100_000, 1_000_000):
+                mine, peer = (
+                    _find(rows, contender, shape, nodes),
+                    _find(rows, "gensim", shape, nodes),
+                )
+                if mine and peer:
+                    ratio = mine["seconds"] / peer["seconds"]
+                    load = max(mine["load_before"], peer["load_before"])
+                    lines.append(
+                        f"{contender} {shape} {nodes:,} nodes: time / gensim's {ratio:.3f} "
+                        f"({mine['seconds']:.0f} s / {peer['seconds']:.0f} s); "
+                        + verdict(ratio, 0.2, at_most=True, load=load)
+                    )
+        lines += _quality_line(rows, contender) + _largest_lines(rows, contender)
+    return lines
+
+
+def _quality_line(rows: list[dict], contender: str) -> list[str]:
+    """The worst F1 difference to gensim over the graphs both ran, in points."""
+    worst, where, load = float("inf"), "", 0.0
+    for r in rows:
+        peer = _find(rows, "gensim", r["shape"], r["nodes"])
+        if r["contender"] != contender or "failed" in r or peer is None:
+            continue
+        for key in ("micro_f1", "macro_f1"):
+            gap = 100 * (r[key] - peer[key])
+            if gap < worst:
+                worst, where = gap, f"{r['shape']} {r['nodes']:,} {key}"
+            load = max(load, r["load_before"], peer["load_before"])
+    if not where:
+        return []
+    return [
+        f"{contender}: worst F1 difference to gensim {worst:+.2f} points ({where}, one seed); "
+        + verdict(worst, -1.0, unit=" points", load=load)
+    ]
+
+
+def _largest_lines(rows: list[dict], contender: str) -> list[str]:
+    """At 10M nodes: the time at most 15 min, the peak (less the process's start) at most
+    the bound."""
+    lines = []
+    for r in rows:
+        if r["contender"] != contender or r["nodes"] < 10_000_000 or "failed" in r:
+            continue
+        load = r["load_before"]
+        lines.append(
+            f"{contender} {r['shape']} {r['nodes']:,} nodes: {r['seconds']:.0f} s; "
+            + verdict(r["seconds"], 900, at_most=True, unit=" s", load=load)
+        )
+        used = (r["peak_bytes"] - r["start_bytes"]) / GIB
+        lines.append(
+            f"{contender} {r['shape']} {r['nodes']:,} nodes: peak {r['peak_bytes'] / GIB:.2f} GiB, "
+            f"less the start {used:.2f} GiB, bound {r['bound_bytes'] / GIB:.2f} GiB; "
+            + verdict(used, r["bound_bytes"] / GIB, at_most=True, unit=" GiB", load=load)
+        )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    cli.apply_allocator(args)
+    if args.child:
+        child(args)
+        return
+    contenders = args.contenders.split(",")
+    unknown = set(contenders) - set(CONTENDERS)
+    if unknown:
+        raise SystemExit(f"unknown contenders {sorted(unknown)}; known: {CONTENDERS}")
+    gensim_sizes = {int(s) for s in args.gensim_sizes.split(",") if s}
+    print(
+        f"# DeepWalk at scale: degree {args.degree:g}, {args.blocks} blocks, inside "
+        f"{args.inside:g}, walks of {args.walk_length}, {args.threads} threads; load average "
+        f"before the run {load_average():.2f}",
+        flush=True,
+    )
+    rows = []
+    for shape in args.shapes.split(","):
+        for nodes in (int(s) for s in args.sizes.split(",")):
+            for contender in contenders:
+                if contender == "gensim" and nodes not in gensim_sizes:
+                    continue
+                row = run_contender(args, contender, shape, nodes)
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    print_rows(rows)
+    lines = verdict_lines(rows)
+    for line in lines:
+        print(line)
+    emit_summary({"benchmark": "deepwalk_scale", "rows": rows, "verdicts": lines}, args.json)
+
+
+if __name__ == "__main__":
+    main()

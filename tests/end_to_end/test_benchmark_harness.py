@@ -1,0 +1,246 @@
+"""The benchmarks' harness pieces that decide how contenders run: importing the harness
+changes nothing, every script parses its options through the harness's parsers and sets
+its allocator settings explicitly, contenders in processes of their own answer on
+command, and the end-to-end phases' bounds count what a batch moves (against counts made
+by hand). No timing is asserted: speed targets live in the benchmarks."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))  # the harness package, as the scripts import it
+
+import e2e_bounds  # noqa: E402
+from harness import allocation, cli  # noqa: E402
+from harness.isolated import IsolatedContender, WorkerFailed  # noqa: E402
+
+
+def _python(code: str, env: dict | None = None) -> dict:
+    """Run ``code`` in a fresh interpreter (benchmarks/ on its path); its last line, JSON."""
+    done = subprocess.run(
+        [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(BENCHMARKS)!r})\n{code}"],
+        capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+# ------------------------------------------------------------------ importing changes nothing
+def test_importing_every_harness_module_changes_no_setting():
+    env = {k: v for k, v in os.environ.items() if k not in allocation.SETTINGS}
+    got = _python(
+        textwrap.dedent("""
+        import json, os, torch
+        before, threads = dict(os.environ), torch.get_num_threads()
+        import harness
+        from harness import (allocation, bandwidth, busy, cli, isolated, memory, peers,
+                             phases, ranks, report, timing, workload)
+        changed = {k: v for k, v in os.environ.items() if before.get(k) != v}
+        print(json.dumps({"changed": changed, "graphemb": "graphemb" in sys.modules,
+                          "threads": torch.get_num_threads() == threads}))
+        """),
+        env=env,
+    )
+    assert got == {"changed": {}, "graphemb": False, "threads": True}
+
+
+def test_allocator_settings_are_set_explicitly(monkeypatch):
+    for name in allocation.SETTINGS:
+        monkeypatch.delenv(name, raising=False)
+    assert allocation.apply() == {allocation.HUGE_PAGES: "1", allocation.WAIT_POLICY: None}
+    assert allocation.apply("off", "passive") == {
+        allocation.HUGE_PAGES: "0",
+        allocation.WAIT_POLICY: "PASSIVE",
+    }
+    assert allocation.apply()[allocation.HUGE_PAGES] == "0"  # the environment's choice stays
+    args = cli.parser("x").parse_args(["--huge-pages", "on", "--omp-wait-policy", "active"])
+    assert cli.apply_allocator(args) == {"THP_MEM_ALLOC_ENABLE": "1", "OMP_WAIT_POLICY": "ACTIVE"}
+    with pytest.raises(ValueError, match="huge_pages"):
+        allocation.apply("maybe")
+
+
+# ------------------------------------------------------------------ one parser family
+def _scripts() -> list[Path]:
+    return sorted(p for p in BENCHMARKS.glob("*.py") if "__main__" in p.read_text())
+
+
+def _calls(tree: ast.AST) -> set[str]:
+    """Dotted names of every call in ``tree`` (``cli.parser``, ``argparse.ArgumentParser``)."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            parts, func = [], node.func
+            while isinstance(func, ast.Attribute):
+                parts.append(func.attr)
+                func = func.value
+            if isinstance(func, ast.Name):
+                names.add(".".join([func.id, *reversed(parts)]))
+    return names
+
+
+def _delegate(tree: ast.AST) -> Path | None:
+    """The benchmark script whose ``main`` this one runs (``import bench_x as q``, then
+    ``q.main()``), if any."""
+    aliases = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                aliases[alias.asname or alias.name] = alias.name
+    for call in _calls(tree):
+        module, _, function = call.rpartition(".")
+        if function == "main" and (BENCHMARKS / f"{aliases.get(module, '')}.py").is_file():
+            return BENCHMARKS / f"{aliases[module]}.py"
+    return None
+
+
+@pytest.mark.parametrize("script", _scripts(), ids=lambda p: p.name)
+def test_every_script_parses_through_the_harness_and_sets_its_allocator(script):
+    tree = ast.parse(script.read_text())
+    calls = _calls(tree)
+    assert "argparse.ArgumentParser" not in calls, "a parser of its own"
+    if not calls & {"cli.parser", "cli.base_parser"}:
+        delegate = _delegate(tree)  # a script that runs another's main with its options
+        assert delegate is not None, "no parser of harness.cli"
+        calls = _calls(ast.parse(delegate.read_text()))
+        assert calls & {"cli.parser", "cli.base_parser"}, f"{delegate.name}: no harness parser"
+    if script.name.startswith(("bench_", "probe_")):  # benchmarks (render_readme.py is not)
+        assert "cli.apply_allocator" in calls, "its allocator settings are not set explicitly"
+
+
+def test_the_benchmarks_are_all_found():
+    names = {p.name for p in _scripts()}
+    assert {"bench_end_to_end.py", "bench_sampler.py", "render_readme.py"} <= names
+    assert len([n for n in names if n.startswith("bench_")]) >= 15
+
+
+# ------------------------------------------------------------------ isolated contenders
+BUILDER = """
+import os, sys
+from harness.peers import Contender
+
+def build(spec):
+    if spec.get("fail_build"):
+        raise RuntimeError("no table for you")
+    done = []
+
+    def step(i):
+        if i == spec.get("fail_at"):
+            raise ValueError(f"batch {i} is bad")
+        done.append(i)
+
+    contender = Contender("toy", "toy", "-", 1, step, step)
+    contender.ops["info"] = lambda: {"threads": __import__("torch").get_num_threads()}
+    contender.ops["done"] = lambda: done
+    contender.ops["state"] = lambda: {"pid": os.getpid(), "graphemb": "graphemb" in sys.modules,
+                                      "marker": os.environ.get("TOY_MARKER")}
+    return contender
+"""
+
+
+@pytest.fixture
+def toy_builder(tmp_path, monkeypatch):
+    (tmp_path / "toy_builder.py").write_text(BUILDER)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    return "toy_builder:build"
+
+
+def test_an_isolated_contender_runs_in_a_process_of_its_own(toy_builder):
+    with IsolatedContender("toy", toy_builder, {"threads": 1}, env={"TOY_MARKER": "7"},
+                           log=lambda line: None) as worker:  # fmt: skip
+        assert worker.info == {"threads": 1}  # spec["threads"], set before the build
+        state = worker.command("state")
+        assert state == {"pid": worker.pid, "graphemb": False, "marker": "7"}
+        assert worker.pid != os.getpid()
+        times = worker.runner()(3, 4)
+        assert len(times) == 4 and all(t >= 0 for t in times)
+        assert worker.command("done") == [3, 4, 5, 6]
+        profile = worker.profile(7, 2)
+        assert profile["steps"] == 2
+    with pytest.raises(WorkerFailed, match="closed"):
+        worker.command("done")
+
+
+def test_an_isolated_contender_reports_its_failures(toy_builder):
+    with pytest.raises(WorkerFailed, match="no table for you"):
+        IsolatedContender("toy", toy_builder, {"fail_build": True}, log=lambda line: None)
+    with IsolatedContender("toy", toy_builder, {"fail_at": 2}, log=lambda line: None) as worker:
+        with pytest.raises(WorkerFailed, match="batch 2 is bad"):
+            worker.runner()(0, 4)
+        with pytest.raises(WorkerFailed, match="unknown command"):
+            worker.command("nothing")
+        assert worker.command("done") == [0, 1]  # the worker lives on after an error
+
+
+# ------------------------------------------------------------------ the phases' bounds
+def test_sampling_reads_are_counted_per_destination():
+    from graphemb.graph import Graph
+    from graphemb.sampling import Block
+
+    # in-degrees: node 0 has 20 in-edges, node 1 has 3, node 2 none
+    src = torch.cat([torch.arange(3, 23), torch.tensor([30, 31, 32])])
+    dst = torch.cat([torch.zeros(20, dtype=torch.long), torch.ones(3, dtype=torch.long)])
+    graph = Graph.from_edges(src, dst, 40)
+    edges = torch.tensor([[3, 4, 5, 6, 7, 5, 6, 7], [0, 0, 0, 0, 0, 1, 1, 1]])
+    block = Block(torch.tensor([0, 1, 2, 3, 4, 5, 6, 7]), 3, edges)
+    shape = e2e_bounds.batch_shapes(graph, [block], [5])
+    # by hand: 3 row pointers; node 0 (20 entries, 160 bytes: 3 cache lines) draws 5 of
+    # them, at most the 3 lines; node 1 (3 entries, 24 bytes): 1 line; node 2: nothing;
+    # and one relabelling read per sampled edge
+    assert shape == {
+        "layers": [[8, 3, 8]],
+        "input_rows": 8,
+        "random_reads": 3 + 3 + 1,
+        "relabel_reads": 8,
+    }
+
+
+def test_the_layers_bound_counts_products_and_bytes_by_hand():
+    layers, widths = [[100, 10, 40]], [8, 4]  # 100 sources, 10 destinations, 40 edges, 8 -> 4
+    products = e2e_bounds.layer_products(layers, widths)
+    assert sorted(products) == sorted([(10, 8, 4)] * 2 + [(10, 4, 8)] * 2 + [(8, 10, 4)] * 2)
+    rows = 100
+    by_hand = (
+        2 * rows * 8 * 4  # the input rows, read from the table and written
+        + 40 * (32 + 8)
+        + 10 * (32 + 8)  # forward: a row and an index per edge, a row out
+        + 40 * (32 + 8)
+        + 100 * (32 + 8)  # backward: the same per edge, a row per source
+    )
+    assert e2e_bounds.aggregation_bytes(layers, widths, rows) == by_hand
+    machine = {
+        "bandwidth": {"bytes_per_s": 1e9},
+        "random_reads": {"reads_per_s": 1e6},
+        "relabel_reads": {"reads_per_s": 4e6},
+    }
+    shape = {"layers": layers, "input_rows": rows, "random_reads": 500, "relabel_reads": 40}
+    bounds = e2e_bounds.phase_bounds([shape], widths, machine)
+    # 500 graph reads at a million a second, 40 relabelling reads at 4 million, 40 edges
+    # of 16 bytes written at 1 GB/s
+    assert bounds["sampling"] == pytest.approx(0.5 + 0.01 + 1e3 * 640 / 1e9)
+    assert bounds["sparse step"] == pytest.approx(1e3 * 28 * 8 * rows / 1e9)
+    assert bounds["layers: bytes"] == pytest.approx(1e3 * by_hand / 1e9)
+    assert bounds["layers"] == pytest.approx(bounds["layers: bytes"] + bounds["layers: products"])
+
+
+def test_the_workload_gives_every_contender_the_same_distinct_seeds(tmp_path):
+    import e2e_workload
+
+    args = SimpleNamespace(num_nodes=3000, avg_degree=4.0, seed=0, graph="powerlaw-out",
+                           classes=5, warmup=1, steps=2, profile_steps=1, batch_size=64,
+                           workload=str(tmp_path))  # fmt: skip
+    made = e2e_workload.save(args, str(tmp_path))
+    work = e2e_workload.load(args)
+    assert made["edges"] == work.src.numel() == 12_000
+    assert work.num_batches == e2e_workload.batches_needed(args) == 6
+    assert work.seeds.unique().numel() == work.seeds.numel() == 6 * 64
