@@ -23,7 +23,7 @@
 
 namespace ge::skipgram {
 
-// Rows in flight ahead of the current context (benchmarks/results/deepwalk_scale.md).
+// Rows in flight ahead of the current context (benchmarks/bench_deepwalk_scale.py times it).
 constexpr int64_t kPrefetchRows = 24;
 
 // Every cache line of a row of dim floats, for writing.

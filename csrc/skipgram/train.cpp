@@ -22,7 +22,7 @@
 // context is still trained in turn against the position's targets as they are after the
 // contexts before it. Per token, word2vec reads about 2 * (window + 1) / 2 * K noise rows
 // (55 at window 10, K 5), shared draws K (5): once the tables outgrow the caches, those
-// reads are the cost per token (benchmarks/results/deepwalk_scale.md).
+// reads are the cost per token (measured by benchmarks/bench_deepwalk_scale.py).
 //
 // A walk's draws are made before its rows are trained, while the walk before it trains
 // (plan.h: the same draws in the same order), so that the loop knows which rows come next
