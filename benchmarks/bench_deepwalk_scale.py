@@ -273,33 +273,34 @@ def verdict_lines(rows: list[dict]) -> list[str]:
     ours = [c for c in dict.fromkeys(r["contender"] for r in rows) if c != "gensim"]
     for contender in ours:
         for shape in dict.fromkeys(r["shape"] for r in rows):
-            small, large = (
-                _find(rows, contender, shape, 10_000),
-                _find(rows, contender, shape, 1_000_000),
-            )
-            if small and large:
-                ratio = large["tokens_per_second"] / small["tokens_per_second"]
-                load = max(small["load_before"], large["load_before"])
-                lines.append(
-                    f"{contender} {shape}: tokens/s at 1M nodes / at 10k nodes {ratio:.2f} "
-                    f"({large['tokens_per_second'] / 1e3:.0f}k / "
-                    f"{small['tokens_per_second'] / 1e3:.0f}k); " + verdict(ratio, 0.7, load=load)
-                )
+            large, small = (contender, shape, 1_000_000), (contender, shape, 10_000)
+            lines += _ratio_line(
+                rows, large, small, "tokens_per_second",
+                f"{contender} {shape}: tokens/s at 1M nodes / at 10k nodes", 0.7, at_most=False,
+            )  # fmt: skip
             for nodes in (100_000, 1_000_000):
-                mine, peer = (
-                    _find(rows, contender, shape, nodes),
-                    _find(rows, "gensim", shape, nodes),
-                )
-                if mine and peer:
-                    ratio = mine["seconds"] / peer["seconds"]
-                    load = max(mine["load_before"], peer["load_before"])
-                    lines.append(
-                        f"{contender} {shape} {nodes:,} nodes: time / gensim's {ratio:.3f} "
-                        f"({mine['seconds']:.0f} s / {peer['seconds']:.0f} s); "
-                        + verdict(ratio, 0.2, at_most=True, load=load)
-                    )
+                lines += _ratio_line(
+                    rows, (contender, shape, nodes), ("gensim", shape, nodes), "seconds",
+                    f"{contender} {shape} {nodes:,} nodes: time / gensim's", 0.2, at_most=True,
+                )  # fmt: skip
         lines += _quality_line(rows, contender) + _largest_lines(rows, contender)
     return lines
+
+
+def _ratio_line(
+    rows: list[dict], mine: tuple, peer: tuple, key: str, what: str, target: float, at_most: bool
+) -> list[str]:
+    """``[what ratio (mine's key / peer's key); verdict]`` when both rows (contender, shape,
+    nodes) are there, else ``[]``; judged at the higher load before the two."""
+    a, b = _find(rows, *mine), _find(rows, *peer)
+    if not (a and b):
+        return []
+    ratio = a[key] / b[key]
+    load = max(a["load_before"], b["load_before"])
+    return [
+        f"{what} {ratio:.3f} ({a[key]:,.0f} / {b[key]:,.0f}); "
+        + verdict(ratio, target, at_most=at_most, load=load)
+    ]
 
 
 def _quality_line(rows: list[dict], contender: str) -> list[str]:

@@ -70,21 +70,8 @@ def check_against_reference(walks, syn0, syn1, keep, alias, *, hold=1, vector_wi
     """Train in place with the kernel (window 3, 4 negatives, lr 0.5, walks 5.. of 20,
     seed 11) and assert the float64 reference's result; return that result."""
     expected = reference(walks, syn0, syn1, keep, alias, 3, 4, 0.5, 5, 20, 11, hold=hold)
-    run(
-        walks,
-        syn0,
-        syn1,
-        keep,
-        alias,
-        window=3,
-        negatives=4,
-        lr=0.5,
-        before=5,
-        total=20,
-        hold=hold,
-        seed=11,
-        vector_width=vector_width,
-    )
+    run(walks, syn0, syn1, keep, alias, window=3, negatives=4, lr=0.5, before=5, total=20,
+        hold=hold, seed=11, vector_width=vector_width)  # fmt: skip
     torch.testing.assert_close(syn0.double(), expected[0], rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(syn1.double(), expected[1], rtol=1e-4, atol=1e-5)
     return expected
@@ -256,16 +243,8 @@ def two_communities(size=60, seed=0):
 @needs_kernel
 def test_two_threads_separate_two_communities():
     graph, block = two_communities()
-    rows = train_node_embeddings(
-        graph,
-        dimensions=16,
-        walk_length=20,
-        num_walks=40,
-        window=5,
-        backend="compiled",
-        workers=2,
-        seed=1,
-    )
+    rows = train_node_embeddings(graph, dimensions=16, walk_length=20, num_walks=40, window=5,
+                                 backend="compiled", workers=2, seed=1)  # fmt: skip
     assert rows.dtype == torch.float32 and rows.shape == (120, 16)
     # Centred first: word2vec's rows share a common direction that dominates raw cosines.
     unit = torch.nn.functional.normalize(rows - rows.mean(dim=0), dim=1)

@@ -24,17 +24,9 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 # stationary distribution). Node 0 has the most edges and the least weight, nodes 4 and 5
 # the heaviest edges.
 EDGES = [
-    (0, 1, 0.5),
-    (0, 2, 0.5),
-    (0, 3, 0.5),
-    (0, 4, 0.5),
-    (4, 5, 3.0),
-    (1, 2, 1.0),
-    (3, 5, 2.0),
-    (2, 5, 1.5),
-    (1, 4, 1.5),
-    (3, 4, 1.0),
-]
+    (0, 1, 0.5), (0, 2, 0.5), (0, 3, 0.5), (0, 4, 0.5), (4, 5, 3.0), (1, 2, 1.0), (3, 5, 2.0),
+    (2, 5, 1.5), (1, 4, 1.5), (3, 4, 1.0),
+]  # fmt: skip
 STRENGTHS = [2.0, 3.0, 3.0, 3.5, 6.0, 6.5]  # sum of each node's edge weights, by hand
 DEGREES = [4, 3, 3, 3, 4, 3]
 
