@@ -36,7 +36,7 @@ from graphemb.io import (
 )
 from graphemb.io.formats import Format, find_format, formats, register, registered
 from graphemb.io.loaded_graph import graph_from_edge_ids
-from graphemb.skipgram import Backend, SkipGramOptions
+from graphemb.skipgram import Backend, CompiledOptions, SkipGramOptions
 
 PAIRS = [("a", "b"), ("b", "c"), ("c", "a"), ("c", "d")]
 
@@ -223,6 +223,8 @@ LIBRARY_DEFAULTS = {
     ("node2vec", "q"): SkipGramOptions().q,
     ("deepwalk", "backend"): Backend.AUTO.value,
     ("node2vec", "backend"): Backend.AUTO.value,
+    ("deepwalk", "shared_negatives"): CompiledOptions().sharing == "position",
+    ("node2vec", "shared_negatives"): CompiledOptions().sharing == "position",
     **{
         (command, dest): library_default(function, parameter)
         for command in ("deepwalk", "node2vec")
