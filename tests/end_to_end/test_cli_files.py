@@ -288,6 +288,7 @@ def test_ctrl_c_is_one_line_exit_130_and_leaves_nothing(tmp_path, workers):
     (tmp_path / "g.txt").write_text("".join(f"{u} {v}\n" for u, v in edges))
     before = files_in(tmp_path)
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env["PYTHONFAULTHANDLER"] = "1"  # SIGABRT prints every thread's stack (a hang's report)
     command = [sys.executable, "-m", "graphemb", "deepwalk", "--input", "g.txt", "--output",
                "g.emb", "--num-walks", "1000", "--workers", workers]  # fmt: skip
     process = subprocess.Popen(
@@ -301,7 +302,12 @@ def test_ctrl_c_is_one_line_exit_130_and_leaves_nothing(tmp_path, workers):
             process.send_signal(signal.SIGINT)
         else:
             os.killpg(process.pid, signal.SIGINT)
-        rest = process.communicate(timeout=120)[1].decode()
+        try:
+            rest = process.communicate(timeout=120)[1].decode()
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGABRT)
+            stacks = process.communicate(timeout=60)[1].decode()[-6000:]
+            pytest.fail(f"still running 120 s after SIGINT; its threads:\n{stacks}")
     finally:
         if process.poll() is None:
             process.kill()
