@@ -291,9 +291,12 @@ def test_ctrl_c_is_one_line_exit_130_and_leaves_nothing(tmp_path, workers):
     env["PYTHONFAULTHANDLER"] = "1"  # SIGABRT prints every thread's stack (a hang's report)
     command = [sys.executable, "-m", "graphemb", "deepwalk", "--input", "g.txt", "--output",
                "g.emb", "--num-walks", "1000", "--workers", workers]  # fmt: skip
+    # A terminal's foreground process takes SIGINT as Python's KeyboardInterrupt; a child
+    # inherits an ignored SIGINT (a test run started in the background), so reset it.
     process = subprocess.Popen(
-        command, cwd=tmp_path, env=env, stderr=subprocess.PIPE, start_new_session=True
-    )
+        command, cwd=tmp_path, env=env, stderr=subprocess.PIPE, start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
     try:
         seen = read_until(process.stderr, ("walk/s]",), time.monotonic() + 300)
         assert "walk/s]" in seen, seen  # training has started
