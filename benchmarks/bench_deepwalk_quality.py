@@ -56,7 +56,7 @@ from harness.report import START_LOAD
 
 from graphemb.graph import Graph
 from graphemb.sampling.walks import PAD, RandomWalker
-from graphemb.skipgram import CompiledOptions, train_node_embeddings
+from graphemb.skipgram import CompiledOptions, TrainingDiverged, train_node_embeddings
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -136,26 +136,30 @@ GRAPHEMB_TRAINERS = {
 }
 
 
-def run_graphemb(graph: Graph, args, trainer: str, seed: int) -> tuple[np.ndarray, float]:
+def run_graphemb(graph: Graph, args, trainer: str, seed: int) -> tuple[np.ndarray | None, float]:
     """:func:`train_node_embeddings` as ``trainer`` (:data:`GRAPHEMB_TRAINERS`: the compiled
     backend with noise nodes drawn per pair or per position, or the torch backend),
     ``--threads`` threads, the panel's walks and model: the rows and the seconds."""
     backend, compiled_options = GRAPHEMB_TRAINERS[trainer]
     start = time.perf_counter()
-    table = train_node_embeddings(
-        graph,
-        backend=backend,
-        compiled_options=compiled_options,
-        workers=args.threads,
-        dimensions=args.dimensions,
-        walk_length=args.walk_length,
-        num_walks=args.num_walks,
-        window=args.window,
-        negatives=args.negatives,
-        sample=args.sample,
-        weighted=graph.edge_weight is not None,
-        seed=seed,
-    )
+    try:
+        table = train_node_embeddings(
+            graph,
+            backend=backend,
+            compiled_options=compiled_options,
+            workers=args.threads,
+            dimensions=args.dimensions,
+            walk_length=args.walk_length,
+            num_walks=args.num_walks,
+            window=args.window,
+            negatives=args.negatives,
+            sample=args.sample,
+            weighted=graph.edge_weight is not None,
+            seed=seed,
+        )
+    except TrainingDiverged as error:  # counted by the verdicts: a default run must not
+        print(f"# {trainer} diverged (seed {seed}): {error}", flush=True)
+        return None, time.perf_counter() - start
     return table.numpy(), time.perf_counter() - start
 
 
@@ -236,7 +240,6 @@ def main() -> None:
         for seed in (int(s) for s in args.seeds.split(",")):
             graph, labels = load(graph_name, seed)
             for trainer, (table, seconds) in run_trainers(graph, args, seed).items():
-                scores = [f1_scores(table, labels, r, args.repeats, seed) for r in ratios]
                 row = {
                     "graph": graph_name,
                     "nodes": graph.num_nodes,
@@ -244,9 +247,13 @@ def main() -> None:
                     "trainer": trainer,
                     "seconds": min(seconds),
                     "seconds_runs": seconds,
-                    **{f"micro@{r}": s[0] for r, s in zip(ratios, scores, strict=True)},
-                    **{f"macro@{r}": s[1] for r, s in zip(ratios, scores, strict=True)},
                 }
+                if table is None:  # TrainingDiverged: no rows to score
+                    row["diverged"] = True
+                else:
+                    scores = [f1_scores(table, labels, r, args.repeats, seed) for r in ratios]
+                    row |= {f"micro@{r}": s[0] for r, s in zip(ratios, scores, strict=True)}
+                    row |= {f"macro@{r}": s[1] for r, s in zip(ratios, scores, strict=True)}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     report(rows, ratios, None if args.quick else args.plot)
@@ -254,11 +261,12 @@ def main() -> None:
         write_json(args.json, rows, ratios)
 
 
-def run_trainers(graph: Graph, args, seed: int) -> dict[str, tuple[np.ndarray, list[float]]]:
+def run_trainers(graph: Graph, args, seed: int) -> dict[str, tuple[np.ndarray | None, list[float]]]:
     """Every trainer of ``--trainers`` on ``graph``, ``--time-repeats`` rounds in turn
     (gensim, compiled, gensim, compiled, ...): per trainer, the first round's table (the one
-    scored) and every round's seconds. A trainer that is not installed is left out."""
-    results: dict[str, tuple[np.ndarray, list[float]]] = {}
+    scored; None where it diverged) and every round's seconds. A trainer that is not
+    installed is left out."""
+    results: dict[str, tuple[np.ndarray | None, list[float]]] = {}
     for _ in range(args.time_repeats):
         for trainer in args.trainers.split(","):
             if trainer == "gensim":
@@ -305,15 +313,17 @@ def report(
     load_before: float | None = None,
 ) -> None:
     """The tables of ``rows`` (per seed; with several seeds, the means and the paired
-    differences to gensim) and the plot."""
-    print_table(rows, ratios)
-    if len({r["seed"] for r in rows}) > 1:
-        print_table(mean_rows(rows), ratios)
-        print_paired_differences(rows, ratios)
+    differences to gensim), the verdicts and the plot; runs that diverged count in the
+    verdicts only."""
+    trained = [r for r in rows if not r.get("diverged")]
+    print_table(trained, ratios)
+    if len({r["seed"] for r in trained}) > 1:
+        print_table(mean_rows(trained), ratios)
+        print_paired_differences(trained, ratios)
     for line in verdict_lines(rows, ratios, load_before):
         print(line)
     if plot_path:
-        plot(rows, ratios, Path(plot_path))
+        plot(trained, ratios, Path(plot_path))
 
 
 def mean_rows(rows: list[dict]) -> list[dict]:

@@ -48,7 +48,6 @@ from graphemb.skipgram import (
 from graphemb.skipgram.backends import compiled_kernel
 from graphemb.skipgram.backends.base import initial_tables
 from graphemb.skipgram.backends.governor import ThreadGovernor
-from graphemb.skipgram.corpus import token_counts
 
 QUICK = {"graph": "overlapping:2000:10", "rounds": 2, "runs": 1, "walks": 1}
 EPISODE = 2.0  # shared / own tables in one round above which the round is an episode
@@ -89,7 +88,7 @@ def kernel_rounds(graph, args) -> dict[str, list[float]]:
     walker = RandomWalker(graph)
     starts = torch.randperm(graph.num_nodes, generator=generator).repeat(args.walks)
     walks = walker(starts, 39, generator=generator).contiguous()
-    counts = token_counts(graph, False)
+    counts = graph.in_degrees().to(torch.float64)  # the unweighted walks' token counts
     alias = tuple(t.contiguous() for t in NegativeSampler(counts).alias_table)
     keep = keep_probabilities(counts, 1e-3).contiguous()
     halves = walks.tensor_split(2)

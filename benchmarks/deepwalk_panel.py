@@ -130,11 +130,12 @@ def _components_graph(count: int, classes: int, seed: int) -> tuple[Graph, np.nd
 
 
 def paired(rows: list[dict], graph: str, trainer: str) -> list[tuple[dict, dict]]:
-    """(trainer's row, gensim's row) of ``graph``, one pair per seed both ran."""
+    """(trainer's row, gensim's row) of ``graph``, one pair per seed both trained (runs
+    that diverged have no scores)."""
     return [
         (row, peer)
         for row in rows
-        if (row["graph"], row["trainer"]) == (graph, trainer)
+        if (row["graph"], row["trainer"]) == (graph, trainer) and not row.get("diverged")
         for peer in rows
         if peer["trainer"] == "gensim" and (peer["graph"], peer["seed"]) == (graph, row["seed"])
     ]
@@ -155,6 +156,8 @@ def verdict_lines(rows: list[dict], ratios: list[float], load: float | None = No
 
     lines = []
     scored = [f"{kind}@{r}" for kind in ("micro", "macro") for r in ratios]
+    for trainer in dict.fromkeys(r["trainer"] for r in rows if r["trainer"] != "gensim"):
+        lines.append(divergence_line(rows, trainer, load))
     for trainer in dict.fromkeys(r["trainer"] for r in rows if r["trainer"] != "gensim"):
         worst, where, slowest = np.inf, "", 0.0
         for graph in dict.fromkeys(r["graph"] for r in rows):
@@ -182,6 +185,26 @@ def verdict_lines(rows: list[dict], ratios: list[float], load: float | None = No
                 )
             lines.append(shortfall_line(rows, trainer, scored, margin))
     return lines
+
+
+def divergence_line(rows: list[dict], trainer: str, load: float | None = None) -> str:
+    """How many of ``trainer``'s runs stopped with ``TrainingDiverged``, per graph where
+    any did; target none (default settings must train every graph of the panel)."""
+    from harness.report import verdict
+
+    mine = [r for r in rows if r["trainer"] == trainer]
+    diverged = [r for r in mine if r.get("diverged")]
+    graphs = {r["graph"] for r in mine}
+    where = ", ".join(
+        f"{g} {sum(r['graph'] == g for r in diverged)}/{sum(r['graph'] == g for r in mine)}"
+        for g in dict.fromkeys(r["graph"] for r in diverged)
+    )
+    return (
+        f"{trainer}: runs that diverged {len(diverged)} of {len(mine)} on {len(graphs)} graphs"
+        + (f" ({where})" if where else "")
+        + "; "
+        + verdict(len(diverged), 0, at_most=True, unit=" runs", load=load)
+    )
 
 
 def shortfall_line(rows: list[dict], trainer: str, scored: list[str], margin: float = -0.3) -> str:

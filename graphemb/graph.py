@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ._adjacency import OutAdjacency, build_out_adjacency
 from ._checks import as_size, check_edge_weight, check_node_id_vector, check_node_ids
 from ._compiled import compiled_module
 from ._csc import allocate_csc, compiled_csc, csc_by_sort
@@ -316,6 +317,15 @@ class Graph:
         degrees = self.indptr[1:] - self.indptr[:-1]
         return degrees if nodes is None else degrees[nodes]
 
+    def weighted_in_degrees(self) -> torch.Tensor:
+        """Sum of the weights of each node's in-edges, float64 of shape (N,); the in-degrees
+        where the graph has no edge weights."""
+        if self.edge_weight is None:
+            return self.in_degrees().to(torch.float64)
+        _, destinations = self.edges()
+        sums = torch.zeros(self.num_nodes, dtype=torch.float64, device=self.device)
+        return sums.index_add_(0, destinations, self.edge_weight.to(torch.float64))
+
     def out_degrees(self, nodes: torch.Tensor | None = None) -> torch.Tensor:
         """Number of out-edges of ``nodes`` (default: every node), int64."""
         degrees = torch.bincount(self.indices, minlength=self.num_nodes)
@@ -351,6 +361,22 @@ class Graph:
         """:attr:`edge_weight` in the order of :meth:`csr`'s edges (None if unweighted)."""
         self.csr()
         return self._csr_weight
+
+    def out_adjacency(self, *, sorted_rows: bool = False, weighted: bool = False) -> OutAdjacency:
+        """Out-neighbours per node in the form random walks read them
+        (:class:`~graphemb._adjacency.OutAdjacency`): every row sorted if ``sorted_rows``,
+        and with ``weighted`` the prefix sums of the edge weights. A symmetric graph's own
+        arrays serve as its CSR (no copy)."""
+        if weighted and self.edge_weight is None:
+            raise ValueError("weighted=True needs a graph with edge weights (edge_weight is None)")
+        if self.symmetric:  # out-neighbours are the in-neighbours
+            indptr, indices, weight = self.indptr, self.indices, self.edge_weight
+        else:
+            indptr, indices, _ = self.csr()
+            weight = self.csr_edge_weight()
+        return build_out_adjacency(
+            indptr, indices, weight if weighted else None, sort_rows=sorted_rows
+        )
 
     # ------------------------------------------------------------------ transforms
     def to(self, device: torch.device | str) -> Graph:

@@ -41,10 +41,17 @@ class WorkerFailed(RuntimeError):
 
 
 def start_all(
-    builds: dict[str, tuple[str, dict]], log: Callable[[str], None] = print
-) -> tuple[dict[str, IsolatedContender], dict[str, str]]:
-    """Start a worker per ``name -> (builder, spec)`` at once, the builds side by side;
-    ``(ready workers, name -> why the build failed)``."""
+    builds: dict[str, tuple[str, dict]],
+    log: Callable[[str], None] = print,
+    required: str = "graphemb",
+) -> dict[str, IsolatedContender]:
+    """Start a worker per ``name -> (builder, spec)`` at once, the builds side by side; the
+    ready workers by name.
+
+    A worker whose name starts with ``required`` must build: if one fails, every worker
+    is closed and the run stops with its reason. Any other that fails (a peer library
+    missing, or built for another torch) is left out, with one line saying why.
+    """
     started = {
         name: IsolatedContender(name, builder, spec, log=log, wait=False)
         for name, (builder, spec) in builds.items()
@@ -56,7 +63,13 @@ def start_all(
         except WorkerFailed as error:
             failed[name] = str(error)
             worker.close()
-    return ready, failed
+    for name, why in failed.items():
+        if name.startswith(required):
+            for worker in ready.values():
+                worker.close()
+            raise SystemExit(why)
+        print(f"# {name} left out: {why.splitlines()[-1]}")
+    return ready
 
 
 class IsolatedContender:

@@ -1,11 +1,13 @@
 """Graph sampling in pure torch, on CPU and CUDA: neighbour sampling into DGL-style blocks,
-seed batches per rank, random walks, and noise nodes for negative sampling."""
+seed batches per rank, random walks, noise nodes for negative sampling, and word2vec's
+subsampling of frequent nodes."""
 
 from .block import Block
 from .loader import SeedLoader
 from .negatives import NegativeSampler
 from .neighbor import NeighborSampler, sample_neighbors
 from .protocol import Batch, BlockSampler
+from .subsampling import keep_probabilities
 from .walks import PAD, RandomWalker, random_walks
 
 __all__ = [
@@ -17,6 +19,7 @@ __all__ = [
     "NeighborSampler",
     "RandomWalker",
     "SeedLoader",
+    "keep_probabilities",
     "random_walks",
     "sample_neighbors",
 ]

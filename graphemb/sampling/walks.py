@@ -110,29 +110,15 @@ class RandomWalker:
         self._q = _positive_number("q", q)
         self._weighted = weighted
         self._graph = graph
-        if graph.symmetric:  # out-neighbours are the in-neighbours: no CSR copy
-            self._indptr, self._indices = graph.indptr, graph.indices
-            weight = graph.edge_weight if weighted else None
-        else:
-            self._indptr, self._indices, _ = graph.csr()
-            weight = graph.csr_edge_weight() if weighted else None
-        self._degrees = self._indptr[1:] - self._indptr[:-1]
-        if not self.uniform:
-            if graph.num_nodes > _MAX_KEYED_NODES:
-                raise ValueError(
-                    f"node2vec walks support at most {_MAX_KEYED_NODES} nodes, the graph has "
-                    f"{graph.num_nodes}"
-                )
-            # "Is t -> x an edge?" bisects t's neighbour list, which must be sorted.
-            self._indices, weight = _rows_sorted(
-                self._indptr, self._indices, graph.num_nodes, weight
+        if not self.uniform and graph.num_nodes > _MAX_KEYED_NODES:
+            raise ValueError(
+                f"node2vec walks support at most {_MAX_KEYED_NODES} nodes, the graph has "
+                f"{graph.num_nodes}"
             )
-        if weight is not None:
-            self._cumulative, self._last = _cumulative_weights(
-                self._indptr, weight, graph.num_nodes
-            )
-            # Walks stop at nodes whose out-edges all weigh 0: their "degree" is 0.
-            self._degrees = torch.where(self._last >= self._indptr[:-1], self._degrees, 0)
+        # node2vec's "is t -> x an edge?" bisects t's neighbour list, which must be sorted.
+        out = graph.out_adjacency(sorted_rows=not self.uniform, weighted=weighted)
+        self._indptr, self._indices, self._degrees = out.indptr, out.indices, out.degrees
+        self._cumulative, self._last = out.cumulative, out.last
 
     @property
     def graph(self) -> Graph:
@@ -230,6 +216,7 @@ class RandomWalker:
     ) -> torch.Tensor:
         """An out-neighbour of each ``current`` node drawn in proportion to the edge
         weights (garbage where every out-weight is 0)."""
+        assert self._cumulative is not None and self._last is not None  # built if weighted
         uniform = torch.rand(
             current.numel(), dtype=torch.float64, device=current.device, generator=generator
         )
@@ -373,43 +360,6 @@ def random_walks(
         Walks, :data:`PAD` after a node without out-neighbours.
     """
     return RandomWalker(graph, p, q, weighted)(start, walk_length, generator=generator)
-
-
-def _rows_sorted(
-    indptr: torch.Tensor, indices: torch.Tensor, num_nodes: int, weight: torch.Tensor | None
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """``indices`` with every CSR row sorted (``indices`` itself when they already are),
-    and ``weight`` permuted alike."""
-    if indices.numel() < 2:
-        return indices, weight
-    rows = torch.repeat_interleave(
-        torch.arange(num_nodes, device=indices.device), indptr[1:] - indptr[:-1]
-    )
-    keys = rows * num_nodes + indices  # row-major order of (row, neighbour)
-    if bool((keys[1:] >= keys[:-1]).all()):
-        return indices, weight
-    if weight is None:  # no permutation needed: half the sort's memory
-        return torch.sort(keys).values - rows * num_nodes, None
-    order = torch.argsort(keys, stable=True)
-    return indices[order], weight[order]
-
-
-def _cumulative_weights(
-    indptr: torch.Tensor, weight: torch.Tensor, num_nodes: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The float64 prefix sums of the CSR-ordered weights, with a leading 0 (shape
-    (E + 1,): row ``v``'s edge ``e`` spans ``[C[e], C[e + 1])``), and per node the CSR
-    position of its last edge of positive weight (``indptr[v] - 1`` where there is none)."""
-    cumulative = torch.zeros(weight.numel() + 1, dtype=torch.float64, device=weight.device)
-    torch.cumsum(weight.to(torch.float64), 0, out=cumulative[1:])
-    positions = torch.arange(weight.numel(), device=weight.device)
-    rows = torch.repeat_interleave(
-        torch.arange(num_nodes, device=weight.device), indptr[1:] - indptr[:-1]
-    )
-    last = indptr[:-1] - 1
-    positive = weight > 0
-    last = last.scatter_reduce(0, rows[positive], positions[positive], reduce="amax")
-    return cumulative, last
 
 
 def _positive_number(name: str, value: object) -> float:

@@ -24,11 +24,12 @@ torch.Size([6, 8])
 """
 
 from ..sampling.negatives import NegativeSampler
+from ..sampling.subsampling import keep_probabilities
 from .guard import MAX_ROW_NORM, TrainingDiverged
 from .options import Backend, CompiledOptions, SkipGramOptions, TorchOptions
 from .rate import FINAL_RATE, HOLD_TOKENS, LearningRate
 from .run import train_node_embeddings
-from .windows import dynamic_radii, keep_probabilities, pair_rounds, subsample_walks
+from .windows import dynamic_radii, pair_rounds, subsample_walks
 
 __all__ = [
     "FINAL_RATE",

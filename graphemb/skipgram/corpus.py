@@ -1,6 +1,6 @@
 """The corpus of a run: its walks, drawn chunk by chunk (:class:`Corpus`), and what word2vec
 counts over its corpus before training -- node frequencies, the noise distribution and the
-subsampling keep probabilities (:func:`token_counts`, :func:`noise_and_keep`).
+subsampling keep probabilities.
 
 A run is ``epochs * num_walks`` rounds; each round starts one walk from every node, in a
 fresh random order, ``chunk_walks`` walks at a time. Walks are drawn as they are trained,
@@ -16,34 +16,11 @@ import torch
 
 from ..graph import Graph
 from ..sampling.negatives import NegativeSampler
+from ..sampling.subsampling import keep_probabilities
 from ..sampling.walks import RandomWalker
 from .options import SkipGramOptions
-from .windows import keep_probabilities
 
-__all__ = ["Chunk", "Corpus", "noise_and_keep", "token_counts"]
-
-
-def token_counts(graph: Graph, weighted: bool) -> torch.Tensor:
-    """How often walks visit each node, up to a constant: float64 of shape (N,).
-
-    word2vec counts the tokens of its corpus before training; walks are drawn as they are
-    trained, so their expected counts stand in: a node's in-degree, or with ``weighted``
-    walks its weighted in-degree (the sum of its in-edges' weights) -- on an undirected
-    graph exactly the walk's long-run share of visits (its stationary distribution).
-    """
-    if weighted and graph.edge_weight is not None:
-        _, destinations = graph.edges()
-        counts = torch.zeros(graph.num_nodes, dtype=torch.float64, device=graph.device)
-        return counts.index_add_(0, destinations, graph.edge_weight.to(torch.float64))
-    return graph.in_degrees().to(torch.float64)
-
-
-def noise_and_keep(graph: Graph, options: SkipGramOptions) -> tuple[NegativeSampler, torch.Tensor]:
-    """The noise distribution (:func:`token_counts` ** 0.75; uniform on a graph without
-    edges) and the subsampling keep probabilities, float64 of shape (N,)."""
-    counts = token_counts(graph, options.weighted)
-    keep = keep_probabilities(counts, options.sample)
-    return NegativeSampler(counts if bool((counts > 0).any()) else torch.ones_like(counts)), keep
+__all__ = ["Chunk", "Corpus"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,7 +52,13 @@ class Chunk:
 class Corpus:
     """The walks of a run on ``graph``, chunk by chunk (:meth:`chunks`), and what the
     backends need to know of the graph: its size, its device, the noise distribution and
-    the subsampling keep probabilities (:func:`noise_and_keep`).
+    the subsampling keep probabilities.
+
+    word2vec counts the tokens of its corpus before training; walks are drawn as they are
+    trained, so their expected counts stand in: a node's in-degree, or with weighted walks
+    the sum of its in-edges' weights -- on an undirected graph exactly the walk's long-run
+    share of visits (its stationary distribution). The noise distribution is those counts
+    to the power 0.75 (uniform on a graph without edges).
 
     Rank ``rank`` of ``world_size`` draws its share of every chunk (the same start nodes
     in the same order on every rank, split among them; walks from a stream of its own).
@@ -85,13 +68,22 @@ class Corpus:
         self, graph: Graph, options: SkipGramOptions, rank: int = 0, world_size: int = 1
     ) -> None:
         self._rank, self._world_size = rank, world_size
-        self._walker = RandomWalker(graph, options.p, options.q, weighted=options.weighted)
+        self._options = options
         self.num_nodes = graph.num_nodes
         """Nodes of the graph: rows of the tables."""
         self.device = graph.device
         """Where the walks are drawn."""
-        self.noise, self.keep = noise_and_keep(graph, options)
-        self._options = options
+        counts = graph.weighted_in_degrees() if options.weighted else graph.in_degrees()
+        counts = counts.to(torch.float64)
+        self.token_counts = counts
+        """Expected visits of the walks per node, up to a constant: float64 (N,)."""
+        self.keep = keep_probabilities(counts, options.sample)
+        """Subsampling keep probability per node: float64 (N,)."""
+        self.noise = NegativeSampler(
+            counts if bool((counts > 0).any()) else torch.ones_like(counts)
+        )
+        """The noise distribution."""
+        self._walker = RandomWalker(graph, options.p, options.q, weighted=options.weighted)
         per_round = -(-graph.num_nodes // options.chunk_walks)
         self.count = per_round * options.epochs * options.num_walks
         """Chunks in the run."""

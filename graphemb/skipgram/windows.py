@@ -2,8 +2,9 @@
 window, and the pairs of a batch of walks in rounds that update each row once.
 
 A walk is a row of node ids, :data:`~graphemb.sampling.walks.PAD` after its end. Frequent
-nodes are dropped first and the gaps closed (:func:`keep_probabilities`,
-:func:`subsample_walks`), so the remaining neighbours move closer, as in word2vec. Then
+nodes are dropped first and the gaps closed
+(:func:`~graphemb.sampling.subsampling.keep_probabilities`, :func:`subsample_walks`), so
+the remaining neighbours move closer, as in word2vec. Then
 the node at position ``t`` (the output row) and the node at position ``c`` (the input
 row, the context) form a pair when ``0 < |t - c| <= radius[t]``, the radius drawn per
 position (:func:`dynamic_radii`).
@@ -16,14 +17,12 @@ walk) -- the rounds are word2vec's sequential updates in another order.
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from .._checks import as_size, check_walks
 from ..sampling.walks import PAD
 
-__all__ = ["dynamic_radii", "keep_probabilities", "pair_rounds", "subsample_walks"]
+__all__ = ["dynamic_radii", "pair_rounds", "subsample_walks"]
 
 
 def dynamic_radii(
@@ -43,37 +42,6 @@ def dynamic_radii(
     return torch.randint(1, window + 1, tuple(shape), device=device, generator=generator)
 
 
-def keep_probabilities(counts: torch.Tensor, sample: float) -> torch.Tensor:
-    """word2vec's frequent-token subsampling: probability of keeping each token.
-
-    With ``f = counts / counts.sum()`` and threshold ``sample`` (word2vec's ``-sample``,
-    gensim's ``sample``), a token of frequency ``f`` is kept with probability
-    ``min(1, (sqrt(f / sample) + 1) * sample / f)``, as in word2vec's C code and gensim;
-    ``sample = 0`` keeps everything.
-
-    Parameters
-    ----------
-    counts : Tensor, shape (N,)
-        Occurrences (or expected occurrences, e.g. degrees for walks on an undirected
-        graph) of every node, >= 0.
-    sample : float
-        Threshold, >= 0 (1e-3 in gensim, 1e-5 .. 1e-3 usual).
-
-    Returns
-    -------
-    Tensor of float64, shape (N,)
-    """
-    if not (isinstance(sample, (int, float)) and math.isfinite(sample) and sample >= 0):
-        raise ValueError(f"sample must be a finite number >= 0, got {sample!r}")
-    counts = counts.to(torch.float64)
-    if sample == 0 or counts.numel() == 0:
-        return torch.ones_like(counts)
-    threshold = sample * float(counts.sum())
-    safe = counts.clamp(min=1e-300)
-    keep = ((safe / threshold).sqrt() + 1) * threshold / safe
-    return keep.clamp_(max=1.0)
-
-
 def subsample_walks(
     walks: torch.Tensor, keep: torch.Tensor, *, generator: torch.Generator | None = None
 ) -> torch.Tensor:
@@ -86,7 +54,7 @@ def subsample_walks(
     ----------
     walks : Tensor of int64, shape (W, T)
     keep : Tensor of float, shape (N,)
-        From :func:`keep_probabilities`.
+        From :func:`~graphemb.sampling.subsampling.keep_probabilities`.
 
     Returns
     -------

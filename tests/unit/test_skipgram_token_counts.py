@@ -1,6 +1,6 @@
-"""The skip-gram trainers' node frequencies (graphemb.skipgram.corpus.token_counts): what
-word2vec would count in the walks' tokens, which sets the noise distribution and the
-subsampling.
+"""The skip-gram trainers' node frequencies (``Corpus.token_counts``, from
+``Graph.weighted_in_degrees``): what word2vec would count in the walks' tokens, which sets
+the noise distribution and the subsampling.
 
 The oracle is the walks themselves: the node at a late position of independent weighted
 walks, counted and tested against the predicted shares with a chi-square test (scipy), and
@@ -15,7 +15,8 @@ from scipy import stats
 
 from graphemb.graph import Graph
 from graphemb.sampling.walks import RandomWalker
-from graphemb.skipgram.corpus import noise_and_keep, token_counts
+from graphemb.skipgram import SkipGramOptions
+from graphemb.skipgram.corpus import Corpus
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -36,12 +37,18 @@ def weighted_graph() -> Graph:
     return Graph.from_edges(list(src), list(dst), 6, undirected=True, edge_weight=list(weight))
 
 
+def token_counts(graph: Graph, weighted: bool) -> torch.Tensor:
+    return Corpus(graph, SkipGramOptions(weighted=weighted)).token_counts
+
+
 def test_token_counts_are_in_degrees_or_weighted_in_degrees():
     graph = weighted_graph()
     assert token_counts(graph, weighted=False).tolist() == DEGREES
     torch.testing.assert_close(
         token_counts(graph, weighted=True), torch.tensor(STRENGTHS, dtype=torch.float64)
     )
+    unweighted = Graph.from_edges(graph.edges()[0], graph.edges()[1], 6)
+    assert unweighted.weighted_in_degrees().tolist() == DEGREES
 
 
 def test_weighted_walks_visit_nodes_in_proportion_to_their_token_counts():
@@ -65,10 +72,8 @@ def test_weighted_walks_visit_nodes_in_proportion_to_their_token_counts():
 def test_noise_distribution_of_weighted_walks_follows_weighted_in_degrees():
     graph = weighted_graph()
 
-    class Weighted:  # the fields noise_and_keep reads
-        weighted, sample = True, 0.1
-
-    noise, keep = noise_and_keep(graph, Weighted())  # type: ignore[arg-type]
+    corpus = Corpus(graph, SkipGramOptions(weighted=True, sample=0.1))
+    noise, keep = corpus.noise, corpus.keep
     strengths = torch.tensor(STRENGTHS, dtype=torch.float64)
     expected = strengths.pow(0.75) / strengths.pow(0.75).sum()
     torch.testing.assert_close(noise.probabilities.double(), expected)

@@ -1,0 +1,86 @@
+"""Out-neighbour arrays in the form random walks read them (:class:`OutAdjacency`): CSR rows,
+sorted where a walk asks "is ``x`` a neighbour of ``t``?" (node2vec bisects a row), and for
+weighted walks the prefix sums of the weights that an inverse-CDF draw searches.
+
+:meth:`graphemb.graph.Graph.out_adjacency` builds it from the graph's CSR arrays.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+__all__ = ["OutAdjacency", "build_out_adjacency"]
+
+
+@dataclasses.dataclass(frozen=True)
+class OutAdjacency:
+    """A graph's out-edges, per node.
+
+    Attributes
+    ----------
+    indptr : Tensor of int64 (N + 1,)
+    indices : Tensor of int64 (E,)
+        Node ``v``'s out-neighbours are ``indices[indptr[v]:indptr[v + 1]]`` (each row
+        sorted when built with ``sort_rows``).
+    degrees : Tensor of int64 (N,)
+        Out-edges a walk can follow from each node: its out-degree, or 0 where every
+        out-edge weighs 0.
+    cumulative : Tensor of float64 (E + 1,) or None
+        Prefix sums of the weights in the order of ``indices``, with a leading 0: row
+        ``v``'s edge ``e`` spans ``[cumulative[e], cumulative[e + 1])``. None if unweighted.
+    last : Tensor of int64 (N,) or None
+        Per node, the position in ``indices`` of its last edge of positive weight
+        (``indptr[v] - 1`` where there is none). None if unweighted.
+    """
+
+    indptr: torch.Tensor
+    indices: torch.Tensor
+    degrees: torch.Tensor
+    cumulative: torch.Tensor | None = None
+    last: torch.Tensor | None = None
+
+
+def build_out_adjacency(
+    indptr: torch.Tensor,
+    indices: torch.Tensor,
+    weight: torch.Tensor | None,
+    *,
+    sort_rows: bool,
+) -> OutAdjacency:
+    """:class:`OutAdjacency` of CSR arrays ``indptr`` (N + 1,), ``indices`` (E,) and
+    ``weight`` (E,) or None; rows sorted if ``sort_rows`` (the weights permuted alike)."""
+    num_nodes = indptr.numel() - 1
+    degrees = indptr[1:] - indptr[:-1]
+    if sort_rows:
+        indices, weight = _rows_sorted(indptr, indices, degrees, weight)
+    if weight is None:
+        return OutAdjacency(indptr, indices, degrees)
+    cumulative = torch.zeros(weight.numel() + 1, dtype=torch.float64, device=weight.device)
+    torch.cumsum(weight.to(torch.float64), 0, out=cumulative[1:])
+    positions = torch.arange(weight.numel(), device=weight.device)
+    rows = torch.repeat_interleave(torch.arange(num_nodes, device=weight.device), degrees)
+    positive = weight > 0
+    last = (indptr[:-1] - 1).scatter_reduce(0, rows[positive], positions[positive], reduce="amax")
+    # Walks stop at nodes whose out-edges all weigh 0: their "degree" is 0.
+    degrees = torch.where(last >= indptr[:-1], degrees, 0)
+    return OutAdjacency(indptr, indices, degrees, cumulative, last)
+
+
+def _rows_sorted(
+    indptr: torch.Tensor, indices: torch.Tensor, degrees: torch.Tensor, weight: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``indices`` with every CSR row sorted (``indices`` itself when they already are),
+    and ``weight`` permuted alike."""
+    if indices.numel() < 2:
+        return indices, weight
+    num_nodes = indptr.numel() - 1
+    rows = torch.repeat_interleave(torch.arange(num_nodes, device=indices.device), degrees)
+    keys = rows * num_nodes + indices  # row-major order of (row, neighbour)
+    if bool((keys[1:] >= keys[:-1]).all()):
+        return indices, weight
+    if weight is None:  # no permutation needed: half the sort's memory
+        return torch.sort(keys).values - rows * num_nodes, None
+    order = torch.argsort(keys, stable=True)
+    return indices[order], weight[order]
