@@ -52,7 +52,7 @@ import numpy as np
 import torch
 from deepwalk_panel import PANEL, load, paired, verdict_lines
 from harness import cli
-from harness.report import START_LOAD
+from harness.report import wait_until_quiet
 
 from graphemb.graph import Graph
 from graphemb.sampling.walks import PAD, RandomWalker
@@ -199,6 +199,13 @@ def build_parser() -> argparse.ArgumentParser:
         "round's (this machine's speed changes between minutes: the fastest round is the "
         "one its neighbours disturbed least), its scores the first round's",
     )
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=180.0,
+        help="seconds to wait at most, before the first trainer, for the load average to "
+        "fall below 1 (180; the verdicts read the load then)",
+    )
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--plot", default=str(RESULTS / "deepwalk_quality.png"))
     parser.add_argument(
@@ -224,12 +231,15 @@ def main() -> None:
         report(rows, [float(r) for r in args.ratios.split(",")], args.plot, load_before)
         return
     if args.quick:
-        args.graphs, args.num_walks, args.walk_length, args.repeats = (
+        args.graphs, args.num_walks, args.walk_length, args.repeats, args.settle = (
             "overlapping:2000:10",
             2,
             20,
             1,
+            0.0,
         )
+    load_before = wait_until_quiet(args.settle)
+    print(f"# load average before the first trainer: {load_before:.2f}", flush=True)
     # graphemb uses --threads processes of one thread each (intra-op threads of small
     # products only add synchronisation); gensim --threads worker threads.
     torch.set_num_threads(1)
@@ -256,9 +266,9 @@ def main() -> None:
                     row |= {f"macro@{r}": s[1] for r, s in zip(ratios, scores, strict=True)}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
-    report(rows, ratios, None if args.quick else args.plot)
+    report(rows, ratios, None if args.quick else args.plot, load_before)
     if args.json:
-        write_json(args.json, rows, ratios)
+        write_json(args.json, rows, ratios, load_before)
 
 
 def run_trainers(graph: Graph, args, seed: int) -> dict[str, tuple[np.ndarray | None, list[float]]]:
@@ -280,7 +290,7 @@ def run_trainers(graph: Graph, args, seed: int) -> dict[str, tuple[np.ndarray | 
     return results
 
 
-def write_json(path: str, rows: list[dict], ratios: list[float]) -> None:
+def write_json(path: str, rows: list[dict], ratios: list[float], load_before: float) -> None:
     """The run's rows with what a reader needs to redo its tables and verdicts (the
     command without its output paths, ``--json`` and ``--plot``)."""
     kept, skip = [], False
@@ -289,7 +299,7 @@ def write_json(path: str, rows: list[dict], ratios: list[float]) -> None:
             kept.append(arg)
         skip = arg in ("--json", "--plot")
     command = "benchmarks/bench_deepwalk_quality.py " + " ".join(kept)
-    record = {"command": command.strip(), "load_before": round(START_LOAD, 2), "ratios": ratios}
+    record = {"command": command.strip(), "load_before": round(load_before, 2), "ratios": ratios}
     with open(path, "w") as f:
         json.dump({**record, "rows": rows}, f, indent=1)
         f.write("\n")

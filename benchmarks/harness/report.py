@@ -10,6 +10,7 @@ import os
 import platform
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 
 import torch
@@ -242,6 +243,23 @@ reported beside a quiet one, never as the claim."""
 def load_average() -> float:
     """The 1-minute load average (0.0 where the system has none)."""
     return os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+
+
+def wait_until_quiet(limit_seconds: float, poll_seconds: float = 5.0) -> float:
+    """Wait until the 1-minute load average is below :data:`QUIET_LOAD`, at most
+    ``limit_seconds`` (it decays by half in about 42 s once other work stops); the load
+    average then. A benchmark calls it before its first contender, so that work that has
+    just ended does not void the verdicts of a run on an otherwise quiet machine."""
+    waited = 0.0
+    load = load_average()
+    if load >= QUIET_LOAD and limit_seconds > 0:
+        print(f"# waiting up to {limit_seconds:.0f} s for the load average {load:.2f} to fall "
+              f"below {QUIET_LOAD:g}", flush=True)  # fmt: skip
+    while load >= QUIET_LOAD and waited < limit_seconds:
+        time.sleep(poll_seconds)
+        waited += poll_seconds
+        load = load_average()
+    return load
 
 
 START_LOAD = load_average()

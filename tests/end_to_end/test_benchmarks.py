@@ -143,9 +143,10 @@ def test_deepwalk_quality_quick_mode_scores_every_trainer(tmp_path):
     paired = stdout.split("paired difference to gensim")[1].splitlines()[2]
     assert paired.startswith("overlapping:2000:10 | compiled-position | 2 | "), paired
     verdicts = [line for line in stdout.splitlines() if line.startswith("compiled-position: ")]
-    assert len(verdicts) == 3, verdicts  # quality and time, each with the load it ran under
-    assert "target >= -0.3 points:" in verdicts[0] and "target <= 1x:" in verdicts[1]
-    assert "beyond the seeds' spread" in verdicts[2]  # which shortfalls the seeds support
+    assert len(verdicts) == 4, verdicts  # divergence, quality, time; with the load
+    assert "runs that diverged 0 of 2 on 1 graphs; target <= 0 runs:" in verdicts[0]
+    assert "target >= -0.3 points:" in verdicts[1] and "target <= 1x:" in verdicts[2]
+    assert "beyond the seeds' spread" in verdicts[3]  # which shortfalls the seeds support
     # A saved output is re-reported (tables and plot) without training again.
     saved = tmp_path / "output.txt"
     saved.write_text(stdout)
@@ -404,3 +405,39 @@ def test_panel_names_only_the_shortfalls_its_seeds_support():
     line = shortfall_line(behind + noisy, "compiled", ["micro@0.5", "macro@0.5"])
     assert line.endswith("behind micro@0.5 -1.01, behind macro@0.5 -1.01"), line
     assert shortfall_line(noisy, "compiled", ["micro@0.5"]).endswith(": none")
+
+
+def test_panel_counts_runs_that_diverged_and_scores_the_others():
+    """A run that stopped with TrainingDiverged has no scores: the divergence verdict counts
+    it (target: none) and the paired differences leave it out."""
+    from deepwalk_panel import paired, verdict_lines
+
+    scores = {"micro@0.5": 0.5, "macro@0.5": 0.5}
+    rows = [
+        {"graph": "g", "seed": seed, "trainer": "gensim", "seconds": 1.0, **scores}
+        for seed in range(3)
+    ]
+    rows += [{"graph": "g", "seed": 0, "trainer": "torch", "seconds": 2.0, "diverged": True}]
+    rows += [
+        {"graph": "g", "seed": seed, "trainer": "torch", "seconds": 2.0, **scores}
+        for seed in (1, 2)
+    ]
+    assert [row["seed"] for row, _ in paired(rows, "g", "torch")] == [1, 2]
+    lines = verdict_lines(rows, [0.5], load=0.1)
+    assert lines[0].startswith("torch: runs that diverged 1 of 3 on 1 graphs (g 1/3); ")
+    assert "target <= 0 runs: NOT MET" in lines[0], lines[0]
+    assert lines[1].startswith("torch: worst paired difference to gensim +0.00 points")
+
+
+def test_wait_until_quiet_polls_the_load_until_it_falls_below_one(monkeypatch):
+    from harness import report
+
+    loads, slept = iter([2.0, 1.4, 0.6, 0.1]), []
+    monkeypatch.setattr(report, "load_average", lambda: next(loads))
+    monkeypatch.setattr(report.time, "sleep", slept.append)
+    assert report.wait_until_quiet(60, poll_seconds=5) == 0.6  # the first load below 1
+    assert slept == [5, 5]
+    loads = iter([3.0, 2.9, 2.8, 2.7])  # never quiet: gives up after the limit
+    assert report.wait_until_quiet(10, poll_seconds=5) == 2.8 and slept == [5, 5, 5, 5]
+    loads = iter([3.0])
+    assert report.wait_until_quiet(0) == 3.0 and len(slept) == 4  # no wait asked: none
