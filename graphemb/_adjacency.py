@@ -51,16 +51,18 @@ def build_out_adjacency(
 ) -> OutAdjacency:
     """:class:`OutAdjacency` of CSR arrays ``indptr`` (N + 1,), ``indices`` (E,) and
     ``weight`` (E,) or None; rows sorted if ``sort_rows`` (the weights permuted alike)."""
-    num_nodes = indptr.numel() - 1
     degrees = indptr[1:] - indptr[:-1]
+    if not sort_rows and weight is None:
+        return OutAdjacency(indptr, indices, degrees)
+    # the row of every edge, which both the sort and the last positive edge need
+    rows = torch.repeat_interleave(torch.arange(degrees.numel(), device=indices.device), degrees)
     if sort_rows:
-        indices, weight = _rows_sorted(indptr, indices, degrees, weight)
+        indices, weight = _rows_sorted(indices, rows, degrees.numel(), weight)
     if weight is None:
         return OutAdjacency(indptr, indices, degrees)
     cumulative = torch.zeros(weight.numel() + 1, dtype=torch.float64, device=weight.device)
     torch.cumsum(weight.to(torch.float64), 0, out=cumulative[1:])
     positions = torch.arange(weight.numel(), device=weight.device)
-    rows = torch.repeat_interleave(torch.arange(num_nodes, device=weight.device), degrees)
     positive = weight > 0
     last = (indptr[:-1] - 1).scatter_reduce(0, rows[positive], positions[positive], reduce="amax")
     # Walks stop at nodes whose out-edges all weigh 0: their "degree" is 0.
@@ -69,14 +71,12 @@ def build_out_adjacency(
 
 
 def _rows_sorted(
-    indptr: torch.Tensor, indices: torch.Tensor, degrees: torch.Tensor, weight: torch.Tensor | None
+    indices: torch.Tensor, rows: torch.Tensor, num_nodes: int, weight: torch.Tensor | None
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``indices`` with every CSR row sorted (``indices`` itself when they already are),
-    and ``weight`` permuted alike."""
+    and ``weight`` permuted alike; ``rows`` (E,) is the row of every edge."""
     if indices.numel() < 2:
         return indices, weight
-    num_nodes = indptr.numel() - 1
-    rows = torch.repeat_interleave(torch.arange(num_nodes, device=indices.device), degrees)
     keys = rows * num_nodes + indices  # row-major order of (row, neighbour)
     if bool((keys[1:] >= keys[:-1]).all()):
         return indices, weight
