@@ -95,13 +95,17 @@ class TorchBackend:
                 batch.shape, options.window, device=batch.device, generator=self._generator
             )
             rounds = pair_rounds(batch, radii, options.window)
+            # One draw of noise nodes for the whole step (each pair its own K), split by
+            # round: one sampler call a step instead of one a round.
+            sizes = [contexts.numel() for contexts, _ in rounds]
+            noise = self._noise((sum(sizes), options.negatives), generator=self._generator)
+            noise_of_round = noise.split(sizes)
             for position in torch.randperm(len(rounds), generator=self._order).tolist():
                 contexts, nodes = rounds[position]
-                if contexts.numel() or self._rows.world_size > 1:  # collective on ranks
-                    noise = self._noise(
-                        (contexts.numel(), options.negatives), generator=self._generator
+                if sizes[position] or self._rows.world_size > 1:  # collective on ranks
+                    self._bad |= train_round_(
+                        self._rows, contexts, nodes, noise_of_round[position], lr
                     )
-                    self._bad |= train_round_(self._rows, contexts, nodes, noise, lr)
         if self._rows.any_rank(self._bad):  # one host synchronisation a chunk
             raise diverged(
                 f"in {chunk.name}",
