@@ -62,12 +62,13 @@ class NegativeSampler:
         total = float(scaled.sum())
         if total <= 0:
             raise ValueError("weights are all zero: no node can be drawn")
-        self._probabilities = scaled / total
         positive = torch.nonzero(scaled).view(-1)
-        keep, alias = _alias_table(self._probabilities.index_select(0, positive))
+        keep, alias = _alias_table(scaled.index_select(0, positive).div_(total))
+        del scaled  # the table is all a draw needs: no other array of N floats is kept
         self._nodes = positive  # column c of the table stands for node positive[c]
         self._keep = keep
         self._alias_nodes = positive.index_select(0, alias)
+        self._num_nodes = weights.numel()
         self._power = float(power)
 
     @classmethod
@@ -80,12 +81,17 @@ class NegativeSampler:
 
     @property
     def probabilities(self) -> torch.Tensor:
-        """Probability of drawing each node, float64, shape (N,)."""
-        return self._probabilities
+        """Probability of drawing each node, float64, shape (N,): read back from the alias
+        table on each call (a column's ``keep`` share goes to its node, the rest to its
+        alias), so that the sampler holds no second array of N floats."""
+        columns = self._nodes.numel()
+        probabilities = torch.zeros(self._num_nodes, dtype=torch.float64, device=self.device)
+        probabilities.index_add_(0, self._nodes, self._keep / columns)
+        return probabilities.index_add_(0, self._alias_nodes, (1.0 - self._keep) / columns)
 
     @property
     def num_nodes(self) -> int:
-        return self._probabilities.numel()
+        return self._num_nodes
 
     @property
     def alias_table(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -96,7 +102,7 @@ class NegativeSampler:
 
     @property
     def device(self) -> torch.device:
-        return self._probabilities.device
+        return self._keep.device
 
     def __call__(
         self, shape: tuple[int, ...] | torch.Size, *, generator: torch.Generator | None = None

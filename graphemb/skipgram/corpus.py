@@ -73,10 +73,8 @@ class Corpus:
         """Nodes of the graph: rows of the tables."""
         self.device = graph.device
         """Where the walks are drawn."""
-        counts = graph.weighted_in_degrees() if options.weighted else graph.in_degrees()
-        counts = counts.to(torch.float64)
-        self.token_counts = counts
-        """Expected visits of the walks per node, up to a constant: float64 (N,)."""
+        self._graph = graph
+        counts = self.token_counts
         self.keep = keep_probabilities(counts, options.sample)
         """Subsampling keep probability per node: float64 (N,)."""
         self.noise = NegativeSampler(
@@ -89,6 +87,14 @@ class Corpus:
         """Chunks in the run."""
         self.total_walks = options.epochs * options.num_walks * graph.num_nodes
         """Walks in the run (each trained ``passes`` times)."""
+
+    @property
+    def token_counts(self) -> torch.Tensor:
+        """Expected visits of the walks per node, up to a constant: float64 (N,) (computed
+        on each call: the corpus keeps only what training reads)."""
+        graph = self._graph
+        counts = graph.weighted_in_degrees() if self._options.weighted else graph.in_degrees()
+        return counts.to(torch.float64)
 
     def chunks(self) -> Iterator[Chunk]:
         """Every chunk of the run: each round a fresh permutation of the nodes, a walk from

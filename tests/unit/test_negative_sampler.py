@@ -34,8 +34,9 @@ def test_negatives_follow_degree_to_the_three_quarters():
 @pytest.mark.parametrize("shape", ["power-law", "one-hub", "uniform", "single"])
 def test_alias_table_gives_every_node_exactly_its_probability(shape):
     """The distribution the table implies -- column c drawn with 1/n, kept with keep[c],
-    else its alias -- equals the sampler's probabilities (float64, exact up to rounding),
-    zero-weight nodes included (never drawn)."""
+    else its alias -- equals weight ** 0.75 normalised, computed here in float64 (exact up
+    to rounding), zero-weight nodes included (never drawn); the sampler's probabilities
+    read the same."""
     gen = torch.Generator().manual_seed(5)
     weights = {
         "power-law": (1 / torch.rand(3000, generator=gen, dtype=torch.float64)) ** 1.5,
@@ -47,11 +48,15 @@ def test_alias_table_gives_every_node_exactly_its_probability(shape):
         weights[::7] = 0.0
     sampler = NegativeSampler(weights)
     columns = sampler._nodes.numel()
-    implied = torch.zeros_like(sampler.probabilities)
+    weights = weights.double()
+    implied = torch.zeros_like(weights)
     implied.index_add_(0, sampler._nodes, sampler._keep / columns)
     implied.index_add_(0, sampler._alias_nodes, (1 - sampler._keep) / columns)
-    torch.testing.assert_close(implied, sampler.probabilities, rtol=0, atol=1e-12)
+    expected = weights**0.75 / (weights**0.75).sum()
+    torch.testing.assert_close(implied, expected, rtol=0, atol=1e-12)
+    torch.testing.assert_close(sampler.probabilities, expected, rtol=0, atol=1e-12)
     assert bool((implied[weights == 0] == 0).all())
+    assert sampler.num_nodes == weights.numel()
 
 
 @pytest.mark.parametrize(
