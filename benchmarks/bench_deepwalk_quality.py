@@ -132,13 +132,15 @@ def run_gensim(graph: Graph, args, seed: int) -> tuple[np.ndarray, float] | None
 GRAPHEMB_TRAINERS = {
     "compiled": ("compiled", CompiledOptions()),
     "compiled-position": ("compiled", CompiledOptions(sharing="position")),
+    "compiled-pool": ("compiled", CompiledOptions(sharing="position", noise_reuse=5)),
     "torch": ("torch", None),
 }
 
 
 def run_graphemb(graph: Graph, args, trainer: str, seed: int) -> tuple[np.ndarray | None, float]:
     """:func:`train_node_embeddings` as ``trainer`` (:data:`GRAPHEMB_TRAINERS`: the compiled
-    backend with noise nodes drawn per pair or per position, or the torch backend),
+    backend with noise nodes drawn per pair or per position, per position from a pool
+    that reuses each fresh draw 5 times, or the torch backend),
     ``--threads`` threads, the panel's walks and model: the rows and the seconds."""
     backend, compiled_options = GRAPHEMB_TRAINERS[trainer]
     start = time.perf_counter()

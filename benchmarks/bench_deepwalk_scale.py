@@ -14,6 +14,9 @@ contender runs in a fresh process on the graph drawn from the same seed:
   ``--threads`` threads (its default: noise nodes drawn per pair, word2vec's algorithm);
 * ``graphemb-position``: the same with ``CompiledOptions(sharing="position")`` (one draw
   of noise nodes per position for all the contexts of its window);
+* ``graphemb-pool``: ``CompiledOptions(sharing="position", noise_reuse=5)``: the noise
+  nodes of a position taken from a small pool of fresh draws, each serving 5 of them, so
+  that noise rows come from the cache;
 * ``gensim``: ``Word2Vec(sg=1, hs=0, epochs=1)`` on ``--threads`` workers, fed walks of
   the same walker (``RandomWalker``, a fresh permutation of the start nodes per round of
   one walk per node) as lists of the nodes' names (one string object per node); only on
@@ -22,12 +25,13 @@ contender runs in a fresh process on the graph drawn from the same seed:
 Walks of ``--walk-length`` nodes, ``--walks-per-node`` per size (by default 10 on 10k
 nodes, then one: at least 4M tokens per graph), window 10, D 128, 5 negatives, sample
 1e-3. Per contender: seconds (walks + training; gensim's also the strings), tokens per
-second (walk tokens / seconds), the peak resident memory of its process (``ru_maxrss``)
-and that peak less the process's resident memory after its imports, held against the
-memory bound ``graph + two tables + a chunk of walks`` (the graph's CSC arrays, ``2 N D``
-float32, ``chunk_walks * walk_length`` int64); and the Micro-/Macro-F1 of a logistic
-regression from the rows to the blocks on ``--score-nodes`` nodes (half to train, half to
-score): the same task for every contender, so that a difference in quality at scale shows.
+second (walk tokens / seconds), the peak resident memory of its process (``ru_maxrss``,
+read when its training ends: the scoring after it is the benchmark's own) and that peak
+less the process's resident memory after its imports, held against the memory bound
+``graph + two tables + a chunk of walks`` (the graph's CSC arrays, ``2 N D`` float32,
+``chunk_walks * walk_length`` int64); and the Micro-/Macro-F1 of a logistic regression
+from the rows to the blocks on ``--score-nodes`` nodes (half to train, half to score):
+the same task for every contender, so that a difference in quality at scale shows.
 
 Verdict lines (quiet machine: the load average before the first contender, after waiting
 up to ``--settle`` seconds for it to fall below 1; each row also records the load before
@@ -58,7 +62,14 @@ from harness import cli
 from harness.report import emit_summary, load_average, print_table, verdict, wait_until_quiet
 
 HERE = Path(__file__).resolve().parent
-CONTENDERS = ("graphemb", "graphemb-position", "gensim")
+CONTENDERS = ("graphemb", "graphemb-position", "graphemb-pool", "gensim")
+
+#: graphemb's contenders: name -> (sharing, noise_reuse) of ``CompiledOptions``.
+COMPILED = {
+    "graphemb": ("pair", 1),
+    "graphemb-position": ("position", 1),
+    "graphemb-pool": ("position", 5),
+}
 GIB = 1024**3
 
 #: ``--quick``: two small graphs per shape, short walks (a smoke test: seconds a contender).
@@ -127,6 +138,8 @@ def child(args: argparse.Namespace) -> None:
         rows, seconds = _gensim(graph, args, num_walks)
     else:
         rows, seconds, chunk = _graphemb(graph, args, num_walks)
+    # The run's peak, read before the scoring below allocates arrays of its own.
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     isolated = int((graph.in_degrees() == 0).sum())
     tokens = num_walks * ((args.nodes - isolated) * args.walk_length + isolated)
     micro, macro = _scores(rows, labels(args.nodes, args.blocks), args)
@@ -135,7 +148,7 @@ def child(args: argparse.Namespace) -> None:
         "contender": args.child, "shape": args.shape, "nodes": args.nodes, "edges": edges,
         "walks_per_node": num_walks, "tokens": tokens, "seconds": seconds,
         "tokens_per_second": tokens / seconds, "graph_seconds": built,
-        "peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "peak_bytes": peak,
         "start_bytes": start_rss, "graph_bytes": graph_bytes(graph),
         "bound_bytes": graph_bytes(graph) + 2 * args.nodes * dim * 4
         + chunk * args.walk_length * 8,
@@ -159,10 +172,10 @@ def _graphemb(graph, args: argparse.Namespace, num_walks: int):
     )  # fmt: skip
     if args.chunk_walks:
         options["chunk_walks"] = args.chunk_walks
-    sharing = "position" if args.child == "graphemb-position" else "pair"
+    sharing, reuse = COMPILED[args.child]
     started = time.perf_counter()
     rows = train_node_embeddings(
-        graph, compiled_options=CompiledOptions(sharing=sharing), **options
+        graph, compiled_options=CompiledOptions(sharing=sharing, noise_reuse=reuse), **options
     )
     seconds = time.perf_counter() - started
     chunk = min(args.chunk_walks or 8192, graph.num_nodes)

@@ -144,6 +144,9 @@ typedef struct {
   int64_t vector_width; /* 0: the widest this CPU runs; 4 or 8 */
   int64_t sharing;      /* noise nodes drawn per (context, node) pair (0, word2vec) or once
                            per position for all of its contexts (1, HogBatch) */
+  int64_t noise_pool;   /* 0: every noise node drawn from the alias table; else slots of a
+                           per-thread pool of recent draws that noise nodes are taken from */
+  int64_t noise_reuse;  /* with a pool: noise nodes taken per fresh draw put into it (>= 1) */
 } ge_skipgram_config;
 
 /* word2vec's skip-gram with negative sampling over the walks, Hogwild on config->threads

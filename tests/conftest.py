@@ -68,6 +68,23 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
+@pytest.fixture
+def skipgram_kernel_calls(monkeypatch):
+    """The keyword arguments of every call the skip-gram trainer makes to the compiled
+    kernel (which still trains), in order."""
+    import graphemb.skipgram.backends as backends
+    from graphemb._native.skipgram import skipgram_train
+
+    calls = []
+
+    def recording(*args, **kwargs):
+        calls.append(kwargs)
+        return skipgram_train(*args, **kwargs)
+
+    monkeypatch.setattr(backends, "compiled_kernel", lambda: recording)
+    return calls
+
+
 @pytest.fixture(params=[CPU_KERNELS, CPU_TORCH, CUDA])
 def device(request, monkeypatch):
     """Every single-process test runs on CPU -- with the fused kernels and with the

@@ -100,12 +100,13 @@ struct Loop {
     std::vector<float> scratch(std::max<int64_t>(t.dim, width));
     PrefetchCursor cursor;
     Counts mine;
-    if (first < last) plan_walk(t, rng, first, plans[0]);
+    NoiseSource noise(t, rng);  // a pool's first draws come first in the thread's stream
+    if (first < last) plan_walk(t, rng, noise, first, plans[0]);
     for (int64_t w = first; w < last; ++w) {
       const WalkPlan& plan = plans[(w - first) & 1];
       WalkPlan& following = plans[(w - first + 1) & 1];
       const bool more = w + 1 < last;
-      if (more) plan_walk(t, rng, w + 1, following);
+      if (more) plan_walk(t, rng, noise, w + 1, following);
       train_walk(t, plan, more ? &following : nullptr, cursor, walk_rate(t, done), rows.data(),
                  scratch.data(), mine);
       cursor.turn();

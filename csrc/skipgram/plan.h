@@ -10,12 +10,14 @@
 //        sharing kPosition  K per position, drawn once after r when the window holds a
 //                           context, the same targets for all of its contexts (HogBatch,
 //                           BlazingText: the window's rows are read once).
-//      A noise node equal to the position's node is skipped, as in word2vec.c.
+//      A noise node equal to the position's node is skipped, as in word2vec.c. The noise
+//      nodes come from the thread's NoiseSource (noise.h): fresh draws, or a pool of them.
 // None of the draws depends on the rows, so planning a walk before training it (or while the
 // walk before it trains) gives the result of drawing each context's nodes just before its
 // training.
 #pragma once
 
+#include "skipgram/noise.h"
 #include "skipgram/tables.h"
 
 #include <algorithm>
@@ -62,16 +64,14 @@ inline bool all_distinct(const int64_t* ids, int64_t count) {
 }
 
 // A new target list for the position of node `word`: word, then K noise nodes other than it.
-inline void draw_targets(const Tables& t, SplitMix64& rng, int64_t word, WalkPlan& plan) {
+inline void draw_targets(const Tables& t, SplitMix64& rng, NoiseSource& noise, int64_t word,
+                         WalkPlan& plan) {
   const int64_t width = t.negatives + 1;
   int64_t* drawn = plan.targets.data() + plan.lists * width;
   int64_t count = 0;
   drawn[count++] = word;
   for (int64_t k = 0; k < t.negatives; ++k) {
-    const uint64_t column = rng.below(t.noise_size);
-    const double coin = rng.uniform();
-    const int64_t target = coin < t.noise_keep[column] ? t.noise_node[column]
-                                                       : t.noise_alias[column];
+    const int64_t target = noise.draw(t, rng);
     if (target != word) drawn[count++] = target;  // word2vec skips the node itself
   }
   plan.size[plan.lists] = static_cast<int32_t>(count);
@@ -92,7 +92,8 @@ inline int64_t subsample(const Tables& t, SplitMix64& rng, int64_t w, WalkPlan& 
 }
 
 // The plan of walk `w` (the draws of the header comment, in their order).
-inline void plan_walk(const Tables& t, SplitMix64& rng, int64_t w, WalkPlan& plan) {
+inline void plan_walk(const Tables& t, SplitMix64& rng, NoiseSource& noise, int64_t w,
+                      WalkPlan& plan) {
   plan.contexts = plan.lists = 0;
   plan.rows.clear();
   const int64_t size = subsample(t, rng, w, plan);
@@ -102,10 +103,10 @@ inline void plan_walk(const Tables& t, SplitMix64& rng, int64_t w, WalkPlan& pla
     const int64_t radius = 1 + static_cast<int64_t>(rng.below(t.window));
     const int64_t lo = std::max<int64_t>(pos - radius, 0);
     const int64_t hi = std::min<int64_t>(pos + radius, size - 1);
-    if (t.sharing == Sharing::kPosition && lo < hi) draw_targets(t, rng, word, plan);
+    if (t.sharing == Sharing::kPosition && lo < hi) draw_targets(t, rng, noise, word, plan);
     for (int64_t c = lo; c <= hi; ++c) {
       if (c == pos) continue;
-      if (t.sharing == Sharing::kPair) draw_targets(t, rng, word, plan);
+      if (t.sharing == Sharing::kPair) draw_targets(t, rng, noise, word, plan);
       for (; seen < c; ++seen) plan.rows.push_back(t.syn0 + plan.kept[seen + 1] * t.dim);
       plan.input[plan.contexts] = plan.kept[c];
       plan.list[plan.contexts] = static_cast<int32_t>(plan.lists - 1);

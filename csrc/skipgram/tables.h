@@ -39,6 +39,8 @@ struct Tables {
   int64_t total_walks;
   int64_t hold_walks;
   Sharing sharing;
+  int64_t noise_pool;   // slots of the pool of noise nodes (noise.h); 0: no pool
+  int64_t noise_reuse;  // noise nodes taken from the pool per fresh draw put into it
 };
 
 struct Counts {

@@ -22,7 +22,9 @@
 // context is still trained in turn against the position's targets as they are after the
 // contexts before it. Per token, word2vec reads about 2 * (window + 1) / 2 * K noise rows
 // (55 at window 10, K 5), shared draws K (5): once the tables outgrow the caches, those
-// reads are the cost per token (measured by benchmarks/bench_deepwalk_scale.py).
+// reads are the cost per token (measured by benchmarks/bench_deepwalk_scale.py). With a
+// noise pool (noise.h) the noise nodes are taken from a small per-thread pool of fresh
+// draws, each serving noise_reuse of them: their rows stay in the caches.
 //
 // A walk's draws are made before its rows are trained, while the walk before it trains
 // (plan.h: the same draws in the same order), so that the loop knows which rows come next
@@ -134,6 +136,10 @@ void check(const ge_skipgram_config& c) {
           "total_walks >= 1, walks_before >= 0, hold_walks >= 1, noise columns >= 1, dim >= 1; "
           "got ", c.window, ", ", c.negatives, ", ", c.threads, ", ", c.total_walks, ", ",
           c.walks_before, ", ", c.hold_walks, ", ", c.noise_columns, ", ", c.dim);
+  require(c.noise_pool >= 0 && c.noise_reuse >= 1 && (c.noise_pool > 0 || c.noise_reuse == 1),
+          GE_VALUE_ERROR,
+          "graphemb_kernels.skipgram_train: need noise_pool >= 0 and noise_reuse >= 1 (1 "
+          "without a pool), got ", c.noise_pool, " and ", c.noise_reuse);
   require(c.sharing == 0 || c.sharing == 1, GE_VALUE_ERROR,
           "graphemb_kernels.skipgram_train: sharing must be 0 (per pair) or 1 (per position), "
           "got ", c.sharing);
@@ -151,7 +157,8 @@ void train(const ge_skipgram_config& c, int64_t* result) {
                       c.noise_node,   c.noise_keep,    c.noise_alias,
                       static_cast<uint64_t>(c.noise_columns), c.window, c.negatives,
                       c.lr,           c.final_rate,    c.walks_before,
-                      c.total_walks,  c.hold_walks,    static_cast<Sharing>(c.sharing)};
+                      c.total_walks,  c.hold_walks,    static_cast<Sharing>(c.sharing),
+                      c.noise_pool,   c.noise_reuse};
   const int64_t count = c.num_walks;
   const int64_t used = std::max<int64_t>(1, std::min<int64_t>(c.threads, count));
   const TrainRange train_range = train_range_for(c.vector_width);

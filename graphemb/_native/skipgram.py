@@ -42,6 +42,8 @@ class _Config(ctypes.Structure):
         ("seed", c_uint64),
         ("vector_width", c_int64),
         ("sharing", c_int64),
+        ("noise_pool", c_int64),
+        ("noise_reuse", c_int64),
     ]
 
 
@@ -116,6 +118,8 @@ def skipgram_train(
     vector_width: int = 0,
     *,
     sharing: str = "pair",
+    noise_pool: int = 0,
+    noise_reuse: int = 1,
 ) -> tuple[int, int]:
     """Train ``syn0`` (input rows) and ``syn1`` (output rows) in place on ``walks``.
 
@@ -144,6 +148,12 @@ def skipgram_train(
         draws them once per position of a walk, for all the contexts of its window
         (HogBatch / BlazingText): the window's noise rows are read from memory once
         instead of once per context, each pair is still trained in word2vec's order.
+    noise_pool, noise_reuse : int
+        0 and 1 (default): every noise node a fresh draw of the alias table. Else each
+        thread keeps a pool of ``noise_pool`` fresh draws and takes every noise node from a
+        uniform slot of it; before every ``noise_reuse``-th, the next slot in turn takes a
+        fresh draw (``csrc/skipgram/noise.h``). Each noise node still follows the noise
+        distribution; a fresh draw serves ``noise_reuse`` of them on average.
 
     Returns
     -------
@@ -157,13 +167,19 @@ def skipgram_train(
             f"graphemb_kernels.skipgram_train: sharing must be one of {sorted(SHARING)}, got "
             f"{sharing!r}"
         )
+    if noise_pool < 0 or noise_reuse < 1 or (noise_pool == 0 and noise_reuse != 1):
+        raise ValueError(
+            f"graphemb_kernels.skipgram_train: need noise_pool >= 0 and noise_reuse >= 1 (1 "
+            f"without a pool), got {noise_pool} and {noise_reuse}"
+        )
     columns = noise_nodes.shape[0]
     config = _Config(
         walks.data_ptr(), walks.shape[0], walks.shape[1], syn0.data_ptr(), syn1.data_ptr(),
         num_nodes, dim, keep.data_ptr(), noise_nodes.data_ptr(), noise_keep.data_ptr(),
         noise_alias.data_ptr(), columns, int(window), int(negatives), float(lr),
         float(final_rate), int(walks_before), int(total_walks), int(hold_walks), int(threads),
-        int(seed) & ((1 << 64) - 1), int(vector_width), SHARING[sharing],
+        int(seed) & ((1 << 64) - 1), int(vector_width), SHARING[sharing], int(noise_pool),
+        int(noise_reuse),
     )  # fmt: skip
     counts = (c_int64 * 2)()
     with span("graphemb_kernels::skipgram_train"):

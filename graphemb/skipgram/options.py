@@ -165,6 +165,11 @@ def parse_backend(value: Backend | str) -> Backend:
         raise ValueError(f"backend must be one of {names}, got {value!r}") from None
 
 
+NOISE_POOL_BYTES = 256 * 1024
+"""Bytes of output rows in a thread's pool of noise nodes (:class:`CompiledOptions`): a
+quarter of a 1 MiB second-level cache, which also holds the rows of the walk being trained."""
+
+
 @dataclasses.dataclass(frozen=True)
 class CompiledOptions:
     """What only the compiled backend takes.
@@ -182,10 +187,19 @@ class CompiledOptions:
         a window then reads about ``negatives`` noise rows from memory instead of about
         ``window * negatives``, which is most of the cost per token once the tables no longer
         fit the caches; every pair is still trained in word2vec's order.
+    noise_reuse : int
+        Noise nodes served by each fresh draw of the noise distribution. 1 (word2vec):
+        every noise node is a fresh draw, a random row of the output table. Above 1, each
+        thread takes its noise nodes from a pool of recent fresh draws (their rows,
+        :data:`NOISE_POOL_BYTES` in all, stay in the core's cache), putting a fresh draw
+        into it before every ``noise_reuse``-th: each noise node still follows the noise
+        distribution, and a table larger than the caches is read about ``noise_reuse``
+        times less often for noise rows.
     """
 
     vector_width: int = 0
     sharing: str = "pair"
+    noise_reuse: int = 1
 
     def checked(self) -> CompiledOptions:
         if self.vector_width not in (0, 4, 8):
@@ -194,7 +208,15 @@ class CompiledOptions:
             )
         if self.sharing not in ("pair", "position"):
             raise ValueError(f"sharing must be 'pair' or 'position', got {self.sharing!r}")
+        as_size("noise_reuse", self.noise_reuse, minimum=1)
         return self
+
+    def noise_pool(self, dimensions: int) -> int:
+        """Slots of each thread's pool of noise nodes for rows of ``dimensions`` floats: 0
+        without reuse, else as many rows as :data:`NOISE_POOL_BYTES` hold (at least 64)."""
+        if self.noise_reuse == 1:
+            return 0
+        return max(64, NOISE_POOL_BYTES // (4 * dimensions))
 
 
 @dataclasses.dataclass(frozen=True)

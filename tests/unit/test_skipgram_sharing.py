@@ -136,18 +136,13 @@ def test_two_threads_sharing_per_position_separate_two_communities():
     assert auc > 0.9
 
 
-def test_the_trainer_and_the_command_line_hand_the_sharing_to_the_kernel(monkeypatch, tmp_path):
-    import graphemb.skipgram.backends as backends
+def test_the_trainer_and_the_command_line_hand_the_sharing_to_the_kernel(
+    skipgram_kernel_calls, tmp_path
+):
     from graphemb.cli import main
     from graphemb.skipgram import CompiledOptions, train_node_embeddings
 
-    asked = []
-
-    def recording(*args, **kwargs):
-        asked.append(kwargs.get("sharing"))
-        return skipgram_train(*args, **kwargs)
-
-    monkeypatch.setattr(backends, "compiled_kernel", lambda: recording)
+    calls = skipgram_kernel_calls
     gen = torch.Generator().manual_seed(0)
     ends = torch.randint(0, 100, (2, 500), generator=gen)
     graph = Graph.from_edges(ends[0], ends[1], 100, undirected=True)
@@ -155,17 +150,17 @@ def test_the_trainer_and_the_command_line_hand_the_sharing_to_the_kernel(monkeyp
     shared = train_node_embeddings(
         graph, backend="compiled", compiled_options=CompiledOptions(sharing="position"), **options
     )
-    assert asked and set(asked) == {"position"}
-    asked.clear()
+    assert calls and {c["sharing"] for c in calls} == {"position"}
+    calls.clear()
     assert not torch.equal(shared, train_node_embeddings(graph, backend="compiled", **options))
-    assert set(asked) == {"pair"}  # word2vec's draws unless asked otherwise
+    assert {c["sharing"] for c in calls} == {"pair"}  # word2vec's draws unless asked otherwise
     with pytest.raises(ValueError, match="sharing must be 'pair' or 'position', got 'walk'"):
         train_node_embeddings(graph, compiled_options=CompiledOptions(sharing="walk"), **options)
 
     edges = tmp_path / "edges.txt"
     edges.write_text("".join(f"{u} {v}\n" for u, v in ends.t().tolist()))
-    asked.clear()
+    calls.clear()
     argv = ["deepwalk", "--input", str(edges), "--output", str(tmp_path / "rows.npy"),
             "--walk-length", "5", "--num-walks", "2", "--dimensions", "8", "--quiet"]  # fmt: skip
     assert main([*argv, "--shared-negatives"]) == 0
-    assert asked and set(asked) == {"position"}
+    assert calls and {c["sharing"] for c in calls} == {"position"}

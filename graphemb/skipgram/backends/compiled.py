@@ -57,6 +57,8 @@ class CompiledBackend:
         self._options = options
         self._vector_width = compiled_options.vector_width
         self._sharing = compiled_options.sharing
+        self._noise_reuse = compiled_options.noise_reuse
+        self._noise_pool = compiled_options.noise_pool(options.dimensions)
         self._alias = tuple(t.cpu().contiguous() for t in corpus.noise.alias_table)
         self._keep = corpus.keep.cpu().contiguous()
         self._syn0, self._syn1 = initial_tables(corpus.num_nodes, options.dimensions, options.seed)
@@ -85,6 +87,7 @@ class CompiledBackend:
             rate.total_walks, rate.hold_walks, threads,
             chunk_seed(options.seed, chunk.index + repeat * chunk.count),
             vector_width=self._vector_width, sharing=self._sharing,
+            noise_pool=self._noise_pool, noise_reuse=self._noise_reuse,
         )  # fmt: skip
         self._governor.record(threads, products, time.perf_counter() - started)
         if nonfinite:
