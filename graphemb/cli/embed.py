@@ -72,7 +72,9 @@ def run_embed(args: argparse.Namespace) -> int:
         weighted=bool(args.weighted),
         backend=args.backend,
         workers=plan.workers,
-        compiled_options=CompiledOptions(sharing="position" if args.shared_negatives else "pair"),
+        compiled_options=CompiledOptions(
+            sharing="position" if args.shared_negatives else "pair", noise_reuse=args.noise_reuse
+        ),
         progress=not args.quiet,
     )
     write_embeddings(args.output, rows, loaded.node_names, plan.output_format)

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..io import read_graph, write_embeddings
 from ..io.edge_list import read_edge_list
-from ..skipgram import Backend, SkipGramOptions
+from ..skipgram import Backend, CompiledOptions, SkipGramOptions
 from .arguments import (
     add_file_option,
     available_cores,
@@ -279,4 +279,13 @@ def _add_model_flags(model: argparse._ArgumentGroup) -> None:
         help="compiled backend: draw the --negatives noise nodes once per walk position for "
         "all the contexts of its window (HogBatch) instead of once per (context, node) pair: "
         "fewer random reads of rows, faster once the tables outgrow the CPU caches",
+    )
+    model.add_argument(
+        "--noise-reuse",
+        type=positive_int,
+        default=CompiledOptions().noise_reuse,
+        metavar="R",
+        help="compiled backend: take noise nodes from a small per-thread pool of fresh draws "
+        "that stays in the CPU cache, each fresh draw serving R noise nodes (1 = word2vec, "
+        "every noise node a fresh draw); each still follows the noise distribution",
     )

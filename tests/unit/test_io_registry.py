@@ -225,6 +225,8 @@ LIBRARY_DEFAULTS = {
     ("node2vec", "backend"): Backend.AUTO.value,
     ("deepwalk", "shared_negatives"): CompiledOptions().sharing == "position",
     ("node2vec", "shared_negatives"): CompiledOptions().sharing == "position",
+    ("deepwalk", "noise_reuse"): CompiledOptions().noise_reuse,
+    ("node2vec", "noise_reuse"): CompiledOptions().noise_reuse,
     **{
         (command, dest): library_default(function, parameter)
         for command in ("deepwalk", "node2vec")

@@ -98,7 +98,10 @@ def test_the_pool_holds_its_bytes_of_rows_and_only_with_reuse():
     assert CompiledOptions(noise_reuse=5).noise_pool(4096) == 64  # never fewer slots
 
 
-def test_the_trainer_hands_the_pool_to_the_kernel(skipgram_kernel_calls):
+def test_the_trainer_and_the_command_line_hand_the_pool_to_the_kernel(
+    skipgram_kernel_calls, tmp_path
+):
+    from graphemb.cli import main
     from graphemb.skipgram import train_node_embeddings
 
     ring = Graph.from_edges(torch.arange(100), (torch.arange(100) + 1) % 100, undirected=True)
@@ -112,3 +115,12 @@ def test_the_trainer_hands_the_pool_to_the_kernel(skipgram_kernel_calls):
     assert not torch.equal(pooled, train_node_embeddings(ring, backend="compiled", **options))
     asked = {(c["noise_pool"], c["noise_reuse"]) for c in skipgram_kernel_calls}
     assert asked == {(0, 1)}  # fresh draws unless asked otherwise
+
+    edges = tmp_path / "ring.txt"
+    edges.write_text("".join(f"{u} {(u + 1) % 100}\n" for u in range(100)))
+    skipgram_kernel_calls.clear()
+    argv = ["deepwalk", "--input", str(edges), "--output", str(tmp_path / "rows.npy"),
+            "--walk-length", "5", "--num-walks", "2", "--dimensions", "8", "--quiet"]  # fmt: skip
+    assert main([*argv, "--noise-reuse", "3"]) == 0
+    asked = {(c["noise_pool"], c["noise_reuse"]) for c in skipgram_kernel_calls}
+    assert asked == {(NOISE_POOL_BYTES // 32, 3)}
