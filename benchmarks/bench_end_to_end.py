@@ -135,17 +135,25 @@ def kinds(args, with_dgl: bool) -> dict[str, str]:
     return chosen
 
 
-def start_contenders(args, spec: dict, with_dgl: bool) -> dict:
-    """One worker process per single-process contender (harness.isolated), built side by
-    side; each one's libraries and settings printed. A DGL worker that fails to build (DGL
-    built for another torch) is left out with the reason."""
-    from harness.isolated import start_all
+def launch_contenders(args, spec: dict, with_dgl: bool) -> dict:
+    """One worker process per single-process contender (harness.isolated), started side
+    by side; returns at once, the workers still building (:func:`ready_contenders`)."""
+    from harness.isolated import launch_all
 
     builds = {
         name: ("e2e_workload:build", dict(spec, kind=kind, name=name, threads=args.threads))
         for name, kind in kinds(args, with_dgl).items()
     }
-    started = start_all(builds)
+    return launch_all(builds)
+
+
+def ready_contenders(launched: dict) -> dict:
+    """The workers of :func:`launch_contenders` once built, each one's libraries and
+    settings printed. A DGL worker that fails to build (DGL built for another torch) is
+    left out with the reason."""
+    from harness.isolated import wait_all
+
+    started = wait_all(launched)
     for name, worker in started.items():
         info = worker.info
         libraries = ", ".join(f"{k} {v}" for k, v in info["libraries"].items()) or "none"
@@ -187,11 +195,15 @@ def run(args, spec: dict, with_dgl: bool) -> dict:
     """Start the contenders, time them in interleaved rounds, profile their phases, bound
     graphemb's: the summary's figures."""
     from harness import timing
+    from harness.isolated import close_all
 
-    local = start_contenders(args, spec, with_dgl)
-    pools = {}
+    # The ranks start while the workers build: both are mostly interpreter start-up and
+    # imports (one core a process, idle cores otherwise), and neither is timed.
+    launched = launch_contenders(args, spec, with_dgl)
+    local, pools = {}, {}
     try:
         pools = rank_pools(args, spec)
+        local = ready_contenders(launched)
         runners = {name: worker.runner() for name, worker in local.items()}
         for name, pool in pools.items():
             runners.update({n: pool.runner(n) for n in loops.pool_contenders(name)})
@@ -205,10 +217,11 @@ def run(args, spec: dict, with_dgl: bool) -> dict:
             profiles = e2e_report.profile_all(args, local, pools)
         figures = e2e_report.report_run(args, TARGETS, per_round, profiles, local, pools)
     finally:
-        for worker in local.values():
-            worker.close()
+        for worker in launched.values():  # the workers exit while the ranks stop
+            worker.request_stop()
         for pool in pools.values():
             pool.close()
+        close_all(launched.values())
     return figures
 
 

@@ -224,6 +224,8 @@ def time_calls(args, workers: dict) -> tuple[dict, dict]:
 def run_shape(args, torch, note: str, shape: str) -> dict:
     """Time every sampler on one graph shape, each in a process of its own; print its
     table and verdict."""
+    from harness.isolated import close_all
+
     with tempfile.TemporaryDirectory(prefix="bench-sampler-") as directory:
         edges, _ = save_workload(args, torch, shape, directory)
         workers = start_workers(args, note, directory)
@@ -240,8 +242,7 @@ def run_shape(args, torch, note: str, shape: str) -> dict:
             )
             results, ratios = time_calls(args, workers)
         finally:
-            for worker in workers.values():
-                worker.close()
+            close_all(workers.values())
     summary = {
         "graph": shape,
         "edges": edges,

@@ -37,7 +37,8 @@ MODES = ("documented", "docstring")
 def parse_args(argv=None):
     parser = cli.parser(__doc__.split("\n\n")[0], __doc__.split("\n\n", 1)[1])
     add = parser.add_argument
-    add("--quick", action="store_true", help="small graph, few batches")
+    add("--quick", action="store_true",
+        help="small graph, few batches, the two modes side by side (a smoke test)")  # fmt: skip
     add("--graph", default="powerlaw-out", help="bench_sampler.py's shape (powerlaw-out)")
     add("-n", "--num-nodes", type=int, default=None, help="default 1,000,000")
     add("--batches", type=int, default=None, help="batches per mode (default 24)")
@@ -107,29 +108,54 @@ def run_mode(args) -> dict:
     return {"mode": args.mode, "batches": rows, "operators": table}
 
 
+def mode_command(args, mode: str, directory: str) -> list[str]:
+    """The command line that runs ``mode`` in a fresh process on the workload saved in
+    ``directory``."""
+    command = [sys.executable, __file__, "--mode", mode, "--workload", directory,
+               "--graph", args.graph, "-n", str(args.num_nodes), "--batches",
+               str(args.batches), "--profile", str(args.profile), "--threads",
+               str(args.threads)] + (["--quick"] if args.quick else [])  # fmt: skip
+    return command + (["--trace", args.trace] if args.trace else [])
+
+
+def run_commands(commands: dict[str, list[str]], side_by_side: bool) -> dict:
+    """Run every mode's command, one after the other or (``side_by_side``) all at once;
+    each mode's answer, the last line it printed. A mode that fails stops the run."""
+    if side_by_side:
+        started = {mode: subprocess.Popen(command, stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, text=True)
+                   for mode, command in commands.items()}  # fmt: skip
+        finished = {mode: (process.communicate(), process.returncode)
+                    for mode, process in started.items()}  # fmt: skip
+    else:
+        finished = {}
+        for mode, command in commands.items():
+            done = subprocess.run(command, capture_output=True, text=True, check=False)
+            finished[mode] = ((done.stdout, done.stderr), done.returncode)
+    results = {}
+    for mode, ((stdout, stderr), code) in finished.items():
+        if code != 0:
+            raise SystemExit(f"{mode} failed:\n{stderr[-3000:]}")
+        results[mode] = json.loads(stdout.strip().splitlines()[-1])
+    return results
+
+
 def run_both(args) -> dict:
-    """Each mode in a fresh process of its own, on one saved workload; their answers."""
+    """Each mode in a fresh process of its own, on one saved workload; their answers.
+    A measured run runs the modes one after the other; ``--quick`` (a smoke test, whose
+    times nobody reads) side by side, as the batches in the trace and the rows a step
+    reads do not depend on the machine's load."""
     import e2e_workload
     import torch
 
     torch.set_num_threads(args.threads)
-    results = {}
     with tempfile.TemporaryDirectory(prefix="probe-dgl-") as directory:
         made = e2e_workload.save(loop_args(SimpleNamespace(**{**vars(args), "workload": None})),
                                  directory)  # fmt: skip
         print(f"# {args.graph}: {args.num_nodes:,} nodes, {made['edges']:,} edges; "
               f"{args.batches} batches per mode, the last {args.profile} profiled")  # fmt: skip
-        for mode in MODES:
-            command = [sys.executable, __file__, "--mode", mode, "--workload", directory,
-                       "--graph", args.graph, "-n", str(args.num_nodes), "--batches",
-                       str(args.batches), "--profile", str(args.profile), "--threads",
-                       str(args.threads)] + (["--quick"] if args.quick else [])  # fmt: skip
-            command += ["--trace", args.trace] if args.trace else []
-            done = subprocess.run(command, capture_output=True, text=True, check=False)
-            if done.returncode != 0:
-                raise SystemExit(f"{mode} failed:\n{done.stderr[-3000:]}")
-            results[mode] = json.loads(done.stdout.strip().splitlines()[-1])
-    return results
+        commands = {mode: mode_command(args, mode, directory) for mode in MODES}
+        return run_commands(commands, side_by_side=args.quick)
 
 
 def print_mode(result: dict) -> None:

@@ -24,7 +24,7 @@ import os
 import subprocess
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from .timing import BlockRunner
@@ -46,16 +46,31 @@ def start_all(
     required: str = "graphemb",
 ) -> dict[str, IsolatedContender]:
     """Start a worker per ``name -> (builder, spec)`` at once, the builds side by side; the
-    ready workers by name.
+    ready workers by name (:func:`launch_all`, then :func:`wait_all`)."""
+    return wait_all(launch_all(builds, log=log), required=required)
+
+
+def launch_all(
+    builds: dict[str, tuple[str, dict]], log: Callable[[str], None] = print
+) -> dict[str, IsolatedContender]:
+    """Start a worker per ``name -> (builder, spec)`` and return at once, every worker
+    still building: the caller may start other processes meanwhile, then :func:`wait_all`."""
+    return {
+        name: IsolatedContender(name, builder, spec, log=log, wait=False)
+        for name, (builder, spec) in builds.items()
+    }
+
+
+def wait_all(
+    started: dict[str, IsolatedContender], required: str = "graphemb"
+) -> dict[str, IsolatedContender]:
+    """Wait until every worker of ``started`` (:func:`launch_all`) has built; the ready ones
+    by name.
 
     A worker whose name starts with ``required`` must build: if one fails, every worker
     is closed and the run stops with its reason. Any other that fails (a peer library
     missing, or built for another torch) is left out, with one line saying why.
     """
-    started = {
-        name: IsolatedContender(name, builder, spec, log=log, wait=False)
-        for name, (builder, spec) in builds.items()
-    }
     ready, failed = {}, {}
     for name, worker in started.items():
         try:
@@ -65,11 +80,20 @@ def start_all(
             worker.close()
     for name, why in failed.items():
         if name.startswith(required):
-            for worker in ready.values():
-                worker.close()
+            close_all(ready.values())
             raise SystemExit(why)
         print(f"# {name} left out: {why.splitlines()[-1]}")
     return ready
+
+
+def close_all(workers: Iterable[IsolatedContender]) -> None:
+    """Stop every worker of ``workers``: all are asked to stop before any is waited for, so
+    that their exits (a second or so each, tearing down torch) overlap."""
+    workers = list(workers)
+    for worker in workers:
+        worker.request_stop()
+    for worker in workers:
+        worker.close()
 
 
 class IsolatedContender:
@@ -147,8 +171,21 @@ class IsolatedContender:
         """:func:`harness.phases.profile_phases` of ``count`` steps from batch ``start``."""
         return self.command("profile", start=start, count=count, trace_path=trace_path)
 
+    def request_stop(self) -> None:
+        """Ask a built worker to stop without waiting for it to exit (:meth:`close` waits);
+        nothing for a worker that is still building, or closed."""
+        process = self._process
+        if process is None or not self._ready or process.poll() is not None:
+            return
+        if process.stdin is not None and not process.stdin.closed:
+            try:
+                process.stdin.write(json.dumps({"op": "stop"}) + "\n")
+                process.stdin.close()
+            except OSError:  # it died meanwhile: close() reaps it
+                pass
+
     def close(self) -> None:
-        """Stop the worker (it frees its contender and exits)."""
+        """Stop the worker (it frees its contender and exits) and wait for it."""
         process, self._process = self._process, None
         if process is None:
             return
@@ -156,8 +193,9 @@ class IsolatedContender:
             if not self._ready:  # still building: nothing to save
                 process.kill()
             elif process.poll() is None and process.stdin is not None:
-                process.stdin.write(json.dumps({"op": "stop"}) + "\n")
-                process.stdin.close()
+                if not process.stdin.closed:  # not asked yet (request_stop)
+                    process.stdin.write(json.dumps({"op": "stop"}) + "\n")
+                    process.stdin.close()
             process.wait(timeout=60)
         except (OSError, subprocess.TimeoutExpired):
             process.kill()

@@ -23,7 +23,7 @@ sys.path.insert(0, str(BENCHMARKS))  # the harness package, as the scripts impor
 
 import e2e_bounds  # noqa: E402
 from harness import allocation, cli  # noqa: E402
-from harness.isolated import IsolatedContender, WorkerFailed  # noqa: E402
+from harness.isolated import IsolatedContender, WorkerFailed, close_all  # noqa: E402
 
 
 def _python(code: str, env: dict | None = None) -> dict:
@@ -167,6 +167,8 @@ def test_an_isolated_contender_runs_in_a_process_of_its_own(toy_builder):
         assert worker.command("done") == [3, 4, 5, 6]
         profile = worker.profile(7, 2)
         assert profile["steps"] == 2
+        close_all([worker])  # every worker asked to stop first, then each one waited for
+        assert not os.path.exists(f"/proc/{worker.pid}")  # exited and reaped
     with pytest.raises(WorkerFailed, match="closed"):
         worker.command("done")
 
