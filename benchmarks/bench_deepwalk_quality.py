@@ -133,14 +133,16 @@ GRAPHEMB_TRAINERS = {
     "compiled": ("compiled", CompiledOptions()),
     "compiled-position": ("compiled", CompiledOptions(sharing="position")),
     "compiled-pool": ("compiled", CompiledOptions(sharing="position", noise_reuse=5)),
+    "compiled-pool-2": ("compiled", CompiledOptions(sharing="position", noise_reuse=2)),
+    "compiled-pair-pool": ("compiled", CompiledOptions(noise_reuse=5)),
     "torch": ("torch", None),
 }
 
 
 def run_graphemb(graph: Graph, args, trainer: str, seed: int) -> tuple[np.ndarray | None, float]:
     """:func:`train_node_embeddings` as ``trainer`` (:data:`GRAPHEMB_TRAINERS`: the compiled
-    backend with noise nodes drawn per pair or per position, per position from a pool
-    that reuses each fresh draw 5 times, or the torch backend),
+    backend with noise nodes drawn per pair or per position, from a pool that reuses each
+    fresh draw 5 or 2 times, or the torch backend),
     ``--threads`` threads, the panel's walks and model: the rows and the seconds."""
     backend, compiled_options = GRAPHEMB_TRAINERS[trainer]
     start = time.perf_counter()
@@ -178,8 +180,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--trainers",
         default="gensim,compiled",
-        help="gensim; compiled, compiled-position (noise nodes shared per position) and "
-        "torch: graphemb's backends, --threads threads each",
+        help="gensim; compiled, compiled-position (noise nodes shared per position), "
+        "compiled-pool, compiled-pool-2 (shared per position, from a pool reusing each draw "
+        "5 or 2 times), compiled-pair-pool (per pair, from the pool) and torch: graphemb's "
+        "backends, --threads threads each",
     )
     parser.add_argument("--num-walks", type=int, default=10)
     parser.add_argument("--walk-length", type=int, default=40)

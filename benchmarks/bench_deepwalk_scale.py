@@ -17,6 +17,8 @@ contender runs in a fresh process on the graph drawn from the same seed:
 * ``graphemb-pool``: ``CompiledOptions(sharing="position", noise_reuse=5)``: the noise
   nodes of a position taken from a small pool of fresh draws, each serving 5 of them, so
   that noise rows come from the cache;
+* ``graphemb-pair-pool``: ``CompiledOptions(noise_reuse=5)``: noise nodes drawn per pair
+  (word2vec's order) from the pool;
 * ``gensim``: ``Word2Vec(sg=1, hs=0, epochs=1)`` on ``--threads`` workers, fed walks of
   the same walker (``RandomWalker``, a fresh permutation of the start nodes per round of
   one walk per node) as lists of the nodes' names (one string object per node); only on
@@ -59,16 +61,24 @@ import time
 from pathlib import Path
 
 from harness import cli
-from harness.report import emit_summary, load_average, print_table, verdict, wait_until_quiet
+from harness.report import (
+    emit_summary,
+    load_average,
+    print_table,
+    print_verdict,
+    verdict,
+    wait_until_quiet,
+)
 
 HERE = Path(__file__).resolve().parent
-CONTENDERS = ("graphemb", "graphemb-position", "graphemb-pool", "gensim")
+CONTENDERS = ("graphemb", "graphemb-position", "graphemb-pool", "graphemb-pair-pool", "gensim")
 
 #: graphemb's contenders: name -> (sharing, noise_reuse) of ``CompiledOptions``.
 COMPILED = {
     "graphemb": ("pair", 1),
     "graphemb-position": ("position", 1),
     "graphemb-pool": ("position", 5),
+    "graphemb-pair-pool": ("pair", 5),
 }
 GIB = 1024**3
 
@@ -377,10 +387,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.child:
         child(args)
         return
-    contenders = args.contenders.split(",")
-    unknown = set(contenders) - set(CONTENDERS)
-    if unknown:
-        raise SystemExit(f"unknown contenders {sorted(unknown)}; known: {CONTENDERS}")
+    contenders = cli.chosen(args.contenders, CONTENDERS)
     gensim_sizes = {int(s) for s in args.gensim_sizes.split(",") if s}
     run_load = wait_until_quiet(args.settle)
     print(
@@ -399,11 +406,10 @@ def main(argv: list[str] | None = None) -> None:
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     print_rows(rows)
-    lines = verdict_lines(rows, run_load)
-    for line in lines:
-        print(line)
-    summary = {"benchmark": "deepwalk_scale", "load_before_run": round(run_load, 2)}
-    emit_summary({**summary, "rows": rows, "verdicts": lines}, args.json)
+    for line in verdict_lines(rows, run_load):
+        print_verdict(line)  # kept for the summary's "verdicts"
+    summary = {"benchmark": "deepwalk_scale", "load_before_run": round(run_load, 2), "rows": rows}
+    emit_summary(summary, args.json)
 
 
 if __name__ == "__main__":

@@ -86,6 +86,16 @@ def apply_allocator(args: argparse.Namespace) -> dict:
     )
 
 
+def chosen(names: str, known: tuple[str, ...], what: str = "contenders") -> list[str]:
+    """The comma-separated ``names`` of a ``--contenders``-style option, each one of
+    ``known``; exits naming the unknown ones and the known ones otherwise."""
+    listed = [name for name in names.split(",") if name]
+    unknown = sorted(set(listed) - set(known))
+    if unknown:
+        raise SystemExit(f"unknown {what} {unknown}; known: {', '.join(known)}")
+    return listed
+
+
 def sized_defaults(args: argparse.Namespace, defaults: dict[str, tuple]) -> argparse.Namespace:
     """Fill every option of ``defaults`` (name -> ``(quick value, full value)``) that the
     command line left at ``None``, from ``--quick`` or not."""

@@ -441,3 +441,11 @@ def test_wait_until_quiet_polls_the_load_until_it_falls_below_one(monkeypatch):
     assert report.wait_until_quiet(10, poll_seconds=5) == 2.8 and slept == [5, 5, 5, 5]
     loads = iter([3.0])
     assert report.wait_until_quiet(0) == 3.0 and len(slept) == 4  # no wait asked: none
+
+
+def test_chosen_contenders_keep_their_order_and_unknown_names_stop_the_run():
+    from harness import cli
+
+    assert cli.chosen("one,ranks", ("ranks", "one", "compiled")) == ["one", "ranks"]
+    with pytest.raises(SystemExit, match=r"unknown contenders \['gensim'\]; known: ranks, one"):
+        cli.chosen("ranks,gensim", ("ranks", "one"))
