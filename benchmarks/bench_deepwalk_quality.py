@@ -53,6 +53,7 @@ import torch
 from deepwalk_panel import PANEL, load, paired, verdict_lines
 from harness import cli
 from harness.report import wait_until_quiet
+from skipgram_variants import named
 
 from graphemb.graph import Graph
 from graphemb.sampling.walks import PAD, RandomWalker
@@ -130,19 +131,14 @@ def run_gensim(graph: Graph, args, seed: int) -> tuple[np.ndarray, float] | None
 
 #: graphemb's trainers: name -> (backend, the compiled backend's options).
 GRAPHEMB_TRAINERS = {
-    "compiled": ("compiled", CompiledOptions()),
-    "compiled-position": ("compiled", CompiledOptions(sharing="position")),
-    "compiled-pool": ("compiled", CompiledOptions(sharing="position", noise_reuse=5)),
-    "compiled-pool-2": ("compiled", CompiledOptions(sharing="position", noise_reuse=2)),
-    "compiled-pair-pool": ("compiled", CompiledOptions(noise_reuse=5)),
+    **{name: ("compiled", CompiledOptions(**kwargs)) for name, kwargs in named("compiled").items()},
     "torch": ("torch", None),
 }
 
 
 def run_graphemb(graph: Graph, args, trainer: str, seed: int) -> tuple[np.ndarray | None, float]:
     """:func:`train_node_embeddings` as ``trainer`` (:data:`GRAPHEMB_TRAINERS`: the compiled
-    backend with noise nodes drawn per pair or per position, from a pool that reuses each
-    fresh draw 5 or 2 times, or the torch backend),
+    backend's variants of :mod:`skipgram_variants`, or the torch backend),
     ``--threads`` threads, the panel's walks and model: the rows and the seconds."""
     backend, compiled_options = GRAPHEMB_TRAINERS[trainer]
     start = time.perf_counter()
@@ -180,10 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--trainers",
         default="gensim,compiled",
-        help="gensim; compiled, compiled-position (noise nodes shared per position), "
-        "compiled-pool, compiled-pool-2 (shared per position, from a pool reusing each draw "
-        "5 or 2 times), compiled-pair-pool (per pair, from the pool) and torch: graphemb's "
-        "backends, --threads threads each",
+        help="gensim; graphemb's backends, --threads threads each: torch, compiled and its "
+        "variants (benchmarks/skipgram_variants.py): "
+        + ", ".join(name for name in GRAPHEMB_TRAINERS if name.startswith("compiled-")),
     )
     parser.add_argument("--num-walks", type=int, default=10)
     parser.add_argument("--walk-length", type=int, default=40)

@@ -18,7 +18,9 @@ contender runs in a fresh process on the graph drawn from the same seed:
   nodes of a position taken from a small pool of fresh draws, each serving 5 of them, so
   that noise rows come from the cache;
 * ``graphemb-pair-pool``: ``CompiledOptions(noise_reuse=5)``: noise nodes drawn per pair
-  (word2vec's order) from the pool;
+  (word2vec's order) from the pool (``graphemb-pair-pool-10`` / ``-20``: each fresh draw
+  serving 10 / 20; these and the names above are ``skipgram_variants.py``'s, run on
+  request);
 * ``gensim``: ``Word2Vec(sg=1, hs=0, epochs=1)`` on ``--threads`` workers, fed walks of
   the same walker (``RandomWalker``, a fresh permutation of the start nodes per round of
   one walk per node) as lists of the nodes' names (one string object per node); only on
@@ -69,17 +71,16 @@ from harness.report import (
     verdict,
     wait_until_quiet,
 )
+from skipgram_variants import named
 
 HERE = Path(__file__).resolve().parent
-CONTENDERS = ("graphemb", "graphemb-position", "graphemb-pool", "graphemb-pair-pool", "gensim")
-
-#: graphemb's contenders: name -> (sharing, noise_reuse) of ``CompiledOptions``.
-COMPILED = {
-    "graphemb": ("pair", 1),
-    "graphemb-position": ("position", 1),
-    "graphemb-pool": ("position", 5),
-    "graphemb-pair-pool": ("pair", 5),
-}
+#: graphemb's contenders: name -> keyword arguments of ``CompiledOptions``.
+COMPILED = named("graphemb")
+CONTENDERS = (*COMPILED, "gensim")
+#: The contenders of a run without ``--contenders``.
+DEFAULT_CONTENDERS = (
+    "graphemb", "graphemb-position", "graphemb-pool", "graphemb-pair-pool", "gensim"
+)  # fmt: skip
 GIB = 1024**3
 
 #: ``--quick``: two small graphs per shape, short walks (a smoke test: seconds a contender).
@@ -99,7 +100,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add = parser.add_argument
     add("--sizes", default="10000,100000,1000000", help="nodes of the graphs (10k,100k,1M)")
     add("--shapes", default="uniform,powerlaw", help="degree shapes (uniform,powerlaw)")
-    add("--contenders", default=",".join(CONTENDERS), help="of " + ", ".join(CONTENDERS))
+    add(
+        "--contenders",
+        default=",".join(DEFAULT_CONTENDERS),
+        help="of " + ", ".join(CONTENDERS) + " (skipgram_variants.py)",
+    )
     add("--gensim-sizes", default="10000,100000,1000000", help="sizes gensim runs on")
     add("--walks-per-node", default="10000:10", help="SIZE:W,... (default 1 walk per node)")
     add("--walk-length", type=int, default=40)
@@ -182,10 +187,9 @@ def _graphemb(graph, args: argparse.Namespace, num_walks: int):
     )  # fmt: skip
     if args.chunk_walks:
         options["chunk_walks"] = args.chunk_walks
-    sharing, reuse = COMPILED[args.child]
     started = time.perf_counter()
     rows = train_node_embeddings(
-        graph, compiled_options=CompiledOptions(sharing=sharing, noise_reuse=reuse), **options
+        graph, compiled_options=CompiledOptions(**COMPILED[args.child]), **options
     )
     seconds = time.perf_counter() - started
     chunk = min(args.chunk_walks or 8192, graph.num_nodes)

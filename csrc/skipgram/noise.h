@@ -13,6 +13,8 @@
 // and the pool's P rows (P * D floats, sized by the caller to stay in the core's cache)
 // are read from the cache, not from memory. Draws close in time are no longer independent:
 // a node in the pool serves about noise_reuse contexts within P * noise_reuse draws.
+// A fresh draw's column is read from the alias table only when its slot is first used,
+// long after the draw (see NoiseSource::refresh): the same nodes, without waiting on memory.
 #pragma once
 
 #include "skipgram/tables.h"
@@ -32,23 +34,55 @@ inline int64_t alias_draw(const Tables& t, SplitMix64& rng) {
 class NoiseSource {
  public:
   // A thread's source: the pool (if any) filled with its first fresh draws.
-  NoiseSource(const Tables& t, SplitMix64& rng) : reuse_(t.noise_reuse), left_(t.noise_reuse) {
-    pool_.resize(static_cast<size_t>(t.noise_pool));
-    for (auto& slot : pool_) slot = alias_draw(t, rng);
+  NoiseSource(const Tables& t, SplitMix64& rng)
+      : reuse_(t.noise_reuse), left_(t.noise_reuse) {
+    const auto slots = static_cast<size_t>(t.noise_pool);
+    pool_.resize(slots);
+    column_.resize(slots);
+    coin_.resize(slots);
+    for (size_t slot = 0; slot < slots; ++slot) refresh(t, rng, slot);
   }
 
-  int64_t draw(const Tables& t, SplitMix64& rng) {
+  // The next noise node; `cold` says whether its row may be outside the cache (a fresh
+  // draw, or a pool slot read for the first time), so that only those rows are prefetched.
+  int64_t draw(const Tables& t, SplitMix64& rng, bool& cold) {
+    cold = true;
     if (pool_.empty()) return alias_draw(t, rng);
     if (--left_ == 0) {
-      pool_[next_] = alias_draw(t, rng);
+      refresh(t, rng, next_);
       next_ = next_ + 1 == pool_.size() ? 0 : next_ + 1;
       left_ = reuse_;
     }
-    return pool_[rng.below(pool_.size())];
+    const size_t slot = rng.below(pool_.size());
+    cold = pool_[slot] == kPending;
+    if (cold) resolve(t, slot);
+    return pool_[slot];
   }
 
  private:
-  std::vector<int64_t> pool_;
+  // A fresh draw into `slot`: its column and coin now (the stream's order of alias_draw),
+  // its node when the slot is first read. A slot is read about pool-size draws later on
+  // average, so the prefetched column has arrived by then instead of stalling this draw.
+  void refresh(const Tables& t, SplitMix64& rng, size_t slot) {
+    const uint64_t column = rng.below(t.noise_size);
+    coin_[slot] = rng.uniform();
+    column_[slot] = column;
+    pool_[slot] = kPending;
+    __builtin_prefetch(t.noise_keep + column, 0, 3);
+    __builtin_prefetch(t.noise_node + column, 0, 3);
+    __builtin_prefetch(t.noise_alias + column, 0, 3);
+  }
+
+  void resolve(const Tables& t, size_t slot) {
+    const uint64_t column = column_[slot];
+    pool_[slot] = coin_[slot] < t.noise_keep[column] ? t.noise_node[column]
+                                                      : t.noise_alias[column];
+  }
+
+  static constexpr int64_t kPending = -1;
+  std::vector<int64_t> pool_;    // per slot: its node, or kPending
+  std::vector<uint64_t> column_; // per pending slot: its draw's column and coin
+  std::vector<double> coin_;
   size_t next_ = 0;
   int64_t reuse_, left_;
 };

@@ -1,5 +1,6 @@
 // The draws of one walk (subsampling, windows, noise nodes), made before any of its rows is
-// trained, and the order in which its rows are first read (what the loop prefetches).
+// trained, and the order in which training first reads its rows that may be outside the
+// cache (what the loop prefetches).
 //
 // The draws come from the thread's stream in word2vec's order, walk after walk:
 //   1. one uniform draw per token whose keep probability is < 1 (subsampling);
@@ -36,9 +37,10 @@ struct WalkPlan {
   std::vector<int64_t> targets;  // target list j: targets[j * width, j * width + size[j])
   std::vector<int32_t> size;     // per list: its targets
   std::vector<uint8_t> distinct; // per list: no node twice (trained side by side)
-  // The rows in the order training first reads them, and per context how many of them
-  // precede its own last row: prefetching rows[...] up to need[i] + distance keeps the
-  // loop `distance` rows ahead.
+  // The rows that may be outside the cache (each context's input row, each position's own
+  // output row, cold noise rows: see draw_targets) in the order training first reads them,
+  // and per context how many of them precede its own last one: prefetching rows[...] up to
+  // need[i] + distance keeps the loop `distance` such rows ahead.
   std::vector<const float*> rows;
   std::vector<int64_t> need;
   int64_t contexts = 0, lists = 0;
@@ -64,19 +66,24 @@ inline bool all_distinct(const int64_t* ids, int64_t count) {
 }
 
 // A new target list for the position of node `word`: word, then K noise nodes other than it.
+// Only rows that may be outside the cache join plan.rows (the prefetch order): the word's
+// on its position's first list, and the noise nodes the source calls cold.
 inline void draw_targets(const Tables& t, SplitMix64& rng, NoiseSource& noise, int64_t word,
-                         WalkPlan& plan) {
+                         bool first, WalkPlan& plan) {
   const int64_t width = t.negatives + 1;
   int64_t* drawn = plan.targets.data() + plan.lists * width;
   int64_t count = 0;
   drawn[count++] = word;
+  if (first) plan.rows.push_back(t.syn1 + word * t.dim);
   for (int64_t k = 0; k < t.negatives; ++k) {
-    const int64_t target = noise.draw(t, rng);
-    if (target != word) drawn[count++] = target;  // word2vec skips the node itself
+    bool cold = true;
+    const int64_t target = noise.draw(t, rng, cold);
+    if (target == word) continue;  // word2vec skips the node itself
+    drawn[count++] = target;
+    if (cold) plan.rows.push_back(t.syn1 + target * t.dim);
   }
   plan.size[plan.lists] = static_cast<int32_t>(count);
   plan.distinct[plan.lists] = all_distinct(drawn, count);
-  for (int64_t j = 0; j < count; ++j) plan.rows.push_back(t.syn1 + drawn[j] * t.dim);
   ++plan.lists;
 }
 
@@ -103,10 +110,11 @@ inline void plan_walk(const Tables& t, SplitMix64& rng, NoiseSource& noise, int6
     const int64_t radius = 1 + static_cast<int64_t>(rng.below(t.window));
     const int64_t lo = std::max<int64_t>(pos - radius, 0);
     const int64_t hi = std::min<int64_t>(pos + radius, size - 1);
-    if (t.sharing == Sharing::kPosition && lo < hi) draw_targets(t, rng, noise, word, plan);
+    if (t.sharing == Sharing::kPosition && lo < hi) draw_targets(t, rng, noise, word, true, plan);
     for (int64_t c = lo; c <= hi; ++c) {
       if (c == pos) continue;
-      if (t.sharing == Sharing::kPair) draw_targets(t, rng, noise, word, plan);
+      const bool first = c == (lo == pos ? pos + 1 : lo);
+      if (t.sharing == Sharing::kPair) draw_targets(t, rng, noise, word, first, plan);
       for (; seen < c; ++seen) plan.rows.push_back(t.syn0 + plan.kept[seen + 1] * t.dim);
       plan.input[plan.contexts] = plan.kept[c];
       plan.list[plan.contexts] = static_cast<int32_t>(plan.lists - 1);

@@ -449,3 +449,19 @@ def test_chosen_contenders_keep_their_order_and_unknown_names_stop_the_run():
     assert cli.chosen("one,ranks", ("ranks", "one", "compiled")) == ["one", "ranks"]
     with pytest.raises(SystemExit, match=r"unknown contenders \['gensim'\]; known: ranks, one"):
         cli.chosen("ranks,gensim", ("ranks", "one"))
+
+
+def test_every_skipgram_variant_is_a_valid_option_set_under_each_benchmarks_names():
+    from bench_deepwalk_quality import GRAPHEMB_TRAINERS
+    from bench_deepwalk_scale import COMPILED
+    from skipgram_variants import VARIANTS
+
+    from graphemb.skipgram import CompiledOptions
+
+    for variant, kwargs in VARIANTS.items():
+        options = CompiledOptions(**kwargs).checked()  # a typo or a bad value raises here
+        quality, scale = ("compiled", "graphemb") if not variant else (
+            f"compiled-{variant}", f"graphemb-{variant}")  # fmt: skip
+        assert GRAPHEMB_TRAINERS[quality] == ("compiled", options)
+        assert CompiledOptions(**COMPILED[scale]) == options
+    assert len({CompiledOptions(**kwargs) for kwargs in VARIANTS.values()}) == len(VARIANTS)
