@@ -3,9 +3,10 @@
 // Walk after walk: the next walk's draws are planned (plan.h) before this walk trains, and
 // training runs through the contexts of the plan, prefetching the rows that the coming
 // contexts read first and that may be outside the cache (this walk's, then the next walk's;
-// see WalkPlan::rows) kPrefetchRows rows ahead of the current context's last such row. Random rows of a table larger than the caches are
-// the loop's main cost once the tables outgrow them; the plan says which rows come next,
-// so their reads overlap the arithmetic of the rows before them.
+// see WalkPlan::rows) kPrefetchRows rows ahead of the current context's last such row.
+// Random rows of a table larger than the caches are the loop's main cost once the tables
+// outgrow them; the plan says which rows come next, so their reads overlap the arithmetic
+// of the rows before them.
 #pragma once
 
 #include "skipgram/lanes.h"
