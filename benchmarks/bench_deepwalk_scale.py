@@ -17,10 +17,9 @@ contender runs in a fresh process on the graph drawn from the same seed:
 * ``graphemb-pool``: ``CompiledOptions(sharing="position", noise_reuse=5)``: the noise
   nodes of a position taken from a small pool of fresh draws, each serving 5 of them, so
   that noise rows come from the cache;
-* ``graphemb-pair-pool``: ``CompiledOptions(noise_reuse=5)``: noise nodes drawn per pair
-  (word2vec's order) from the pool (``graphemb-pair-pool-10`` / ``-20``: each fresh draw
-  serving 10 / 20; these and the names above are ``skipgram_variants.py``'s, run on
-  request);
+* ``graphemb-pair-pool-10``: ``CompiledOptions(noise_reuse=10)``: noise nodes drawn per
+  pair (word2vec's order) from the pool, each fresh draw serving 10 of them (on request:
+  the other variants of ``skipgram_variants.py``, whose names these are);
 * ``gensim``: ``Word2Vec(sg=1, hs=0, epochs=1)`` on ``--threads`` workers, fed walks of
   the same walker (``RandomWalker``, a fresh permutation of the start nodes per round of
   one walk per node) as lists of the nodes' names (one string object per node); only on
@@ -79,7 +78,7 @@ COMPILED = named("graphemb")
 CONTENDERS = (*COMPILED, "gensim")
 #: The contenders of a run without ``--contenders``.
 DEFAULT_CONTENDERS = (
-    "graphemb", "graphemb-position", "graphemb-pool", "graphemb-pair-pool", "gensim"
+    "graphemb", "graphemb-position", "graphemb-pool", "graphemb-pair-pool-10", "gensim"
 )  # fmt: skip
 GIB = 1024**3
 

@@ -64,7 +64,7 @@ def test_scale_panel_quick_mode_runs_every_contender_and_judges_it():
     assert sorted((r["contender"], r["nodes"]) for r in rows) == [
         ("gensim", 2000),
         ("graphemb", 2000),
-        ("graphemb-pair-pool", 2000),
+        ("graphemb-pair-pool-10", 2000),
         ("graphemb-pool", 2000),
         ("graphemb-position", 2000),
     ]
