@@ -12,14 +12,8 @@ contender runs in a fresh process on the graph drawn from the same seed:
 
 * ``graphemb``: :func:`graphemb.skipgram.train_node_embeddings`, the compiled trainer on
   ``--threads`` threads (its default: noise nodes drawn per pair, word2vec's algorithm);
-* ``graphemb-position``: the same with ``CompiledOptions(sharing="position")`` (one draw
-  of noise nodes per position for all the contexts of its window);
-* ``graphemb-pool``: ``CompiledOptions(sharing="position", noise_reuse=5)``: the noise
-  nodes of a position taken from a small pool of fresh draws, each serving 5 of them, so
-  that noise rows come from the cache;
-* ``graphemb-pair-pool-10``: ``CompiledOptions(noise_reuse=10)``: noise nodes drawn per
-  pair (word2vec's order) from the pool, each fresh draw serving 10 of them (on request:
-  the other variants of ``skipgram_variants.py``, whose names these are);
+* ``graphemb-<variant>``: the same with one of the options of ``skipgram_variants.py``
+  (which says what each means); by default ``position``, ``pool`` and ``pair-pool-10``;
 * ``gensim``: ``Word2Vec(sg=1, hs=0, epochs=1)`` on ``--threads`` workers, fed walks of
   the same walker (``RandomWalker``, a fresh permutation of the start nodes per round of
   one walk per node) as lists of the nodes' names (one string object per node); only on

@@ -36,11 +36,8 @@ class NoiseSource {
   // A thread's source: the pool (if any) filled with its first fresh draws.
   NoiseSource(const Tables& t, SplitMix64& rng)
       : reuse_(t.noise_reuse), left_(t.noise_reuse) {
-    const auto slots = static_cast<size_t>(t.noise_pool);
-    pool_.resize(slots);
-    column_.resize(slots);
-    coin_.resize(slots);
-    for (size_t slot = 0; slot < slots; ++slot) refresh(t, rng, slot);
+    pool_.resize(static_cast<size_t>(t.noise_pool));
+    for (Slot& slot : pool_) refresh(t, rng, slot);
   }
 
   // The next noise node; `cold` says whether its row may be outside the cache (a fresh
@@ -49,40 +46,45 @@ class NoiseSource {
     cold = true;
     if (pool_.empty()) return alias_draw(t, rng);
     if (--left_ == 0) {
-      refresh(t, rng, next_);
+      refresh(t, rng, pool_[next_]);
       next_ = next_ + 1 == pool_.size() ? 0 : next_ + 1;
       left_ = reuse_;
     }
-    const size_t slot = rng.below(pool_.size());
-    cold = pool_[slot] == kPending;
+    Slot& slot = pool_[rng.below(pool_.size())];
+    cold = slot.node == kPending;
     if (cold) resolve(t, slot);
-    return pool_[slot];
+    return slot.node;
   }
 
  private:
+  static constexpr int64_t kPending = -1;
+  // One fresh draw: its node, or kPending until first read, with the column and coin that
+  // name it.
+  struct Slot {
+    int64_t node = kPending;
+    uint64_t column = 0;
+    double coin = 0.0;
+  };
+
   // A fresh draw into `slot`: its column and coin now (the stream's order of alias_draw),
   // its node when the slot is first read. A slot is read about pool-size draws later on
   // average, so the prefetched column has arrived by then instead of stalling this draw.
-  void refresh(const Tables& t, SplitMix64& rng, size_t slot) {
+  void refresh(const Tables& t, SplitMix64& rng, Slot& slot) {
     const uint64_t column = rng.below(t.noise_size);
-    coin_[slot] = rng.uniform();
-    column_[slot] = column;
-    pool_[slot] = kPending;
+    slot.coin = rng.uniform();
+    slot.column = column;
+    slot.node = kPending;
     __builtin_prefetch(t.noise_keep + column, 0, 3);
     __builtin_prefetch(t.noise_node + column, 0, 3);
     __builtin_prefetch(t.noise_alias + column, 0, 3);
   }
 
-  void resolve(const Tables& t, size_t slot) {
-    const uint64_t column = column_[slot];
-    pool_[slot] = coin_[slot] < t.noise_keep[column] ? t.noise_node[column]
-                                                      : t.noise_alias[column];
+  void resolve(const Tables& t, Slot& slot) {
+    slot.node = slot.coin < t.noise_keep[slot.column] ? t.noise_node[slot.column]
+                                                      : t.noise_alias[slot.column];
   }
 
-  static constexpr int64_t kPending = -1;
-  std::vector<int64_t> pool_;    // per slot: its node, or kPending
-  std::vector<uint64_t> column_; // per pending slot: its draw's column and coin
-  std::vector<double> coin_;
+  std::vector<Slot> pool_;
   size_t next_ = 0;
   int64_t reuse_, left_;
 };
