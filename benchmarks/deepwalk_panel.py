@@ -239,12 +239,12 @@ def shortfall_line(rows: list[dict], trainer: str, scored: list[str], margin: fl
 def markdown_table(rows: list[dict], ratios: list[float], trainer: str) -> list[str]:
     """The panel's Markdown table: per graph, gensim's Micro-F1 (mean over seeds), the
     paired difference of ``trainer`` to gensim in points (mean +- standard error over the
-    seeds) and both mean times."""
+    seeds; the mean alone where one seed ran), both mean times, and the number of seeds."""
     shares = " / ".join(f"{100 * r:g}" for r in ratios) + " %"
     lines = [
         f"| graph | nodes | gensim Micro-F1 {shares} | paired difference, Micro {shares} "
-        f"| Macro {shares} | seconds: gensim, graphemb (x gensim) |",
-        "|---|---|---|---|---|---|",
+        f"| Macro {shares} | seconds: gensim, graphemb (x gensim) | seeds |",
+        "|---|---|---|---|---|---|---|",
     ]
     for graph in dict.fromkeys(r["graph"] for r in rows):
         pairs = paired(rows, graph, trainer)
@@ -262,13 +262,16 @@ def markdown_table(rows: list[dict], ratios: list[float], trainer: str) -> list[
             " / ".join(_difference(pairs, f"macro@{q}") for q in ratios),
             f"{np.mean([r['seconds'] for r in theirs]):.1f}, "
             f"{np.mean([r['seconds'] for r in ours]):.1f} ({ratio:.2f}x)",
+            str(len(pairs)),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 
 def _difference(pairs: list[tuple[dict, dict]], key: str) -> str:
-    """Mean +- standard error over the pairs of (ours - gensim's) ``key``, in points."""
+    """Mean +- standard error over the pairs of (ours - gensim's) ``key``, in points (the
+    mean alone for one pair: no spread to estimate)."""
     points = 100 * np.array([row[key] - peer[key] for row, peer in pairs])
-    error = points.std(ddof=1) / np.sqrt(len(points)) if len(points) > 1 else np.nan
-    return f"{points.mean():+.1f} ± {error:.1f}"
+    if len(points) == 1:
+        return f"{points[0]:+.1f}"
+    return f"{points.mean():+.1f} ± {points.std(ddof=1) / np.sqrt(len(points)):.1f}"

@@ -161,17 +161,8 @@ def skipgram_train(
         Non-finite scores seen, and scores computed.
     """
     _check_tables(walks, syn0, syn1, keep, noise_nodes, noise_keep, noise_alias)
+    _check_noise_options(sharing, noise_pool, noise_reuse)
     num_nodes, dim = syn0.shape
-    if sharing not in SHARING:
-        raise ValueError(
-            f"graphemb_kernels.skipgram_train: sharing must be one of {sorted(SHARING)}, got "
-            f"{sharing!r}"
-        )
-    if noise_pool < 0 or noise_reuse < 1 or (noise_pool == 0 and noise_reuse != 1):
-        raise ValueError(
-            f"graphemb_kernels.skipgram_train: need noise_pool >= 0 and noise_reuse >= 1 (1 "
-            f"without a pool), got {noise_pool} and {noise_reuse}"
-        )
     columns = noise_nodes.shape[0]
     config = _Config(
         walks.data_ptr(), walks.shape[0], walks.shape[1], syn0.data_ptr(), syn1.data_ptr(),
@@ -185,3 +176,17 @@ def skipgram_train(
     with span("graphemb_kernels::skipgram_train"):
         library().call("ge_skipgram_train", ctypes.byref(config), counts)
     return int(counts[0]), int(counts[1])
+
+
+def _check_noise_options(sharing: str, noise_pool: int, noise_reuse: int) -> None:
+    """Refuse a sharing or a pool that the kernel does not take, naming the value."""
+    if sharing not in SHARING:
+        raise ValueError(
+            f"graphemb_kernels.skipgram_train: sharing must be one of {sorted(SHARING)}, got "
+            f"{sharing!r}"
+        )
+    if noise_pool < 0 or noise_reuse < 1 or (noise_pool == 0 and noise_reuse != 1):
+        raise ValueError(
+            f"graphemb_kernels.skipgram_train: need noise_pool >= 0 and noise_reuse >= 1 (1 "
+            f"without a pool), got {noise_pool} and {noise_reuse}"
+        )

@@ -429,6 +429,26 @@ def test_panel_counts_runs_that_diverged_and_scores_the_others():
     assert lines[1].startswith("torch: worst paired difference to gensim +0.00 points")
 
 
+def test_panel_table_gives_the_spread_of_several_seeds_and_the_mean_alone_of_one():
+    """Two seeds 1 and 3 points behind: -2.0 +- 1.0 (standard error of the two gaps); one seed
+    0.5 points ahead: +0.5 without a spread, and the seeds column says how many ran."""
+    from deepwalk_panel import markdown_table
+
+    rows = []
+    for graph, gaps in (("two", [-1.0, -3.0]), ("one", [0.5])):
+        for seed, gap in enumerate(gaps):
+            base = {"graph": graph, "nodes": 10, "seed": seed, "micro@0.5": 0.5, "macro@0.5": 0.5}
+            rows.append({**base, "trainer": "gensim", "seconds": 2.0})
+            moved = {"micro@0.5": 0.5 + gap / 100, "macro@0.5": 0.5 + gap / 100}
+            rows.append({**base, **moved, "trainer": "torch", "seconds": 1.0})
+    lines = markdown_table(rows, [0.5], "torch")
+    two = [cell.strip() for cell in lines[2].strip("|").split("|")]
+    one = [cell.strip() for cell in lines[3].strip("|").split("|")]
+    assert two[0] == "two" and two[3:5] == ["-2.0 ± 1.0", "-2.0 ± 1.0"] and two[-1] == "2"
+    assert one[0] == "one" and one[3:5] == ["+0.5", "+0.5"] and one[-1] == "1"
+    assert one[5] == "2.0, 1.0 (0.50x)"
+
+
 def test_wait_until_quiet_polls_the_load_until_it_falls_below_one(monkeypatch):
     from harness import report
 
