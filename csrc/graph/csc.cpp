@@ -65,32 +65,46 @@ bool overlap(const int64_t* a, int64_t a_count, const int64_t* b, int64_t b_coun
   return a < b_end && b < a + a_count;
 }
 
+// The edge list as the kernel reads it: edge j is src[j * src_step] -> dst[j * dst_step].
+struct Edges {
+  const int64_t* src;
+  int64_t src_step;
+  const int64_t* dst;
+  int64_t dst_step;
+  int64_t count;
+  bool undirected;
+  int64_t source(int64_t j) const { return src[j * src_step]; }
+  int64_t target(int64_t j) const { return dst[j * dst_step]; }
+};
+
 // The stored edges in edge-id order, as (column, source node, edge id) to `place`.
 template <typename Place>
-void for_each_stored_edge(const int64_t* s, int64_t s_step, const int64_t* d, int64_t d_step,
-                          int64_t num_edges, bool undirected, Place place) {
-  for (int64_t j = 0; j < num_edges; ++j) place(d[j * d_step], s[j * s_step], j);
-  if (!undirected) return;
-  int64_t id = num_edges;
-  for (int64_t j = 0; j < num_edges; ++j) {
-    const int64_t u = s[j * s_step];
-    const int64_t v = d[j * d_step];
+void for_each_stored_edge(const Edges& edges, Place place) {
+  for (int64_t j = 0; j < edges.count; ++j) place(edges.target(j), edges.source(j), j);
+  if (!edges.undirected) return;
+  int64_t id = edges.count;
+  for (int64_t j = 0; j < edges.count; ++j) {
+    const int64_t u = edges.source(j);
+    const int64_t v = edges.target(j);
     if (u != v) place(u, v, id++);
   }
 }
 
-void csc_from_edges(const int64_t* s, int64_t s_step, const int64_t* d, int64_t d_step,
-                    int64_t num_edges, int64_t num_nodes, bool undirected, int64_t* column,
-                    ge_allocate allocate, void* context) {
-  require(num_nodes >= 0, GE_VALUE_ERROR,
-          "graphemb_kernels.csc_from_edges: num_nodes must be >= 0, got ", num_nodes);
-  const int64_t* const src = s;
-  const int64_t* const dst = d;
-  const int64_t src_stride = s_step, dst_stride = d_step;
-  const auto nodes = static_cast<uint64_t>(num_nodes);
+[[noreturn]] void throw_bad_edge(const Edges& edges, int64_t j, int64_t num_nodes) {
+  const int64_t u = edges.source(j);
+  const bool src_bad = static_cast<uint64_t>(u) >= static_cast<uint64_t>(num_nodes);
+  throw KernelError(GE_INDEX_ERROR,
+                    message("graphemb_kernels.csc_from_edges: ", src_bad ? "src[" : "dst[", j,
+                            "] = ", src_bad ? u : edges.target(j), " is out of range for ",
+                            num_nodes, " nodes"));
+}
 
-  // Pass 1: stored edges per column (indptr[v + 1]), checking every id. In parallel parts
-  // of the edge list (parts after the first count into their own arrays, then added).
+// Pass 1: column[v + 1] = stored edges of column v, then the running sum (indptr), checking
+// every id first. In parallel parts of the edge list (parts after the first count into
+// their own arrays, then added); the first bad edge of all parts is the one named.
+void count_columns(const Edges& edges, int64_t num_nodes, int64_t* column) {
+  const int64_t num_edges = edges.count;
+  const auto nodes = static_cast<uint64_t>(num_nodes);
   std::fill(column, column + num_nodes + 1, 0);
   const int64_t count_parts = std::max<int64_t>(
       1, std::min<int64_t>({num_threads(), num_edges >> 20,
@@ -106,27 +120,19 @@ void csc_from_edges(const int64_t* s, int64_t s_step, const int64_t* d, int64_t 
       }
       for (int64_t j = num_edges * p / count_parts, stop = num_edges * (p + 1) / count_parts;
            j < stop; ++j) {
-        const int64_t u = s[j * s_step];
-        const int64_t v = d[j * d_step];
+        const int64_t u = edges.source(j);
+        const int64_t v = edges.target(j);
         if (static_cast<uint64_t>(u) >= nodes || static_cast<uint64_t>(v) >= nodes) {
           first_bad[p] = j;
           break;
         }
         ++counts[v + 1];
-        if (undirected && u != v) ++counts[u + 1];
+        if (edges.undirected && u != v) ++counts[u + 1];
       }
     }
   });
   const int64_t bad = *std::min_element(first_bad.begin(), first_bad.end());
-  if (bad < num_edges) {
-    const int64_t u = s[bad * s_step];
-    const int64_t v = d[bad * d_step];
-    const bool src_bad = static_cast<uint64_t>(u) >= nodes;
-    throw KernelError(GE_INDEX_ERROR,
-                      message("graphemb_kernels.csc_from_edges: ", src_bad ? "src[" : "dst[",
-                              bad, "] = ", src_bad ? u : v, " is out of range for ", num_nodes,
-                              " nodes"));
-  }
+  if (bad < num_edges) throw_bad_edge(edges, bad, num_nodes);
   if (count_parts > 1) {
     parallel_for(1, num_nodes + 1, 1 << 16, [&](int64_t begin, int64_t end) {
       for (const auto& counts : part_counts)
@@ -134,98 +140,106 @@ void csc_from_edges(const int64_t* s, int64_t s_step, const int64_t* d, int64_t 
     });
   }
   for (int64_t v = 0; v < num_nodes; ++v) column[v + 1] += column[v];
-  const int64_t stored = column[num_nodes];
+}
 
-  int64_t* out_nodes = ge::allocate<int64_t>(allocate, context, 0, stored);
-  int64_t* out_ids = ge::allocate<int64_t>(allocate, context, 1, stored);
-  // The edge ids may hold src and dst (a reader reusing the memory of the edges it
-  // parsed): then every edge is read before the edge ids are written.
-  const bool shared = overlap(out_ids, stored, src, num_edges, src_stride) ||
-                      overlap(out_ids, stored, dst, num_edges, dst_stride);
-  // The outputs' first touch (a page fault per page), in parallel and in page order before
-  // the scatters below, which would fault the pages at random from both threads.
+// The outputs' first touch (a page fault per page), in parallel and in page order before
+// the scatters, which would fault the pages at random from both threads.
+void touch_outputs(int64_t* out_nodes, int64_t* out_ids, int64_t stored, bool ids_too) {
   constexpr int64_t kPage = 4096 / sizeof(int64_t);
   parallel_for(0, (stored + kPage - 1) / kPage, 1 << 12, [&](int64_t begin, int64_t end) {
     for (int64_t page = begin; page < end; ++page) {
       out_nodes[page * kPage] = 0;
-      if (!shared) out_ids[page * kPage] = 0;
+      if (ids_too) out_ids[page * kPage] = 0;
     }
   });
+}
 
+// How the edges go through buckets of 2^bits consecutive columns, and whether at all.
+struct Buckets {
+  int bits = 0;
+  int64_t count = 0;    // buckets
+  int64_t largest = 0;  // stored edges of the largest bucket
+  bool used = false;
+  const int64_t* column = nullptr;  // indptr
+  int64_t num_nodes = 0;
+  int64_t start(int64_t b) const { return column[std::min(b << bits, num_nodes)]; }
+};
+
+Buckets plan_buckets(const int64_t* column, int64_t num_nodes) {
+  Buckets plan;
+  plan.column = column;
+  plan.num_nodes = num_nodes;
+  const int64_t stored = column[num_nodes];
   // Columns per bucket: a power of two, about kBucketEdges stored edges a bucket.
   const int64_t per_column = std::max<int64_t>(1, stored / std::max<int64_t>(num_nodes, 1));
-  int bucket_bits = 0;
-  while (bucket_bits < kMaxBucketBits && (per_column << (bucket_bits + 1)) <= kBucketEdges)
-    ++bucket_bits;
-  const int64_t buckets = (num_nodes + (int64_t{1} << bucket_bits) - 1) >> bucket_bits;
-  const auto bucket_start = [&](int64_t b) {
-    return column[std::min(b << bucket_bits, num_nodes)];
-  };
-  int64_t largest = 0;
-  for (int64_t b = 0; b < buckets; ++b)
-    largest = std::max(largest, bucket_start(b + 1) - bucket_start(b));
+  while (plan.bits < kMaxBucketBits && (per_column << (plan.bits + 1)) <= kBucketEdges)
+    ++plan.bits;
+  plan.count = (num_nodes + (int64_t{1} << plan.bits) - 1) >> plan.bits;
+  for (int64_t b = 0; b < plan.count; ++b)
+    plan.largest = std::max(plan.largest, plan.start(b + 1) - plan.start(b));
   // Buckets help only where the column a write goes to is a cache miss; the copy of a
   // bucket must stay small (a hub node can make one bucket most of the graph).
-  const bool bucketed = num_nodes < (int64_t{1} << kNodeBits) && buckets > 1 &&
-                        stored >= (int64_t{1} << 20) && largest <= stored / 8 + kBucketEdges;
-  // With edge_ids holding the edges, step 1 writes indices only, each entry packing the
-  // column in the bucket, the source node and the edge id; step 2 unpacks them into both.
-  const int id_bits = bit_width(stored - 1);
-  const int node_bits = bit_width(num_nodes - 1);
-  const bool packed = shared && bucketed && bucket_bits + node_bits + id_bits <= 63;
-  std::vector<int64_t> src_copy, dst_copy;
-  if (shared && !packed) {  // the other placements write edge_ids as they go: edges copied
-    src_copy.resize(num_edges);
-    dst_copy.resize(num_edges);
-    for (int64_t j = 0; j < num_edges; ++j) {
-      src_copy[j] = s[j * s_step];
-      dst_copy[j] = d[j * d_step];
-    }
-    s = src_copy.data();
-    d = dst_copy.data();
-    s_step = d_step = 1;
-  }
+  plan.used = num_nodes < (int64_t{1} << kNodeBits) && plan.count > 1 &&
+              stored >= (int64_t{1} << 20) && plan.largest <= stored / 8 + kBucketEdges;
+  return plan;
+}
 
-  if (!bucketed) {  // each edge straight into the next free slot of its column
-    std::vector<int64_t> next(column, column + num_nodes);
-    for_each_stored_edge(s, s_step, d, d_step, num_edges, undirected,
-                         [&](int64_t v, int64_t u, int64_t id) {
-                           const int64_t slot = next[v]++;
-                           out_nodes[slot] = u;
-                           out_ids[slot] = id;
-                         });
-    return;
+// How step 1 packs an entry: with `ids`, column in bucket | source node | edge id in
+// node_bits and id_bits (the edge ids then written by step 2 only); else column in bucket
+// << kNodeBits | source node.
+struct Packing {
+  bool ids = false;
+  int node_bits = 0;
+  int id_bits = 0;
+  int64_t pack(int64_t in_bucket, int64_t node, int64_t id) const {
+    return ids ? (((in_bucket << node_bits) | node) << id_bits) | id
+               : (in_bucket << kNodeBits) | node;
   }
+};
 
-  // Step 1: into buckets, in edge-id order, the column within the bucket packed in. In
-  // parallel: part p of the edge list writes its edges of a bucket after those of parts
-  // < p, and its reverses after all edges and the reverses of parts < p.
+// Each edge straight into the next free slot of its column.
+void place_directly(const Edges& edges, const int64_t* column, int64_t num_nodes,
+                    int64_t* out_nodes, int64_t* out_ids) {
+  std::vector<int64_t> next(column, column + num_nodes);
+  for_each_stored_edge(edges, [&](int64_t v, int64_t u, int64_t id) {
+    const int64_t slot = next[v]++;
+    out_nodes[slot] = u;
+    out_ids[slot] = id;
+  });
+}
+
+// Step 1: into buckets, in edge-id order, the column within the bucket packed in. In
+// parallel: part p of the edge list writes its edges of a bucket after those of parts
+// < p, and its reverses after all edges and the reverses of parts < p.
+void scatter_to_buckets(const Edges& edges, const Buckets& plan, const Packing& packing,
+                        int64_t* out_nodes, int64_t* out_ids) {
   const int64_t parts =
-      std::max<int64_t>(1, std::min<int64_t>(num_threads(), stored >> 22));
-  const auto first_edge = [&](int64_t part) { return num_edges * part / parts; };
-  const int64_t in_bucket = (int64_t{1} << bucket_bits) - 1;
+      std::max<int64_t>(1, std::min<int64_t>(num_threads(), plan.start(plan.count) >> 22));
+  const auto first_edge = [&](int64_t part) { return edges.count * part / parts; };
+  const int64_t in_bucket = (int64_t{1} << plan.bits) - 1;
+  const int64_t buckets = plan.count;
   // next[(p * 2 + kind) * buckets + b]: edges (kind 0) or reverses (1) of part p in bucket b
   std::vector<int64_t> next(parts * 2 * buckets, 0);
   parallel_for(0, parts, 1, [&](int64_t begin, int64_t end) {
     for (int64_t p = begin; p < end; ++p) {
-      int64_t* edges = next.data() + p * 2 * buckets;
-      int64_t* reverses = edges + buckets;
+      int64_t* forward = next.data() + p * 2 * buckets;
+      int64_t* reverses = forward + buckets;
       for (int64_t j = first_edge(p), stop = first_edge(p + 1); j < stop; ++j) {
-        const int64_t u = s[j * s_step];
-        const int64_t v = d[j * d_step];
-        ++edges[v >> bucket_bits];
-        if (undirected && u != v) ++reverses[u >> bucket_bits];
+        const int64_t u = edges.source(j);
+        const int64_t v = edges.target(j);
+        ++forward[v >> plan.bits];
+        if (edges.undirected && u != v) ++reverses[u >> plan.bits];
       }
     }
   });
   std::vector<int64_t> first_reverse_id(parts);
-  int64_t reverse_id = num_edges;
+  int64_t reverse_id = edges.count;
   for (int64_t p = 0; p < parts; ++p) {
     first_reverse_id[p] = reverse_id;
     for (int64_t b = 0; b < buckets; ++b) reverse_id += next[(p * 2 + 1) * buckets + b];
   }
   for (int64_t b = 0; b < buckets; ++b) {
-    int64_t slot = bucket_start(b);
+    int64_t slot = plan.start(b);
     for (int64_t kind = 0; kind < 2; ++kind) {
       for (int64_t p = 0; p < parts; ++p) {
         int64_t& counter = next[(p * 2 + kind) * buckets + b];
@@ -237,53 +251,52 @@ void csc_from_edges(const int64_t* s, int64_t s_step, const int64_t* d, int64_t 
   }
   parallel_for(0, parts, 1, [&](int64_t begin, int64_t end) {
     for (int64_t p = begin; p < end; ++p) {
-      int64_t* edges = next.data() + p * 2 * buckets;
-      int64_t* reverses = edges + buckets;
+      int64_t* forward = next.data() + p * 2 * buckets;
+      int64_t* reverses = forward + buckets;
       int64_t id = first_reverse_id[p];
       for (int64_t j = first_edge(p), stop = first_edge(p + 1); j < stop; ++j) {
-        const int64_t u = s[j * s_step];
-        const int64_t v = d[j * d_step];
-        const int64_t slot = edges[v >> bucket_bits]++;
-        if (packed) {
-          out_nodes[slot] = ((((v & in_bucket) << node_bits) | u) << id_bits) | j;
-        } else {
-          out_nodes[slot] = ((v & in_bucket) << kNodeBits) | u;
-          out_ids[slot] = j;
-        }
-        if (undirected && u != v) {
-          const int64_t back = reverses[u >> bucket_bits]++;
-          if (packed) {
-            out_nodes[back] = ((((u & in_bucket) << node_bits) | v) << id_bits) | id++;
-          } else {
-            out_nodes[back] = ((u & in_bucket) << kNodeBits) | v;
-            out_ids[back] = id++;
-          }
+        const int64_t u = edges.source(j);
+        const int64_t v = edges.target(j);
+        const int64_t slot = forward[v >> plan.bits]++;
+        out_nodes[slot] = packing.pack(v & in_bucket, u, j);
+        if (!packing.ids) out_ids[slot] = j;
+        if (edges.undirected && u != v) {
+          const int64_t back = reverses[u >> plan.bits]++;
+          out_nodes[back] = packing.pack(u & in_bucket, v, id);
+          if (!packing.ids) out_ids[back] = id;
+          ++id;
         }
       }
     }
   });
-  // Step 2: each bucket, from a copy, into its columns (stable: in the copy's order). In
-  // parallel where the copies (one per thread) stay small next to the outputs.
-  const bool copies_small = largest * num_threads() <= stored / 4;
-  parallel_for(0, buckets, copies_small ? 1 : buckets, [&](int64_t begin, int64_t end) {
-    std::vector<int64_t> copy_nodes(largest), copy_ids(packed ? 0 : largest);
-    std::vector<int64_t> column_next(int64_t{1} << bucket_bits);
+}
+
+// Step 2: each bucket, from a copy, into its columns (stable: in the copy's order). In
+// parallel where the copies (one per thread) stay small next to the outputs.
+void unpack_buckets(const Buckets& plan, const Packing& packing, int64_t* out_nodes,
+                    int64_t* out_ids) {
+  const int64_t stored = plan.start(plan.count);
+  const int64_t in_bucket = (int64_t{1} << plan.bits) - 1;
+  const bool copies_small = plan.largest * num_threads() <= stored / 4;
+  parallel_for(0, plan.count, copies_small ? 1 : plan.count, [&](int64_t begin, int64_t end) {
+    std::vector<int64_t> copy_nodes(plan.largest), copy_ids(packing.ids ? 0 : plan.largest);
+    std::vector<int64_t> column_next(int64_t{1} << plan.bits);
     for (int64_t b = begin; b < end; ++b) {
-      const int64_t lo = bucket_start(b);
-      const int64_t size = bucket_start(b + 1) - lo;
+      const int64_t lo = plan.start(b);
+      const int64_t size = plan.start(b + 1) - lo;
       std::copy(out_nodes + lo, out_nodes + lo + size, copy_nodes.begin());
-      if (!packed) std::copy(out_ids + lo, out_ids + lo + size, copy_ids.begin());
-      const int64_t first = b << bucket_bits;
-      const int64_t width = std::min(num_nodes, first + in_bucket + 1) - first;
-      std::copy(column + first, column + first + width, column_next.begin());
-      if (packed) {
-        const int shift = node_bits + id_bits;
-        const int64_t node_mask = (int64_t{1} << node_bits) - 1;
-        const int64_t id_mask = (int64_t{1} << id_bits) - 1;
+      if (!packing.ids) std::copy(out_ids + lo, out_ids + lo + size, copy_ids.begin());
+      const int64_t first = b << plan.bits;
+      const int64_t width = std::min(plan.num_nodes, first + in_bucket + 1) - first;
+      std::copy(plan.column + first, plan.column + first + width, column_next.begin());
+      if (packing.ids) {
+        const int shift = packing.node_bits + packing.id_bits;
+        const int64_t node_mask = (int64_t{1} << packing.node_bits) - 1;
+        const int64_t id_mask = (int64_t{1} << packing.id_bits) - 1;
         for (int64_t i = 0; i < size; ++i) {
           const int64_t entry = copy_nodes[i];
           const int64_t slot = column_next[entry >> shift]++;
-          out_nodes[slot] = (entry >> id_bits) & node_mask;
+          out_nodes[slot] = (entry >> packing.id_bits) & node_mask;
           out_ids[slot] = entry & id_mask;
         }
         continue;
@@ -298,6 +311,45 @@ void csc_from_edges(const int64_t* s, int64_t s_step, const int64_t* d, int64_t 
   });
 }
 
+void csc_from_edges(const Edges& given, int64_t num_nodes, int64_t* column, ge_allocate allocate,
+                    void* context) {
+  require(num_nodes >= 0, GE_VALUE_ERROR,
+          "graphemb_kernels.csc_from_edges: num_nodes must be >= 0, got ", num_nodes);
+  count_columns(given, num_nodes, column);
+  const int64_t stored = column[num_nodes];
+  int64_t* out_nodes = ge::allocate<int64_t>(allocate, context, 0, stored);
+  int64_t* out_ids = ge::allocate<int64_t>(allocate, context, 1, stored);
+  // The edge ids may hold src and dst (a reader reusing the memory of the edges it
+  // parsed): then every edge is read before the edge ids are written.
+  const bool shared = overlap(out_ids, stored, given.src, given.count, given.src_step) ||
+                      overlap(out_ids, stored, given.dst, given.count, given.dst_step);
+  touch_outputs(out_nodes, out_ids, stored, !shared);
+  const Buckets plan = plan_buckets(column, num_nodes);
+  // With edge_ids holding the edges, step 1 writes indices only, each entry packing the
+  // column in the bucket, the source node and the edge id; step 2 unpacks them into both.
+  Packing packing;
+  packing.id_bits = bit_width(stored - 1);
+  packing.node_bits = bit_width(num_nodes - 1);
+  packing.ids = shared && plan.used && plan.bits + packing.node_bits + packing.id_bits <= 63;
+  Edges edges = given;
+  std::vector<int64_t> src_copy, dst_copy;
+  if (shared && !packing.ids) {  // the other placements write edge_ids as they go
+    src_copy.resize(given.count);
+    dst_copy.resize(given.count);
+    for (int64_t j = 0; j < given.count; ++j) {
+      src_copy[j] = given.source(j);
+      dst_copy[j] = given.target(j);
+    }
+    edges = Edges{src_copy.data(), 1, dst_copy.data(), 1, given.count, given.undirected};
+  }
+  if (!plan.used) {
+    place_directly(edges, column, num_nodes, out_nodes, out_ids);
+    return;
+  }
+  scatter_to_buckets(edges, plan, packing, out_nodes, out_ids);
+  unpack_buckets(plan, packing, out_nodes, out_ids);
+}
+
 }  // namespace
 }  // namespace ge
 
@@ -306,7 +358,7 @@ extern "C" int ge_csc_from_edges(const int64_t* src, int64_t src_stride, const i
                                  int undirected, int64_t* indptr, ge_allocate allocate,
                                  void* context) {
   return ge::guarded([&] {
-    ge::csc_from_edges(src, src_stride, dst, dst_stride, num_edges, num_nodes, undirected != 0,
-                       indptr, allocate, context);
+    const ge::Edges edges{src, src_stride, dst, dst_stride, num_edges, undirected != 0};
+    ge::csc_from_edges(edges, num_nodes, indptr, allocate, context);
   });
 }

@@ -213,7 +213,8 @@ inline bool skip_field(const char*& p, const char* end, char delimiter) {
 struct Part {
   const char* begin = nullptr;  // at a line start
   const char* end = nullptr;    // at a line start, or the end of the file
-  int64_t first_slot = 0;       // where its edges go (its lines counted before)
+  int64_t lines = 0;            // its lines, hence its edges at most
+  int64_t first_slot = 0;       // where its edges go (the lines of the parts before it)
   int64_t edges = 0;
   int64_t low = std::numeric_limits<int64_t>::max();
   int64_t high = std::numeric_limits<int64_t>::min();
@@ -298,6 +299,52 @@ bool ids_are_dense(const int64_t* src, const int64_t* dst, int64_t edges, int64_
 // Declined: the file is not a plain integer edge list (the caller reads it itself).
 struct Declined {};
 
+// The lines before the first edge line (a header, comments), skipped: where the edges
+// start. A lone carriage return there is not a plain edge list's.
+const char* skip_lines_before_edges(const char* data, const char* end, int64_t skip_lines) {
+  for (int64_t line = 0; line < skip_lines && data < end; ++line) {
+    const char* stop = static_cast<const char*>(std::memchr(data, '\n', end - data));
+    stop = stop == nullptr ? end : stop + 1;
+    const char* cr = static_cast<const char*>(std::memchr(data, '\r', stop - data));
+    if (cr != nullptr && (cr + 1 == end || cr[1] != '\n')) throw Declined{};
+    data = stop;
+  }
+  return data;
+}
+
+// One part per thread (parts of at least 1 MiB; `parts_wanted` when above 0), cut after a
+// line break, with its lines counted and its first slot in the outputs (the lines before it).
+std::vector<Part> cut_into_parts(const char* data, const char* end, int64_t parts_wanted) {
+  const int64_t bytes = end - data;
+  const int64_t num_parts = std::max<int64_t>(
+      1, parts_wanted > 0 ? std::min<int64_t>(parts_wanted, bytes)
+                          : std::min<int64_t>(num_threads(), bytes >> 20));
+  std::vector<Part> parts(num_parts);
+  for (int64_t i = 0; i < num_parts; ++i) {
+    const char* cut = data + bytes * i / num_parts;
+    if (i > 0 && cut > data && cut[-1] != '\n') {
+      cut = static_cast<const char*>(std::memchr(cut, '\n', end - cut));
+      cut = cut == nullptr ? end : cut + 1;
+    }
+    parts[i].begin = std::max(cut, i > 0 ? parts[i - 1].begin : data);
+  }
+  for (int64_t i = 0; i < num_parts; ++i)
+    parts[i].end = i + 1 < num_parts ? parts[i + 1].begin : end;
+  parallel_for(0, num_parts, 1, [&](int64_t first, int64_t last) {
+    for (int64_t i = first; i < last; ++i) {
+      Part& part = parts[i];
+      part.lines = std::count(part.begin, part.end, '\n') +
+                   (part.end > part.begin && part.end[-1] != '\n' ? 1 : 0);
+    }
+  });
+  int64_t slot = 0;
+  for (Part& part : parts) {
+    part.first_slot = slot;
+    slot += part.lines;
+  }
+  return parts;
+}
+
 void parse_integer_edges(const char* path, int64_t skip_lines, char delimiter, int columns,
                          bool weighted, int64_t parts_wanted, ge_allocate allocate,
                          void* context, int64_t* result) {
@@ -317,53 +364,17 @@ void parse_integer_edges(const char* path, int64_t skip_lines, char delimiter, i
   const MappedFile file(path);
   if (!file.mapped()) throw Declined{};
 
-  // The lines before the first edge line (a header, comments) are skipped.
-  const char* data = file.begin();
   const char* const end = file.end();
-  for (int64_t line = 0; line < skip_lines && data < end; ++line) {
-    const char* stop = static_cast<const char*>(std::memchr(data, '\n', end - data));
-    stop = stop == nullptr ? end : stop + 1;
-    const char* cr = static_cast<const char*>(std::memchr(data, '\r', stop - data));
-    if (cr != nullptr && (cr + 1 == end || cr[1] != '\n')) throw Declined{};
-    data = stop;
-  }
-
-  // One part per thread (parts of at least 1 MiB), cut after a line break.
-  const int64_t bytes = end - data;
-  const int64_t num_parts = std::max<int64_t>(
-      1, parts_wanted > 0 ? std::min<int64_t>(parts_wanted, bytes)
-                          : std::min<int64_t>(num_threads(), bytes >> 20));
-  std::vector<Part> parts(num_parts);
-  for (int64_t i = 0; i < num_parts; ++i) {
-    const char* cut = data + bytes * i / num_parts;
-    if (i > 0 && cut > data && cut[-1] != '\n') {
-      cut = static_cast<const char*>(std::memchr(cut, '\n', end - cut));
-      cut = cut == nullptr ? end : cut + 1;
-    }
-    parts[i].begin = std::max(cut, i > 0 ? parts[i - 1].begin : data);
-  }
-  for (int64_t i = 0; i < num_parts; ++i)
-    parts[i].end = i + 1 < num_parts ? parts[i + 1].begin : end;
-  std::vector<int64_t> lines(num_parts);
-  parallel_for(0, num_parts, 1, [&](int64_t first, int64_t last) {
-    for (int64_t i = first; i < last; ++i) {
-      const Part& part = parts[i];
-      lines[i] = std::count(part.begin, part.end, '\n') +
-                 (part.end > part.begin && part.end[-1] != '\n' ? 1 : 0);
-    }
-  });
-  int64_t capacity = 0;
-  for (int64_t i = 0; i < num_parts; ++i) {
-    parts[i].first_slot = capacity;
-    capacity += lines[i];
-  }
+  const char* const data = skip_lines_before_edges(file.begin(), end, skip_lines);
+  std::vector<Part> parts = cut_into_parts(data, end, parts_wanted);
+  const int64_t capacity = parts.back().first_slot + parts.back().lines;
 
   // Sources then targets in one buffer, the rows of the (2, E) result.
   int64_t* src_data = ge::allocate<int64_t>(allocate, context, 0, 2 * capacity);
   int64_t* dst_data = src_data + capacity;
   double* weight_data = weighted ? ge::allocate<double>(allocate, context, 1, capacity) : nullptr;
   std::atomic<bool> failed{false};
-  parallel_for(0, num_parts, 1, [&](int64_t first, int64_t last) {
+  parallel_for(0, static_cast<int64_t>(parts.size()), 1, [&](int64_t first, int64_t last) {
     for (int64_t i = first; i < last; ++i)
       parse_part(parts[i], format, src_data, dst_data, weight_data, failed);
   });
