@@ -43,21 +43,21 @@ def _read_json(results: Path, name: str) -> dict:
         raise SystemExit(f"{path}: cannot read the results ({error})") from error
 
 
-def deepwalk_panel(results: Path) -> list[str]:
+def deepwalk_panel(results: Path, name: str = "deepwalk_panel.json") -> list[str]:
     """The DeepWalk panel against gensim (``deepwalk_panel.json``, written by
-    ``bench_deepwalk_quality.py --json``)."""
+    ``bench_deepwalk_quality.py --json``; ``name``: another such file)."""
     from deepwalk_panel import markdown_table
 
-    run = _read_json(results, "deepwalk_panel.json")
+    run = _read_json(results, name)
     trainer = next(r["trainer"] for r in run["rows"] if r["trainer"] != "gensim")
     return markdown_table(run["rows"], run["ratios"], trainer)
 
 
-def deepwalk_panel_verdicts(results: Path) -> list[str]:
+def deepwalk_panel_verdicts(results: Path, name: str = "deepwalk_panel.json") -> list[str]:
     """The verdict lines of the same run, with the load average before it."""
     from deepwalk_panel import verdict_lines
 
-    run = _read_json(results, "deepwalk_panel.json")
+    run = _read_json(results, name)
     return ["```", *verdict_lines(run["rows"], run["ratios"], load=run["load_before"]), "```"]
 
 
@@ -99,6 +99,11 @@ REGIONS: dict[str, Callable[[Path], list[str]]] = {
     "measured": measured,
     "deepwalk_panel": deepwalk_panel,
     "deepwalk_panel_verdicts": deepwalk_panel_verdicts,
+    # the torch backend's panel (bench_deepwalk_quality.py --trainers gensim,torch)
+    "deepwalk_panel_torch": lambda results: deepwalk_panel(results, "deepwalk_panel_torch.json"),
+    "deepwalk_panel_torch_verdicts": lambda results: deepwalk_panel_verdicts(
+        results, "deepwalk_panel_torch.json"
+    ),
     "sampler_panel": sampler_panel,
     # the same panel with two processes spinning on the cores (bench_sampler.py --busy 2)
     "sampler_panel_busy": lambda results: sampler_panel(results, "sampler_panel_busy.json"),

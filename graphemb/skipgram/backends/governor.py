@@ -1,13 +1,12 @@
 """How many threads the compiled trainer runs each walk chunk on (:class:`ThreadGovernor`).
 
 Hogwild threads write the same rows of the two tables, so every write moves a cache line
-between cores. Where the cores share a cache that costs a little (two threads train about
-1.4x as fast as one on a 10,000-node graph); where they do not -- two sockets, or a virtual
-machine whose host moves its virtual CPUs apart -- it can cost more than the second thread
-brings: on a two-core virtual machine two threads on shared tables ran 4x slower per
-thread, in episodes of seconds, while one thread (or two threads on tables of their own)
-kept its speed. The governor measures the trainer's own throughput, chunk by chunk, and
-trains on one thread while that is faster.
+between cores. Where the cores share a cache that costs a little; where they do not -- two
+sockets, or a virtual machine whose host moves its virtual CPUs apart -- it can cost more
+than the second thread brings: each thread on the shared tables then runs several times
+slower, in episodes of seconds, while one thread keeps its speed
+(``benchmarks/results/deepwalk_quality.md`` has the measurements). The governor measures
+the trainer's own throughput, chunk by chunk, and trains on one thread while that is faster.
 """
 
 from __future__ import annotations
