@@ -15,6 +15,10 @@ that batched trainers under-train):
   ``--threads`` threads, with the same walk counts, window, negatives and sample and the
   library's defaults (lr 0.025); time = walks + training.
 
+Every run of every trainer is a fresh process of its own (:mod:`deepwalk_trainers`), as
+its users run it: no other trainer's imports, threads or heap beside it, the run's
+allocator settings for all. This process draws the labels and scores the rows.
+
 Scores: one-vs-rest logistic regression on ``ratio`` of the nodes, top-k prediction
 from ``predict_proba`` with k the true label count (the DeepWalk protocol), Micro- and
 Macro-F1 on the rest, mean over ``--repeats`` splits. The scorer is written here, apart
@@ -43,21 +47,16 @@ gensim, with the reason, when it is not installed (``pip install graphemb[bench]
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
-import torch
 from deepwalk_panel import PANEL, load, paired, verdict_lines
+from deepwalk_trainers import GRAPHEMB_TRAINERS, TRAINERS, train_in_fresh_process
 from harness import cli
 from harness.report import wait_until_quiet
-from skipgram_variants import named
-
-from graphemb.graph import Graph
-from graphemb.sampling.walks import PAD, RandomWalker
-from graphemb.skipgram import CompiledOptions, TrainingDiverged, train_node_embeddings
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -92,75 +91,6 @@ def f1_scores(
         micro.append(f1_score(labels[test], predicted, average="micro", zero_division=0))
         macro.append(f1_score(labels[test], predicted, average="macro", zero_division=0))
     return float(np.mean(micro)), float(np.mean(macro))
-
-
-def run_gensim(graph: Graph, args, seed: int) -> tuple[np.ndarray, float] | None:
-    try:
-        from gensim.models import Word2Vec
-    except ImportError as error:
-        print(f"gensim skipped: not installed ({error}); pip install 'graphemb[bench]'")
-        return None
-    start = time.perf_counter()
-    walker = RandomWalker(graph, weighted=graph.edge_weight is not None)
-    generator = torch.Generator().manual_seed(seed)
-    sentences: list[list[str]] = []
-    for _ in range(args.num_walks):
-        order = torch.randperm(graph.num_nodes, generator=generator)
-        walks = walker(order, args.walk_length - 1, generator=generator).tolist()
-        sentences += [[str(v) for v in walk if v != PAD] for walk in walks]
-    model = Word2Vec(
-        sentences,
-        vector_size=args.dimensions,
-        window=args.window,
-        sg=1,
-        hs=0,
-        negative=args.negatives,
-        sample=args.sample,
-        min_count=0,
-        workers=args.threads,
-        epochs=1,
-        seed=seed,
-    )
-    seconds = time.perf_counter() - start
-    table = np.zeros((graph.num_nodes, args.dimensions), dtype=np.float32)
-    for node in range(graph.num_nodes):
-        if str(node) in model.wv.key_to_index:
-            table[node] = model.wv[str(node)]
-    return table, seconds
-
-
-#: graphemb's trainers: name -> (backend, the compiled backend's options).
-GRAPHEMB_TRAINERS = {
-    **{name: ("compiled", CompiledOptions(**kwargs)) for name, kwargs in named("compiled").items()},
-    "torch": ("torch", None),
-}
-
-
-def run_graphemb(graph: Graph, args, trainer: str, seed: int) -> tuple[np.ndarray | None, float]:
-    """:func:`train_node_embeddings` as ``trainer`` (:data:`GRAPHEMB_TRAINERS`: the compiled
-    backend's variants of :mod:`skipgram_variants`, or the torch backend),
-    ``--threads`` threads, the panel's walks and model: the rows and the seconds."""
-    backend, compiled_options = GRAPHEMB_TRAINERS[trainer]
-    start = time.perf_counter()
-    try:
-        table = train_node_embeddings(
-            graph,
-            backend=backend,
-            compiled_options=compiled_options,
-            workers=args.threads,
-            dimensions=args.dimensions,
-            walk_length=args.walk_length,
-            num_walks=args.num_walks,
-            window=args.window,
-            negatives=args.negatives,
-            sample=args.sample,
-            weighted=graph.edge_weight is not None,
-            seed=seed,
-        )
-    except TrainingDiverged as error:  # counted by the verdicts: a default run must not
-        print(f"# {trainer} diverged (seed {seed}): {error}", flush=True)
-        return None, time.perf_counter() - start
-    return table.numpy(), time.perf_counter() - start
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -239,21 +169,19 @@ def main() -> None:
             1,
             0.0,
         )
+    trainers = available(cli.chosen(args.trainers, TRAINERS, "trainers"))
     load_before = wait_until_quiet(args.settle)
     print(f"# load average before the first trainer: {load_before:.2f}", flush=True)
-    # graphemb uses --threads processes of one thread each (intra-op threads of small
-    # products only add synchronisation); gensim --threads worker threads.
-    torch.set_num_threads(1)
     ratios = [float(r) for r in args.ratios.split(",")]
     rows = []
     names = args.graphs.replace("panel", ",".join(PANEL)).split(",")
     for graph_name in names:
         for seed in (int(s) for s in args.seeds.split(",")):
-            graph, labels = load(graph_name, seed)
-            for trainer, (table, seconds) in run_trainers(graph, args, seed).items():
+            _, labels = load(graph_name, seed)
+            for trainer, (table, seconds) in run_trainers(trainers, graph_name, args, seed).items():
                 row = {
                     "graph": graph_name,
-                    "nodes": graph.num_nodes,
+                    "nodes": labels.shape[0],
                     "seed": seed,
                     "trainer": trainer,
                     "seconds": min(seconds),
@@ -272,22 +200,26 @@ def main() -> None:
         write_json(args.json, rows, ratios, load_before)
 
 
-def run_trainers(graph: Graph, args, seed: int) -> dict[str, tuple[np.ndarray | None, list[float]]]:
-    """Every trainer of ``--trainers`` on ``graph``, ``--time-repeats`` rounds in turn
+def available(trainers: list[str]) -> list[str]:
+    """``trainers`` less gensim where it is not installed (said once, with the fix)."""
+    if "gensim" in trainers and importlib.util.find_spec("gensim") is None:
+        print("gensim skipped: not installed; pip install 'graphemb[bench]'", flush=True)
+        return [t for t in trainers if t != "gensim"]
+    return trainers
+
+
+def run_trainers(
+    trainers: list[str], graph: str, args: argparse.Namespace, seed: int
+) -> dict[str, tuple[np.ndarray | None, list[float]]]:
+    """Every trainer on ``graph``, each run in a fresh process of its own
+    (:func:`deepwalk_trainers.train_in_fresh_process`), ``--time-repeats`` rounds in turn
     (gensim, compiled, gensim, compiled, ...): per trainer, the first round's table (the one
-    scored; None where it diverged) and every round's seconds. A trainer that is not
-    installed is left out."""
+    scored; None where it diverged) and every round's seconds."""
     results: dict[str, tuple[np.ndarray | None, list[float]]] = {}
     for _ in range(args.time_repeats):
-        for trainer in args.trainers.split(","):
-            if trainer == "gensim":
-                result = run_gensim(graph, args, seed)
-                if result is None:
-                    continue
-            else:
-                result = run_graphemb(graph, args, trainer, seed)
-            table, seconds = result
-            results.setdefault(trainer, (table, []))[1].append(seconds)
+        for trainer in trainers:
+            trained = train_in_fresh_process(trainer, graph, seed, args)
+            results.setdefault(trainer, (trained.rows, []))[1].append(trained.seconds)
     return results
 
 
@@ -419,6 +351,8 @@ def plot(rows: list[dict], ratios: list[float], path: Path) -> None:
             axis = axes[line][column]
             for trainer in trainers:
                 mine = [r for r in rows if (r["graph"], r["trainer"]) == (graph, trainer)]
+                if not mine:  # a trainer that ran on other graphs only
+                    continue
                 seconds = np.array([r["seconds"] for r in mine])
                 for ratio in ratios:
                     scores = np.array([r[f"{metric}@{ratio}"] for r in mine])

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 from torch.profiler import record_function
@@ -154,6 +155,26 @@ def test_deepwalk_quality_quick_mode_scores_every_trainer(tmp_path):
                  str(tmp_path / "quality.png")).stdout  # fmt: skip
     assert paired in again
     assert (tmp_path / "quality.png").stat().st_size > 10_000
+
+
+def test_quality_panel_trains_each_run_in_a_fresh_process_and_names_a_failed_one():
+    import argparse
+
+    from deepwalk_trainers import SETTINGS, TrainerFailed, train_in_fresh_process
+
+    small = {"num_walks": 1, "walk_length": 10, "dimensions": 8}
+    settings = argparse.Namespace(**{**SETTINGS, **small})
+    runs = [train_in_fresh_process("compiled", "sbm:300:3:4:0.8", s, settings) for s in (0, 1)]
+    assert len({os.getpid(), *(run.pid for run in runs)}) == 3  # two processes, neither this one
+    for run in runs:
+        assert run.rows.shape == (300, 8) and run.rows.dtype == np.float32 and run.seconds > 0
+        assert np.isfinite(run.rows).all() and np.abs(run.rows).sum() > 0
+    assert not np.array_equal(runs[0].rows, runs[1].rows)  # each seed its own graph and walks
+    failed = r"(?s)compiled on nosuch:1 \(seed 3\) exited with 1:.*unknown graph 'nosuch:1'"
+    with pytest.raises(TrainerFailed, match=failed):
+        train_in_fresh_process("compiled", "nosuch:1", 3, settings)
+    with pytest.raises(ValueError, match="unknown trainer 'word2vec'; known: gensim, compiled"):
+        train_in_fresh_process("word2vec", "sbm:300:3:4:0.8", 0, settings)
 
 
 @WITH_DGL_PEERS
@@ -449,6 +470,25 @@ def test_panel_table_gives_the_spread_of_several_seeds_and_the_mean_alone_of_one
     assert one[5] == "2.0, 1.0 (0.50x)"
 
 
+def test_quality_plot_leaves_out_a_trainer_absent_from_a_graph(tmp_path):
+    """A run whose third trainer ran on one of the two graphs only: the plot draws the others
+    there, with no empty mean (numpy warns on one; the warning is an error here)."""
+    import warnings
+
+    from bench_deepwalk_quality import plot
+
+    rows = []
+    for graph, trainers in (("small", ("gensim", "compiled")), ("large", ("gensim", "torch"))):
+        for seed, trainer in [(s, t) for s in (0, 1) for t in trainers]:
+            scores = {"micro@0.5": 0.5 + seed / 10, "macro@0.5": 0.4 + seed / 10}
+            row = {"graph": graph, "seed": seed, "trainer": trainer, "seconds": 1.0}
+            rows.append({**row, **scores})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plot(rows, [0.5], tmp_path / "quality.png")
+    assert (tmp_path / "quality.png").stat().st_size > 10_000
+
+
 def test_wait_until_quiet_polls_the_load_until_it_falls_below_one(monkeypatch):
     from harness import report
 
@@ -472,8 +512,8 @@ def test_chosen_contenders_keep_their_order_and_unknown_names_stop_the_run():
 
 
 def test_every_skipgram_variant_is_a_valid_option_set_under_each_benchmarks_names():
-    from bench_deepwalk_quality import GRAPHEMB_TRAINERS
     from bench_deepwalk_scale import COMPILED
+    from deepwalk_trainers import GRAPHEMB_TRAINERS
     from skipgram_variants import VARIANTS
 
     from graphemb.skipgram import CompiledOptions
@@ -482,6 +522,7 @@ def test_every_skipgram_variant_is_a_valid_option_set_under_each_benchmarks_name
         options = CompiledOptions(**kwargs).checked()  # a typo or a bad value raises here
         quality, scale = ("compiled", "graphemb") if not variant else (
             f"compiled-{variant}", f"graphemb-{variant}")  # fmt: skip
-        assert GRAPHEMB_TRAINERS[quality] == ("compiled", options)
+        backend, kwargs_of_quality = GRAPHEMB_TRAINERS[quality]
+        assert backend == "compiled" and CompiledOptions(**kwargs_of_quality) == options
         assert CompiledOptions(**COMPILED[scale]) == options
     assert len({CompiledOptions(**kwargs) for kwargs in VARIANTS.values()}) == len(VARIANTS)
