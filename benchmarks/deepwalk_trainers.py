@@ -197,7 +197,9 @@ def run_graphemb(
 
 def main(argv: list[str] | None = None) -> None:
     """The trainer's process: draw the graph, train, write the rows, print the result."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    from harness import cli
+
+    parser = cli.parser(__doc__.split("\n")[0])
     parser.add_argument("trainer", choices=TRAINERS)
     parser.add_argument("graph")
     parser.add_argument("seed", type=int)
@@ -205,6 +207,7 @@ def main(argv: list[str] | None = None) -> None:
     for name, default in SETTINGS.items():
         parser.add_argument(f"--{name.replace('_', '-')}", type=type(default), default=default)
     args = parser.parse_args(argv)
+    cli.apply_allocator(args)  # the parent's settings, inherited through the environment
     import torch
     from deepwalk_panel import load
 
