@@ -36,12 +36,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from harness import cli, report
+from harness import cli, fresh, report
 
 HERE = Path(__file__).resolve().parent
 CONTENDERS = ("ranks", "one", "compiled")
@@ -109,7 +108,7 @@ def child(args: argparse.Namespace) -> None:
     micro, macro = _scores(rows.numpy(), labels(args.nodes, args.blocks), args)
     row = {"contender": args.child, "seed": args.seed, "world_size": world_size,
            "seconds": seconds, "micro_f1": micro, "macro_f1": macro}  # fmt: skip
-    print("ROW " + json.dumps(row), flush=True)
+    fresh.emit(row)
 
 
 def command_of(args: argparse.Namespace, contender: str, seed: int) -> tuple[list[str], dict]:
@@ -132,14 +131,13 @@ def run_contender(args: argparse.Namespace, contender: str, seed: int) -> dict:
     """One contender on one seed in fresh processes; its row, with the load before it."""
     command, env = command_of(args, contender, seed)
     load = report.load_average()
-    done = subprocess.run(command, capture_output=True, text=True, cwd=HERE, env=env,
-                          timeout=args.timeout)  # fmt: skip
-    rows = [line[4:] for line in done.stdout.splitlines() if line.startswith("ROW ")]
-    if done.returncode or not rows:
-        tail = (done.stderr or done.stdout)[-2000:]
-        print(f"{contender}, seed {seed}: failed (exit {done.returncode})\n{tail}", flush=True)
-        return {"contender": contender, "seed": seed, "failed": tail}
-    return {**json.loads(rows[-1]), "load_before": round(load, 2)}
+    try:
+        row = fresh.run(command, f"{contender}, seed {seed}", cwd=HERE, env=env,
+                        timeout=args.timeout)  # fmt: skip
+    except fresh.RunFailed as failed:
+        print(failed, flush=True)
+        return {"contender": contender, "seed": seed, "failed": str(failed)}
+    return {**row, "load_before": round(load, 2)}
 
 
 # ------------------------------------------------------------------------------ the panel

@@ -50,12 +50,11 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from harness import cli
+from harness import cli, fresh
 from harness.report import (
     emit_summary,
     load_average,
@@ -162,7 +161,7 @@ def child(args: argparse.Namespace) -> None:
         + chunk * args.walk_length * 8,
         "micro_f1": micro, "macro_f1": macro,
     }  # fmt: skip
-    print("ROW " + json.dumps(row), flush=True)
+    fresh.emit(row)
 
 
 def _rss() -> int:
@@ -248,13 +247,13 @@ def run_contender(args: argparse.Namespace, contender: str, shape: str, nodes: i
     command = [sys.executable, __file__, "--child", contender, "--shape", shape]
     command += ["--nodes", str(nodes)] + _forwarded(args)
     load = load_average()
-    done = subprocess.run(command, capture_output=True, text=True, cwd=HERE, timeout=args.timeout)
-    rows = [line[4:] for line in done.stdout.splitlines() if line.startswith("ROW ")]
-    if done.returncode or not rows:
-        tail = (done.stderr or done.stdout)[-2000:]
-        print(f"{contender} on {shape} {nodes:,}: failed (exit {done.returncode})\n{tail}")
-        return {"contender": contender, "shape": shape, "nodes": nodes, "failed": tail}
-    return {**json.loads(rows[-1]), "load_before": round(load, 2)}
+    try:
+        row = fresh.run(command, f"{contender} on {shape} {nodes:,}", cwd=HERE,
+                        timeout=args.timeout)  # fmt: skip
+    except fresh.RunFailed as failed:
+        print(failed, flush=True)
+        return {"contender": contender, "shape": shape, "nodes": nodes, "failed": str(failed)}
+    return {**row, "load_before": round(load, 2)}
 
 
 def _forwarded(args: argparse.Namespace) -> list[str]:

@@ -38,15 +38,13 @@ Measurements (both stacks, before and after the compiled reader, where the time 
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 
 import numpy as np
-from harness import cli, report, timing
+from harness import cli, fresh, report, timing
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -93,8 +91,8 @@ elif contender.startswith("graphemb read_graph"):
     nbytes = sum(t.numel() * t.element_size() for t in (g.indptr, g.indices, g.edge_ids))
     nbytes += loaded.node_names.nbytes
 seconds = time.perf_counter() - start
-print(json.dumps({"seconds": seconds, "peak_bytes": status("VmHWM:") - before,
-                  "output_bytes": nbytes, "compiled": compiled}))
+print("RESULT " + json.dumps({"seconds": seconds, "peak_bytes": status("VmHWM:") - before,
+                             "output_bytes": nbytes, "compiled": compiled}))
 """
 
 CONTENDERS = (
@@ -125,17 +123,9 @@ def run_child(contender: str, path: str, before: str | None = None) -> dict:
     env = dict(os.environ, PYTHONPATH=checkout + os.pathsep + os.environ.get("PYTHONPATH", ""))
     if contender == PURE_TORCH:
         env["GRAPHEMB_DISABLE_KERNELS"] = "1"
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD, contender, path],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=checkout,  # `python -c` imports from the working folder first
-        timeout=900,
-    )
-    if done.returncode:
-        raise RuntimeError(f"{contender} failed:\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    # `python -c` imports from the working folder first: the checkout's graphemb
+    command = [sys.executable, "-c", CHILD, contender, path]
+    return fresh.run(command, f"{contender} on {path}", cwd=checkout, env=env, timeout=900)
 
 
 def _child_runner(name: str, path: str, before: str | None, runs: list[dict]) -> timing.BlockRunner:

@@ -4,10 +4,10 @@ A user of gensim runs gensim in a process that has not trained anything else; a 
 graphemb runs graphemb in one. So every trainer of ``bench_deepwalk_quality.py`` runs in
 a fresh Python interpreter (``python deepwalk_trainers.py TRAINER GRAPH SEED OUT ...``)
 that draws the panel's graph, times the walks and the training, writes the rows to
-``OUT`` (``.npy``) and prints one ``RESULT {json}`` line: the seconds, whether the run
-diverged, and its process id. The parent scores the rows. No trainer shares a process,
-its threads, its allocator or its heap with another; all inherit the parent's
-environment (the run's allocator settings, :mod:`harness.allocation`).
+``OUT`` (``.npy``) and prints one ``RESULT {json}`` line (:mod:`harness.fresh`): the
+seconds, whether the run diverged, and its process id. The parent scores the rows. No
+trainer shares a process, its threads, its allocator or its heap with another; all
+inherit the parent's environment (the run's allocator settings, :mod:`harness.allocation`).
 
 Trainers:
 
@@ -24,9 +24,7 @@ Trainers:
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+from harness import fresh
 from skipgram_variants import named
 
 if TYPE_CHECKING:  # type hints only: graphemb is imported in the trainers' processes
@@ -57,10 +56,6 @@ SETTINGS = {
     "sample": 1e-3,
     "threads": 2,
 }
-
-
-class TrainerFailed(RuntimeError):
-    """A trainer's process exited with an error (its output's tail is the message)."""
 
 
 @dataclass(frozen=True)
@@ -108,9 +103,9 @@ def train_in_fresh_process(
 
     Raises
     ------
-    TrainerFailed
-        The process exited with an error or printed no result; the message names the
-        trainer, the graph and the seed, with the end of the process's output.
+    harness.fresh.RunFailed
+        The process exited with an error, printed no result or ran out of time; the
+        message names the trainer, the graph and the seed, with the end of its output.
     """
     if trainer not in TRAINERS:
         raise ValueError(f"unknown trainer {trainer!r}; known: {', '.join(TRAINERS)}")
@@ -119,14 +114,8 @@ def train_in_fresh_process(
         command = [sys.executable, str(Path(__file__)), trainer, graph, str(seed), str(out)]
         for name in SETTINGS:
             command += [f"--{name.replace('_', '-')}", str(getattr(settings, name))]
-        done = subprocess.run(command, capture_output=True, text=True, cwd=HERE, timeout=timeout)
-        results = [line[7:] for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-        if done.returncode or not results:
-            tail = (done.stderr.strip() or done.stdout.strip())[-2000:]
-            raise TrainerFailed(
-                f"{trainer} on {graph} (seed {seed}) exited with {done.returncode}:\n{tail}"
-            )
-        result = json.loads(results[-1])
+        result = fresh.run(command, f"{trainer} on {graph} (seed {seed})", cwd=HERE,
+                           timeout=timeout)  # fmt: skip
         if result["diverged"]:
             print(f"# {trainer} diverged (seed {seed}): {result['message']}", flush=True)
         rows = None if result["diverged"] else np.load(out)
@@ -228,7 +217,7 @@ def main(argv: list[str] | None = None) -> None:
     except TrainingDiverged as error:  # counted by the panel's verdicts: a default run must not
         seconds = time.perf_counter() - start
         result |= {"diverged": True, "message": str(error)}
-    print("RESULT " + json.dumps({**result, "seconds": seconds}), flush=True)
+    fresh.emit({**result, "seconds": seconds})
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ peers      the contenders: graphemb, torch ``nn.Embedding(sparse=True)``, DGL
 phases     per-phase profiles read back from ``torch.profiler.record_function`` spans
 ranks      ``RankPool``: gloo ranks (graphemb.testing.LocalRanks) that run timed blocks on command
 isolated   contenders in fresh processes of their own, run block by block on command
+fresh      one whole run in a fresh process, its ``RESULT {json}`` line read back
 allocation the allocator settings of a run (huge pages, OpenMP waiting), set explicitly
 memory     RSS and shared-memory samples of processes, linear trends (the soak)
 report     header, environment, aligned tables, the ``BENCH_SUMMARY`` line

@@ -22,7 +22,7 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))  # the harness package, as the scripts import it
 
 import e2e_bounds  # noqa: E402
-from harness import allocation, cli  # noqa: E402
+from harness import allocation, cli, fresh  # noqa: E402
 from harness.isolated import IsolatedContender, WorkerFailed, close_all  # noqa: E402
 
 
@@ -182,6 +182,35 @@ def test_an_isolated_contender_reports_its_failures(toy_builder):
         with pytest.raises(WorkerFailed, match="unknown command"):
             worker.command("nothing")
         assert worker.command("done") == [0, 1]  # the worker lives on after an error
+
+
+# ------------------------------------------------------------------ one run, a fresh process
+def _script(body: str) -> list[str]:
+    """A fresh interpreter running ``body`` with the harness importable."""
+    return [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(BENCHMARKS)!r})\n{body}"]
+
+
+def test_a_fresh_run_returns_its_last_result_line():
+    body = ("import os; from harness import fresh\nprint('chatter')\n"
+            "fresh.emit({'n': 1})\nfresh.emit({'n': 2, 'pid': os.getpid()})")  # fmt: skip
+    result = fresh.run(_script(body), "toy", timeout=60)
+    assert result["n"] == 2 and result["pid"] != os.getpid()
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ("raise SystemExit('no table for you')", r"(?s)toy run exited with 1:.*no table for you"),
+        ("print('nothing tagged')", r"(?s)toy run printed no result:.*nothing tagged"),
+        (
+            "import time; print('started', flush=True); time.sleep(60)",
+            r"(?s)toy run took more than 3 s:.*started",
+        ),
+    ],  # fmt: skip
+)
+def test_a_fresh_run_that_fails_is_named_with_its_output(body, expected):
+    with pytest.raises(fresh.RunFailed, match=expected):
+        fresh.run(_script(body), "toy run", timeout=3)
 
 
 # ------------------------------------------------------------------ the phases' bounds

@@ -160,7 +160,8 @@ def test_deepwalk_quality_quick_mode_scores_every_trainer(tmp_path):
 def test_quality_panel_trains_each_run_in_a_fresh_process_and_names_a_failed_one():
     import argparse
 
-    from deepwalk_trainers import SETTINGS, TrainerFailed, train_in_fresh_process
+    from deepwalk_trainers import SETTINGS, train_in_fresh_process
+    from harness.fresh import RunFailed
 
     small = {"num_walks": 1, "walk_length": 10, "dimensions": 8}
     settings = argparse.Namespace(**{**SETTINGS, **small})
@@ -171,7 +172,7 @@ def test_quality_panel_trains_each_run_in_a_fresh_process_and_names_a_failed_one
         assert np.isfinite(run.rows).all() and np.abs(run.rows).sum() > 0
     assert not np.array_equal(runs[0].rows, runs[1].rows)  # each seed its own graph and walks
     failed = r"(?s)compiled on nosuch:1 \(seed 3\) exited with 1:.*unknown graph 'nosuch:1'"
-    with pytest.raises(TrainerFailed, match=failed):
+    with pytest.raises(RunFailed, match=failed):
         train_in_fresh_process("compiled", "nosuch:1", 3, settings)
     with pytest.raises(ValueError, match="unknown trainer 'word2vec'; known: gensim, compiled"):
         train_in_fresh_process("word2vec", "sbm:300:3:4:0.8", 0, settings)
