@@ -2,7 +2,7 @@
 folder on sys.path): device parameters, which stack this is, the Planetoid folder,
 ``RESULT`` lines of the examples, running notebooks on a kernel of this interpreter, graph
 files that fail to read, ``python -m graphemb`` processes and the files they leave, the
-Planetoid files and edge pairs."""
+benchmarks' quick modes and their JSON lines, the Planetoid files and edge pairs."""
 
 from __future__ import annotations
 
@@ -155,6 +155,24 @@ def run_graphemb(*argv: str, cwd: Path | str = REPO, timeout: float = 300):
         cwd=cwd,
         timeout=timeout,
     )
+
+
+BENCHMARKS = REPO / "benchmarks"
+
+
+def run_quick_benchmark(script: str, *args: str, timeout: float = 240):
+    """``python benchmarks/SCRIPT --quick ARGS``, asserted to succeed; the finished process."""
+    done = subprocess.run([sys.executable, str(BENCHMARKS / script), "--quick", *args],
+                          capture_output=True, text=True, timeout=timeout)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done
+
+
+def json_line(stdout: str, prefix: str) -> dict:
+    """The JSON of the one line of ``stdout`` that starts with ``prefix``."""
+    lines = [line for line in stdout.splitlines() if line.startswith(prefix)]
+    assert len(lines) == 1, f"{len(lines)} lines start with {prefix!r}"
+    return json.loads(lines[0][len(prefix) :])
 
 
 def files_in(folder: Path | str) -> list[str]:

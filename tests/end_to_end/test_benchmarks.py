@@ -10,38 +10,20 @@ others on the modern stack (where ``make bench-soak`` runs)."""
 from __future__ import annotations
 
 import doctest
-import json
 import mmap
 import os
 import secrets
-import subprocess
 import sys
-from pathlib import Path
 from types import SimpleNamespace
 
-import numpy as np
 import pytest
 import torch
+from helpers import BENCHMARKS, json_line, run_quick_benchmark
 from torch.profiler import record_function
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))  # the harness package, as the scripts import it
 
 from harness import busy, memory, peers, phases, workload  # noqa: E402
-
-
-def _run(script: str, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    done = subprocess.run([sys.executable, str(BENCHMARKS / script), "--quick", *args],
-                          capture_output=True, text=True, timeout=timeout)  # fmt: skip
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return done
-
-
-def _json_line(stdout: str, prefix: str) -> dict:
-    lines = [line for line in stdout.splitlines() if line.startswith(prefix)]
-    assert len(lines) == 1, f"{len(lines)} lines start with {prefix!r}"
-    return json.loads(lines[0][len(prefix) :])
-
 
 WITH_DGL_PEERS = pytest.mark.one_stack(
     "dgl", "quick mode of a benchmark with DGL contenders, which only the dgl stack has"
@@ -53,14 +35,14 @@ GRAPHEMB_ONLY = pytest.mark.one_stack(
 
 @WITH_DGL_PEERS
 def test_sampler_benchmark_quick_mode_prints_its_result():
-    result = _json_line(_run("bench_sampler.py").stdout, "RESULT ")
+    result = json_line(run_quick_benchmark("bench_sampler.py").stdout, "RESULT ")
     assert result["results"], "no contender was measured"
     for name, measured in result["results"].items():
         assert measured["median_ms"] > 0, name
 
 
 def test_scaleout_benchmark_quick_mode_measures_traffic_and_steps():
-    summary = _json_line(_run("bench_scaleout.py").stdout, "BENCH_SUMMARY ")
+    summary = json_line(run_quick_benchmark("bench_scaleout.py").stdout, "BENCH_SUMMARY ")
     sent = summary["bytes_across_machines_per_step"]
     # Counted bytes can never beat the minimum (unique remote rows x row size).
     assert 0 < summary["minimum_bytes_per_step"] <= min(sent.values()), summary
@@ -87,7 +69,7 @@ def test_scaleout_benchmark_quick_mode_measures_traffic_and_steps():
     ],
 )
 def test_benchmark_quick_mode_prints_its_summary(script, args):
-    summary = _json_line(_run(script, *args).stdout, "BENCH_SUMMARY ")
+    summary = json_line(run_quick_benchmark(script, *args).stdout, "BENCH_SUMMARY ")
     results = summary["cpu"]["results"] if "cpu" in summary else summary["results"]
     assert results, "no contender was measured"
     for name, result in results.items():
@@ -96,7 +78,7 @@ def test_benchmark_quick_mode_prints_its_summary(script, args):
 
 @GRAPHEMB_ONLY
 def test_read_graph_benchmark_quick_mode_measures_every_reader():
-    result = _json_line(_run("bench_read_graph.py").stdout, "BENCH_SUMMARY ")
+    result = json_line(run_quick_benchmark("bench_read_graph.py").stdout, "BENCH_SUMMARY ")
     assert {"graphemb parse_edge_list", "graphemb read_graph"} <= set(result["results"])
     for name, measured in result["results"].items():
         assert measured["median_s"] > 0 and measured["peak_over_arrays"] > 0, name
@@ -104,16 +86,15 @@ def test_read_graph_benchmark_quick_mode_measures_every_reader():
 
 @GRAPHEMB_ONLY
 def test_table_init_benchmark_quick_mode_times_graphemb_torch_and_the_bound():
-    summary = _json_line(_run("bench_table_init.py").stdout, "BENCH_SUMMARY ")
+    summary = json_line(run_quick_benchmark("bench_table_init.py").stdout, "BENCH_SUMMARY ")
     assert {"graphemb", "torch"} <= set(summary["results"]), summary["results"].keys()
     for name, measured in summary["results"].items():
         assert measured["median_s"] > 0 and measured["gb_per_s"] > 0, name
 
 
 @GRAPHEMB_ONLY
-@GRAPHEMB_ONLY
 def test_deepwalk_memory_quick_mode_holds_the_peak_against_graph_and_tables():
-    summary = _json_line(_run("bench_deepwalk_memory.py").stdout, "BENCH_SUMMARY ")
+    summary = json_line(run_quick_benchmark("bench_deepwalk_memory.py").stdout, "BENCH_SUMMARY ")
     tables = 2 * 5_000 * 128 * 4  # two float32 tables of the quick graph's 5k nodes
     assert summary["tables_bytes"] == tables
     # undirected CSC of 50k edge lines: 2 * 50k indices and edge ids, int64, at least
@@ -124,65 +105,11 @@ def test_deepwalk_memory_quick_mode_holds_the_peak_against_graph_and_tables():
     assert summary["verdict"].startswith("target <= ")
 
 
-def test_deepwalk_quality_quick_mode_scores_every_trainer(tmp_path):
-    pytest.importorskip("gensim", reason="the quality benchmark's peer (graphemb[bench])")
-    stdout = _run(
-        "bench_deepwalk_quality.py", "--trainers", "gensim,compiled-position", "--seeds", "0,1",
-        "--time-repeats", "2",
-    ).stdout  # fmt: skip
-    rows = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
-    assert sorted((r["trainer"], r["seed"]) for r in rows) == [
-        ("compiled-position", 0),
-        ("compiled-position", 1),
-        ("gensim", 0),
-        ("gensim", 1),
-    ]
-    for row in rows:  # two timed rounds per trainer and seed, the row keeps the faster
-        assert len(row["seconds_runs"]) == 2 and row["seconds"] == min(row["seconds_runs"]) > 0
-        assert all(0 < row[key] <= 1 for key in row if key.startswith(("micro@", "macro@")))
-    assert "mean of 2" in stdout  # the table of means over seeds
-    paired = stdout.split("paired difference to gensim")[1].splitlines()[2]
-    assert paired.startswith("overlapping:2000:10 | compiled-position | 2 | "), paired
-    verdicts = [line for line in stdout.splitlines() if line.startswith("compiled-position: ")]
-    assert len(verdicts) == 4, verdicts  # divergence, quality, time; with the load
-    assert "runs that diverged 0 of 2 on 1 graphs; target <= 0 runs:" in verdicts[0]
-    assert "target >= -0.3 points:" in verdicts[1] and "target <= 1x:" in verdicts[2]
-    assert "beyond the seeds' spread" in verdicts[3]  # which shortfalls the seeds support
-    # A saved output is re-reported (tables and plot) without training again.
-    saved = tmp_path / "output.txt"
-    saved.write_text(stdout)
-    again = _run("bench_deepwalk_quality.py", "--rows-from", str(saved), "--plot",
-                 str(tmp_path / "quality.png")).stdout  # fmt: skip
-    assert paired in again
-    assert (tmp_path / "quality.png").stat().st_size > 10_000
-
-
-def test_quality_panel_trains_each_run_in_a_fresh_process_and_names_a_failed_one():
-    import argparse
-
-    from deepwalk_trainers import SETTINGS, train_in_fresh_process
-    from harness.fresh import RunFailed
-
-    small = {"num_walks": 1, "walk_length": 10, "dimensions": 8}
-    settings = argparse.Namespace(**{**SETTINGS, **small})
-    runs = [train_in_fresh_process("compiled", "sbm:300:3:4:0.8", s, settings) for s in (0, 1)]
-    assert len({os.getpid(), *(run.pid for run in runs)}) == 3  # two processes, neither this one
-    for run in runs:
-        assert run.rows.shape == (300, 8) and run.rows.dtype == np.float32 and run.seconds > 0
-        assert np.isfinite(run.rows).all() and np.abs(run.rows).sum() > 0
-    assert not np.array_equal(runs[0].rows, runs[1].rows)  # each seed its own graph and walks
-    failed = r"(?s)compiled on nosuch:1 \(seed 3\) exited with 1:.*unknown graph 'nosuch:1'"
-    with pytest.raises(RunFailed, match=failed):
-        train_in_fresh_process("compiled", "nosuch:1", 3, settings)
-    with pytest.raises(ValueError, match="unknown trainer 'word2vec'; known: gensim, compiled"):
-        train_in_fresh_process("word2vec", "sbm:300:3:4:0.8", 0, settings)
-
-
 @WITH_DGL_PEERS
 def test_end_to_end_quick_mode_times_every_contender_and_its_phases():
     # three worker processes and two pairs of ranks (DGL's docstring loop: the probe's test)
-    done = _run("bench_end_to_end.py", "--procs", "1,2", timeout=600)
-    summary = _json_line(done.stdout, "BENCH_SUMMARY ")
+    done = run_quick_benchmark("bench_end_to_end.py", "--procs", "1,2", timeout=600)
+    summary = json_line(done.stdout, "BENCH_SUMMARY ")
     names = set(summary["ms_per_batch"])
     one = "graphemb 1 proc x 2 thr"
     pair, yardstick = "graphemb 2 proc x 1 thr", "graphemb 2 proc x 1 thr, no exchange"
@@ -225,7 +152,7 @@ def test_end_to_end_quick_mode_times_every_contender_and_its_phases():
 
 @WITH_DGL_PEERS
 def test_dgl_trace_probe_shows_the_trace_growing_without_zero_grad():
-    summary = _json_line(_run("probe_dgl_trace.py").stdout, "BENCH_SUMMARY ")
+    summary = json_line(run_quick_benchmark("probe_dgl_trace.py").stdout, "BENCH_SUMMARY ")
     documented, docstring = summary["modes"]["documented"], summary["modes"]["docstring"]
     # with zero_grad() every step reads its own batch; without, every batch so far
     assert [row["batches_in_trace"] for row in documented] == [1] * len(documented)
@@ -242,9 +169,11 @@ def test_dgl_trace_probe_shows_the_trace_growing_without_zero_grad():
 @GRAPHEMB_ONLY
 def test_soak_quick_mode_samples_memory_and_leaves_no_segment(tmp_path):
     plot = tmp_path / "soak.png"
-    done = _run("bench_soak.py", "--steps", "120", "--sample-every", "30", "--plot", str(plot))
-    result = _json_line(done.stdout, "RESULT ")
-    summary = _json_line(done.stdout, "BENCH_SUMMARY ")
+    done = run_quick_benchmark(
+        "bench_soak.py", "--steps", "120", "--sample-every", "30", "--plot", str(plot)
+    )
+    result = json_line(done.stdout, "RESULT ")
+    summary = json_line(done.stdout, "BENCH_SUMMARY ")
     assert [s["step"] for s in summary["samples"]] == [0, 30, 60, 90, 120]
     for sample in summary["samples"][1:]:
         # both ranks map the shared tables: at least weight + 2 Adam states of N x D float32
@@ -407,89 +336,6 @@ def test_busy_processes_spin_during_the_block_and_are_gone_after():
         pass
 
 
-# ------------------------------------------------------------------ deepwalk panel
-def test_panel_names_only_the_shortfalls_its_seeds_support():
-    """A cell 1 point behind on every seed is a shortfall; one -0.5 points behind on
-    average but spread over three points is not (t = -0.2 / 0.74, p ~ 0.4)."""
-    from deepwalk_panel import shortfall_line
-
-    def rows(graph, gaps):
-        made = []
-        for seed, gap in enumerate(gaps):
-            scores = {"micro@0.5": 0.5, "macro@0.5": 0.5}
-            made.append({"graph": graph, "seed": seed, "trainer": "gensim", **scores})
-            moved = {key: value + gap / 100 for key, value in scores.items()}
-            made.append({"graph": graph, "seed": seed, "trainer": "compiled", **moved})
-        return made
-
-    behind = rows("behind", [-1.0, -1.1, -0.9, -1.05])
-    noisy = rows("noisy", [-2.0, 1.0, -1.5, 0.5])
-    line = shortfall_line(behind + noisy, "compiled", ["micro@0.5", "macro@0.5"])
-    assert line.endswith("behind micro@0.5 -1.01, behind macro@0.5 -1.01"), line
-    assert shortfall_line(noisy, "compiled", ["micro@0.5"]).endswith(": none")
-
-
-def test_panel_counts_runs_that_diverged_and_scores_the_others():
-    """A run that stopped with TrainingDiverged has no scores: the divergence verdict counts
-    it (target: none) and the paired differences leave it out."""
-    from deepwalk_panel import paired, verdict_lines
-
-    scores = {"micro@0.5": 0.5, "macro@0.5": 0.5}
-    rows = [
-        {"graph": "g", "seed": seed, "trainer": "gensim", "seconds": 1.0, **scores}
-        for seed in range(3)
-    ]
-    rows += [{"graph": "g", "seed": 0, "trainer": "torch", "seconds": 2.0, "diverged": True}]
-    rows += [
-        {"graph": "g", "seed": seed, "trainer": "torch", "seconds": 2.0, **scores}
-        for seed in (1, 2)
-    ]
-    assert [row["seed"] for row, _ in paired(rows, "g", "torch")] == [1, 2]
-    lines = verdict_lines(rows, [0.5], load=0.1)
-    assert lines[0].startswith("torch: runs that diverged 1 of 3 on 1 graphs (g 1/3); ")
-    assert "target <= 0 runs: NOT MET" in lines[0], lines[0]
-    assert lines[1].startswith("torch: worst paired difference to gensim +0.00 points")
-
-
-def test_panel_table_gives_the_spread_of_several_seeds_and_the_mean_alone_of_one():
-    """Two seeds 1 and 3 points behind: -2.0 +- 1.0 (standard error of the two gaps); one seed
-    0.5 points ahead: +0.5 without a spread, and the seeds column says how many ran."""
-    from deepwalk_panel import markdown_table
-
-    rows = []
-    for graph, gaps in (("two", [-1.0, -3.0]), ("one", [0.5])):
-        for seed, gap in enumerate(gaps):
-            base = {"graph": graph, "nodes": 10, "seed": seed, "micro@0.5": 0.5, "macro@0.5": 0.5}
-            rows.append({**base, "trainer": "gensim", "seconds": 2.0})
-            moved = {"micro@0.5": 0.5 + gap / 100, "macro@0.5": 0.5 + gap / 100}
-            rows.append({**base, **moved, "trainer": "torch", "seconds": 1.0})
-    lines = markdown_table(rows, [0.5], "torch")
-    two = [cell.strip() for cell in lines[2].strip("|").split("|")]
-    one = [cell.strip() for cell in lines[3].strip("|").split("|")]
-    assert two[0] == "two" and two[3:5] == ["-2.0 ± 1.0", "-2.0 ± 1.0"] and two[-1] == "2"
-    assert one[0] == "one" and one[3:5] == ["+0.5", "+0.5"] and one[-1] == "1"
-    assert one[5] == "2.0, 1.0 (0.50x)"
-
-
-def test_quality_plot_leaves_out_a_trainer_absent_from_a_graph(tmp_path):
-    """A run whose third trainer ran on one of the two graphs only: the plot draws the others
-    there, with no empty mean (numpy warns on one; the warning is an error here)."""
-    import warnings
-
-    from bench_deepwalk_quality import plot
-
-    rows = []
-    for graph, trainers in (("small", ("gensim", "compiled")), ("large", ("gensim", "torch"))):
-        for seed, trainer in [(s, t) for s in (0, 1) for t in trainers]:
-            scores = {"micro@0.5": 0.5 + seed / 10, "macro@0.5": 0.4 + seed / 10}
-            row = {"graph": graph, "seed": seed, "trainer": trainer, "seconds": 1.0}
-            rows.append({**row, **scores})
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        plot(rows, [0.5], tmp_path / "quality.png")
-    assert (tmp_path / "quality.png").stat().st_size > 10_000
-
-
 def test_wait_until_quiet_polls_the_load_until_it_falls_below_one(monkeypatch):
     from harness import report
 
@@ -504,26 +350,9 @@ def test_wait_until_quiet_polls_the_load_until_it_falls_below_one(monkeypatch):
     assert report.wait_until_quiet(0) == 3.0 and len(slept) == 4  # no wait asked: none
 
 
-def test_chosen_contenders_keep_their_order_and_unknown_names_stop_the_run():
+def test_chosen_contenders_keep_their_order_and_unknown_names_stop_therun_quick_benchmark():
     from harness import cli
 
     assert cli.chosen("one,ranks", ("ranks", "one", "compiled")) == ["one", "ranks"]
     with pytest.raises(SystemExit, match=r"unknown contenders \['gensim'\]; known: ranks, one"):
         cli.chosen("ranks,gensim", ("ranks", "one"))
-
-
-def test_every_skipgram_variant_is_a_valid_option_set_under_each_benchmarks_names():
-    from bench_deepwalk_scale import COMPILED
-    from deepwalk_trainers import GRAPHEMB_TRAINERS
-    from skipgram_variants import VARIANTS
-
-    from graphemb.skipgram import CompiledOptions
-
-    for variant, kwargs in VARIANTS.items():
-        options = CompiledOptions(**kwargs).checked()  # a typo or a bad value raises here
-        quality, scale = ("compiled", "graphemb") if not variant else (
-            f"compiled-{variant}", f"graphemb-{variant}")  # fmt: skip
-        backend, kwargs_of_quality = GRAPHEMB_TRAINERS[quality]
-        assert backend == "compiled" and CompiledOptions(**kwargs_of_quality) == options
-        assert CompiledOptions(**COMPILED[scale]) == options
-    assert len({CompiledOptions(**kwargs) for kwargs in VARIANTS.values()}) == len(VARIANTS)
