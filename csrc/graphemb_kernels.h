@@ -23,7 +23,7 @@ extern "C" {
 #define GE_API __attribute__((visibility("default")))
 
 /* Raised by the Python bindings when the library and the bindings disagree. */
-#define GE_ABI_VERSION 2
+#define GE_ABI_VERSION 3
 
 typedef enum {
   GE_OK = 0,
@@ -108,12 +108,29 @@ GE_API int ge_sample_blocks(const int64_t* indptr, const int64_t* indices, int64
                             int64_t scan_fraction, ge_allocate allocate, void* context);
 
 /* ------------------------------------------------------------------ layers */
+/* Dropout's mask (ge_dropout_masked_scale's threshold, scale and key) on the rows a kernel
+ * reads (forward) or writes (backward), element index = row * features + column. */
+typedef struct {
+  uint32_t threshold;
+  double scale;
+  uint64_t key;
+} ge_dropout_mask;
 /* out (rows, features) = CSR (crow, col, values or NULL) x dense (dense_rows, features),
- * summed or averaged (mean) per row; dtype float32 or float64 for all. */
+ * summed or averaged (mean) per row; dtype float32 or float64 for all. With mask (NULL:
+ * none), dense's elements are dropped as they are read. */
 GE_API int ge_csr_aggregate(const int64_t* crow, int64_t rows, const int64_t* col,
                             int64_t entries, const void* values, const void* dense,
                             int64_t dense_rows, int64_t features, int dtype, int mean,
-                            void* out);
+                            const ge_dropout_mask* mask, void* out);
+/* Its backward: out (out_rows, features) = the transpose of that CSR matrix (values 1,
+ * or 1 / the row's entry count with mean) x grad (rows, features), plus addend
+ * (addend_rows, features; NULL for none) on the first addend_rows rows of out; with mask
+ * (NULL: none), then dropped. */
+GE_API int ge_csr_aggregate_transposed(const int64_t* crow, int64_t rows, const int64_t* col,
+                                       int64_t entries, const void* grad, int64_t features,
+                                       int dtype, int mean, const void* addend,
+                                       int64_t addend_rows, const ge_dropout_mask* mask,
+                                       void* out, int64_t out_rows);
 /* out[i] = x[i] * scale where a hash of (key, i) >= threshold, else 0; n elements. */
 GE_API int ge_dropout_masked_scale(const void* x, void* out, int64_t n, int dtype,
                                    uint32_t threshold, double scale, uint64_t key);

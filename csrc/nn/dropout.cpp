@@ -20,6 +20,7 @@
 #include "common/errors.h"
 #include "common/parallel.h"
 #include "graphemb_kernels.h"
+#include "nn/hashed_mask.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -28,15 +29,6 @@ namespace ge {
 namespace {
 
 constexpr int64_t kGrain = 1 << 15;  // elements per task
-
-inline uint32_t fmix32(uint32_t h) {
-  h ^= h >> 16;
-  h *= 0x85EBCA6BU;
-  h ^= h >> 13;
-  h *= 0xC2B2AE35U;
-  h ^= h >> 16;
-  return h;
-}
 
 // Elements [begin, end) of one call; the counter's high word is constant in a task (tasks
 // are split at multiples of 2^32), so the loop body is 32-bit arithmetic only.
@@ -52,7 +44,7 @@ inline __attribute__((always_inline)) void scale_range(const T* x, T* out, int64
   const T* xs = x + begin;
   T* os = out + begin;
   for (uint32_t j = 0; j < count; ++j) {
-    const uint32_t word = fmix32(fmix32((first + j) * 0x9E3779B9U + low_key) ^ high);
+    const uint32_t word = mask_word(first + j, high, low_key);
     os[j] = xs[j] * (word >= threshold ? scale : T(0));
   }
 }

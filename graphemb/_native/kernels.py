@@ -5,7 +5,7 @@ this module when the library loaded)."""
 from __future__ import annotations
 
 from .graph import csc_from_edges, parse_integer_edges
-from .layers import csr_aggregate, dropout_masked_scale
+from .layers import csr_aggregate, csr_aggregate_transposed, dropout_masked_scale
 from .library import library
 from .optimizer import formulas, fused_update, sort_rows
 from .sampling import sample_blocks, sample_layer
@@ -17,6 +17,7 @@ __all__ = [
     "LIBRARY_PATH",
     "csc_from_edges",
     "csr_aggregate",
+    "csr_aggregate_transposed",
     "dropout_masked_scale",
     "formulas",
     "fused_update",

@@ -1,17 +1,32 @@
 """Kernels of GNN layers, compiled: the CSR aggregation (a sparse x dense product, summed
-or averaged per row, its source rows prefetched) and dropout's masked scaling from a
-counter-based hash."""
+or averaged per row, its source rows prefetched), its backward (the transposed product,
+without building the transpose) and dropout's masked scaling from a counter-based hash."""
 
 from __future__ import annotations
 
+from ctypes import byref
+
 import torch
 
-from .library import library, span
+from .library import DropoutMask, library, span
 from .tensors import dtype_code, dtype_name
 
-__all__ = ["csr_aggregate", "dropout_masked_scale"]
+__all__ = ["csr_aggregate", "csr_aggregate_transposed", "dropout_masked_scale"]
 
 _FLOATS = (torch.float32, torch.float64)
+
+#: Dropout's ``(threshold, scale, key)`` (:func:`dropout_masked_scale`'s arguments).
+Mask = tuple[int, float, int]
+
+
+def _mask_argument(mask: Mask | None, kernel: str) -> object:
+    """The kernel's ``ge_dropout_mask*`` argument: None, or a reference to the struct."""
+    if mask is None:
+        return None
+    threshold, scale, key = mask
+    if not 0 <= threshold <= 0xFFFFFFFF:
+        raise ValueError(f"graphemb_kernels.{kernel}: threshold = {threshold} is not in [0, 2^32)")
+    return byref(DropoutMask(int(threshold), float(scale), int(key) & ((1 << 64) - 1)))
 
 
 def _check_index(tensor: torch.Tensor, name: str) -> None:
@@ -27,9 +42,11 @@ def csr_aggregate(
     values: torch.Tensor | None,
     dense: torch.Tensor,
     mean: bool,
+    mask: Mask | None = None,
 ) -> torch.Tensor:
     """CSR ``(crow, col, values or None)`` x ``dense`` (N, F) -> (R, F), summed or averaged
-    per row (rows without entries: 0)."""
+    per row (rows without entries: 0); with ``mask``, of ``dense`` after that dropout
+    (:func:`dropout_masked_scale` with these arguments), dropped as it is read."""
     _check_index(crow, "crow")
     _check_index(col, "col")
     if dense.device.type != "cpu" or not dense.is_contiguous() or dense.dim() != 2:
@@ -65,7 +82,67 @@ def csr_aggregate(
             dense.shape[1],
             dtype_code(dense.dtype),
             int(bool(mean)),
+            _mask_argument(mask, "csr_aggregate"),
             out.data_ptr(),
+        )
+    return out
+
+
+def _check_rows(tensor: torch.Tensor, name: str, kernel: str) -> None:
+    if tensor.device.type != "cpu" or not tensor.is_contiguous() or tensor.dim() != 2:
+        raise ValueError(f"graphemb_kernels.{kernel}: {name} must be a contiguous 2-D CPU tensor")
+    if tensor.dtype not in _FLOATS:
+        raise TypeError(
+            f"graphemb_kernels.{kernel}: {name} must be float32 or float64, got "
+            f"{dtype_name(tensor.dtype)}"
+        )
+
+
+def csr_aggregate_transposed(
+    crow: torch.Tensor,
+    col: torch.Tensor,
+    grad: torch.Tensor,
+    mean: bool,
+    out_rows: int,
+    addend: torch.Tensor | None = None,
+    mask: Mask | None = None,
+) -> torch.Tensor:
+    """The backward of :func:`csr_aggregate` with unit values: the transpose of the CSR
+    matrix ``(crow, col)`` (values 1, or ``1 / entries of the row`` with ``mean``) times
+    ``grad`` (R, F) -> (out_rows, F), plus ``addend`` (A, F) on the first ``A`` rows, then
+    dropped by ``mask`` if given (the dropout's backward); the transpose is never built."""
+    kernel = "csr_aggregate_transposed"
+    _check_index(crow, "crow")
+    _check_index(col, "col")
+    _check_rows(grad, "grad", kernel)
+    if crow.numel() < 1:
+        raise ValueError(f"graphemb_kernels.{kernel}: crow is empty")
+    rows = crow.numel() - 1
+    if rows != grad.shape[0]:
+        raise ValueError(
+            f"graphemb_kernels.{kernel}: grad has {grad.shape[0]} rows, crow {rows} (+ 1)"
+        )
+    if addend is not None:
+        _check_rows(addend, "addend", kernel)
+        if addend.dtype != grad.dtype or addend.shape[1] != grad.shape[1]:
+            raise ValueError(f"graphemb_kernels.{kernel}: addend must have grad's dtype and width")
+    out = torch.empty(out_rows, grad.shape[1], dtype=grad.dtype)
+    with span(f"graphemb_kernels::{kernel}"):
+        library().call(
+            "ge_csr_aggregate_transposed",
+            crow.data_ptr(),
+            rows,
+            col.data_ptr(),
+            col.numel(),
+            grad.data_ptr(),
+            grad.shape[1],
+            dtype_code(grad.dtype),
+            int(bool(mean)),
+            None if addend is None else addend.data_ptr(),
+            0 if addend is None else addend.shape[0],
+            _mask_argument(mask, kernel),
+            out.data_ptr(),
+            out_rows,
         )
     return out
 

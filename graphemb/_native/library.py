@@ -25,6 +25,7 @@ import torch
 __all__ = [
     "ABI_VERSION",
     "DECLINED",
+    "DropoutMask",
     "Library",
     "Outputs",
     "library",
@@ -33,7 +34,7 @@ __all__ = [
     "span",
 ]
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 """``GE_ABI_VERSION`` of ``csrc/graphemb_kernels.h`` that these bindings speak."""
 
 DECLINED = 7
@@ -49,6 +50,16 @@ _ERRORS: dict[int, type[Exception]] = {
 
 _ALLOCATE = ctypes.CFUNCTYPE(c_int, c_void_p, c_int64, c_int64, POINTER(c_void_p))
 _P = c_void_p  # a tensor's data pointer (an int)
+
+
+class DropoutMask(ctypes.Structure):
+    """``ge_dropout_mask``: dropout's threshold, scale and key, for the kernels that drop
+    the rows they read or write."""
+
+    _fields_ = [("threshold", c_uint32), ("scale", c_double), ("key", c_uint64)]
+
+
+_MASK = POINTER(DropoutMask)  # None: no mask
 
 # name -> (result type, argument types): the functions of csrc/graphemb_kernels.h
 _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
@@ -114,7 +125,11 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     ),
     "ge_csr_aggregate": (
         c_int,
-        [_P, c_int64, _P, c_int64, _P, _P, c_int64, c_int64, c_int, c_int, _P],
+        [_P, c_int64, _P, c_int64, _P, _P, c_int64, c_int64, c_int, c_int, _MASK, _P],
+    ),
+    "ge_csr_aggregate_transposed": (
+        c_int,
+        [_P, c_int64, _P, c_int64, _P, c_int64, c_int, c_int, _P, c_int64, _MASK, _P, c_int64],
     ),
     "ge_dropout_masked_scale": (c_int, [_P, _P, c_int64, c_int, c_uint32, c_double, c_uint64]),
     "ge_skipgram_train": (c_int, [c_void_p, POINTER(c_int64)]),

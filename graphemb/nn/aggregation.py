@@ -1,5 +1,6 @@
 """Mean and sum aggregation over a block's edges: one fused CSR product forward and one
-backward, and the destination nodes' own rows without a full-size zero gradient."""
+transposed product backward, and the destination nodes' own rows without a full-size zero
+gradient."""
 
 from __future__ import annotations
 
@@ -17,12 +18,21 @@ __all__ = ["aggregate_neighbors"]
 _cpu_spmm = getattr(torch.ops.aten, "_sparse_mm_reduce_impl", None)
 
 
+#: Dropout's ``(threshold, scale, key)``: :meth:`graphemb.nn.Dropout.hashed_mask`.
+Mask = tuple[int, float, int]
+
+
 def _spmm(
-    matrix: torch.Tensor, dense: torch.Tensor, reduce: str, unit_values: bool = False
+    matrix: torch.Tensor,
+    dense: torch.Tensor,
+    reduce: str,
+    unit_values: bool = False,
+    mask: Mask | None = None,
 ) -> torch.Tensor:
     """``matrix @ dense`` for a CSR ``matrix``; ``reduce="mean"`` divides every row by its
     number of entries (rows without entries give 0), as ``torch.sparse.mm`` does.
-    ``unit_values``: every value of ``matrix`` is 1 (not read then)."""
+    ``unit_values``: every value of ``matrix`` is 1 (not read then). ``mask``: of
+    ``dense`` after that dropout (compiled kernel only)."""
     kernel = float_kernel("csr_aggregate", dense)
     if kernel is not None:  # prefetches the scattered rows of dense (csrc/.../aggregate.cpp)
         values = None if unit_values else matrix.values().to(dense.dtype).contiguous()
@@ -32,7 +42,10 @@ def _spmm(
             values,
             dense.contiguous(),
             reduce == "mean",
+            mask,
         )
+    if mask is not None:
+        raise RuntimeError("a dropout mask inside the aggregation needs the compiled kernels")
     if dense.device.type == "cpu" and _cpu_spmm is not None:
         return _cpu_spmm(matrix, dense, reduce)[0]
     out = torch.sparse.mm(matrix, dense)
@@ -42,46 +55,88 @@ def _spmm(
     return out
 
 
+def _transposed_product(
+    block: Block,
+    adj_t: torch.Tensor,
+    grad: torch.Tensor,
+    reduce: str,
+    grad_dst: torch.Tensor | None,
+    mask: Mask | None = None,
+) -> torch.Tensor:
+    """The gradient of the block's sources: ``A^T grad`` (S, F) for the block's (D, S)
+    aggregation matrix ``A``, plus ``grad_dst`` (D, F) on the first D rows if given, then
+    through the dropout of ``mask`` if given.
+
+    On CPU the compiled kernel takes ``adj_t`` as it is (csrc/nn/aggregate.cpp: each thread
+    adds into the rows of its own range of sources, so ``A^T`` is never built). Elsewhere
+    one CSR product with the transpose, which the block builds once."""
+    kernel = float_kernel("csr_aggregate_transposed", grad)
+    if kernel is not None:
+        addend = None if grad_dst is None else grad_dst.contiguous()
+        return kernel(
+            adj_t.crow_indices().contiguous(),
+            adj_t.col_indices().contiguous(),
+            grad,
+            reduce == "mean",
+            block.num_src_nodes,
+            addend,
+            mask,
+        )
+    if mask is not None:
+        raise RuntimeError("a dropout mask inside the aggregation needs the compiled kernels")
+    out = _spmm(block.aggregation_transpose(reduce, grad.dtype), grad, "sum")
+    if grad_dst is not None:
+        out[: block.num_dst_nodes] += grad_dst
+    return out
+
+
 class _BlockAggregation(torch.autograd.Function):
     """``(A h, h[:D])`` with ``A`` the block's (D, S) aggregation matrix.
 
     Forward is one CSR product on ``adj_t`` (on CPU graphemb's compiled kernel where it is
-    built, else the one PyG's ``SAGEConv`` runs); backward is one CSR product with the transpose,
-    which the block builds once, instead of autograd transposing (sorting) the matrix.
-    The gradient of ``h[:D]`` is added into the first rows of that product in place,
-    instead of slicing's zero-filled full-size gradient and a sum.
+    built, else the one PyG's ``SAGEConv`` runs); backward is one transposed product
+    (:func:`_transposed_product`), instead of autograd transposing (sorting) the matrix.
+    The gradient of ``h[:D]`` is added into the first rows of that product, instead of
+    slicing's zero-filled full-size gradient and a sum.
     """
 
     @staticmethod
     def forward(  # type: ignore[override]
-        ctx: Any,
-        h: torch.Tensor,
-        adj_t: torch.Tensor,
-        transpose: torch.Tensor,
-        num_dst: int,
-        reduce: str,
+        ctx: Any, h: torch.Tensor, adj_t: torch.Tensor, block: Block, reduce: str, mask: Mask | None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        ctx.transpose, ctx.num_dst, ctx.num_src = transpose, num_dst, h.shape[0]
-        return _spmm(adj_t, h, reduce, unit_values=True), h.narrow(0, 0, num_dst)
+        ctx.adj_t, ctx.block, ctx.reduce, ctx.mask = adj_t, block, reduce, mask
+        aggregated = _spmm(adj_t, h, reduce, unit_values=True, mask=mask)
+        h_dst = h.narrow(0, 0, block.num_dst_nodes)
+        if mask is not None:  # the dropout of the first D rows: a prefix of h, the same hash
+            h_dst = _dropped(h_dst, mask)
+        return aggregated, h_dst
 
     @staticmethod
     def backward(  # type: ignore[override]
         ctx: Any, grad_aggregated: torch.Tensor | None, grad_dst: torch.Tensor | None
     ) -> tuple[torch.Tensor | None, None, None, None, None]:
+        block, mask = ctx.block, ctx.mask
         if grad_aggregated is not None:
-            grad = _spmm(ctx.transpose, grad_aggregated.contiguous(), "sum")
-            if grad_dst is not None:
-                grad[: ctx.num_dst] += grad_dst
+            grad = _transposed_product(
+                block, ctx.adj_t, grad_aggregated.contiguous(), ctx.reduce, grad_dst, mask
+            )
         elif grad_dst is not None:
-            grad = grad_dst.new_zeros((ctx.num_src, grad_dst.shape[1]))
-            grad[: ctx.num_dst] = grad_dst
+            grad = grad_dst.new_zeros((block.num_src_nodes, grad_dst.shape[1]))
+            grad[: block.num_dst_nodes] = grad_dst if mask is None else _dropped(grad_dst, mask)
         else:
             grad = None
         return grad, None, None, None, None
 
 
+def _dropped(x: torch.Tensor, mask: Mask) -> torch.Tensor:
+    """``x`` (its first element the first of the masked tensor) through ``mask``'s dropout."""
+    kernel = float_kernel("dropout_masked_scale", x)
+    assert kernel is not None  # a mask is drawn only where the kernels run
+    return kernel(x.contiguous(), *mask)
+
+
 def aggregate_neighbors(
-    block: Block, h: torch.Tensor, reduce: str = "mean"
+    block: Block, h: torch.Tensor, reduce: str = "mean", mask: Mask | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Aggregate the source nodes' rows over the block's edges; the destinations' own rows.
 
@@ -93,6 +148,11 @@ def aggregate_neighbors(
         Representations of the source nodes.
     reduce : str
         ``"mean"`` (destinations without in-edges get 0) or ``"sum"``.
+    mask : tuple of (int, float, int), optional
+        A dropout on ``h`` first (:meth:`graphemb.nn.Dropout.hashed_mask`), applied to the
+        rows as the kernels read them and to their gradient as it is written: the floats
+        of ``aggregate_neighbors(block, dropout(h))`` without the dropped ``h`` written
+        out. Needs the compiled kernels (CPU, float32 or float64).
 
     Returns
     -------
@@ -100,7 +160,8 @@ def aggregate_neighbors(
         Row ``d``: the mean (sum) of ``h`` over the sources of ``d``'s sampled in-edges;
         what PyG's ``SAGEConv`` computes from ``block.adj_t``.
     h_dst : Tensor of shape (D, F)
-        ``h[:D]`` (a view), whose gradient is added into ``h``'s without a zero-filled copy.
+        ``h[:D]`` (a view; dropped by ``mask`` if given), whose gradient is added into
+        ``h``'s without a zero-filled copy.
 
     Examples
     --------
@@ -119,6 +180,9 @@ def aggregate_neighbors(
     adj_t = block.adj_t
     if adj_t.dtype != h.dtype:
         adj_t = adj_t.to(h.dtype)
-    transpose = block.aggregation_transpose(reduce, h.dtype)
-    aggregated, h_dst = _BlockAggregation.apply(h, adj_t, transpose, block.num_dst_nodes, reduce)
+    if reduce not in ("mean", "sum"):
+        raise ValueError(f"reduce must be 'mean' or 'sum', got {reduce!r}")
+    if mask is not None:
+        h = h.contiguous()  # element i of the mask is element i of h in memory order
+    aggregated, h_dst = _BlockAggregation.apply(h, adj_t, block, reduce, mask)
     return aggregated, h_dst

@@ -95,9 +95,14 @@ def dropout(
         return x
     if not hashed_dropout_applies(x):
         return F.dropout(x, p, training=True)
+    return _HashedDropout.apply(x, *_draw_mask(p, generator))
+
+
+def _draw_mask(p: float, generator: torch.Generator | None) -> tuple[int, float, int]:
+    """A call's ``(threshold, scale, key)``, its key drawn from ``generator``."""
     threshold, keep = _threshold(p)
     key = int(torch.randint(-(2**63), 2**63 - 1, (), dtype=torch.int64, generator=generator))
-    return _HashedDropout.apply(x, threshold, 1.0 / keep, key)
+    return threshold, 1.0 / keep, key
 
 
 class Dropout(nn.Module):
@@ -116,6 +121,16 @@ class Dropout(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` with dropout applied in training mode, unchanged in eval mode."""
         return dropout(x, self.p, self.training)
+
+    def hashed_mask(self, x: torch.Tensor) -> tuple[int, float, int] | None:
+        """The hashed mask that calling this layer on ``x`` would apply, as ``(threshold,
+        scale, key)``, its key drawn now (from torch's generator, as the call would); or
+        ``None`` where the call would not take the hashed path (eval mode, ``p == 0``, no
+        kernels, another device or dtype). A kernel that applies the mask to the rows it
+        reads or writes then gives the floats of the call followed by that kernel."""
+        if not self.training or self.p == 0.0 or not hashed_dropout_applies(x):
+            return None
+        return _draw_mask(self.p, None)
 
     def extra_repr(self) -> str:
         return f"p={self.p}"

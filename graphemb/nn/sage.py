@@ -11,6 +11,7 @@ from torch import nn
 from ..sampling.block import Block
 from ._pyg import pyg_layer, require_pyg
 from .aggregation import aggregate_neighbors
+from .dropout import Dropout
 from .stack import SAGEStack
 
 require_pyg("GraphSAGE")  # here, a clear error; PyG itself is imported by the first model
@@ -118,7 +119,21 @@ class GraphSAGE(SAGEStack):
         # SAGEConv.forward on a (D, S) adjacency, with its aggregation step swapped for one
         # whose backward is a CSR product too (see aggregation.py): the same parameters
         # and the same output as layer((h, h[:D]), block.adj_t).
-        aggregated, h_dst = aggregate_neighbors(block, h, layer.aggr)
+        return self._combine(layer, *aggregate_neighbors(block, h, layer.aggr))
+
+    def convolve_dropped(
+        self, layer: Any, block: Any, h: torch.Tensor, dropout: Dropout
+    ) -> torch.Tensor:
+        # With the compiled kernels the aggregation drops the rows of h as it reads them,
+        # and their gradient as it writes it: the same floats as dropout, then convolve.
+        mask = dropout.hashed_mask(h) if self.sparse_adjacency else None
+        if mask is None:
+            return super().convolve_dropped(layer, block, h, dropout)
+        return self._combine(layer, *aggregate_neighbors(block, h, layer.aggr, mask))
+
+    @staticmethod
+    def _combine(layer: Any, aggregated: torch.Tensor, h_dst: torch.Tensor) -> torch.Tensor:
+        """SAGEConv's output from the aggregated neighbours and the destinations' rows."""
         out = layer.lin_l(aggregated)
         if layer.root_weight:
             out = out + layer.lin_r(h_dst)

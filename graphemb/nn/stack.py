@@ -107,6 +107,14 @@ class BlockGNN(nn.Module):
         (shape (num_src_nodes, in)); returns the destination nodes' (num_dst_nodes, out)."""
         raise NotImplementedError
 
+    def convolve_dropped(
+        self, layer: nn.Module, block: Any, h: torch.Tensor, dropout: Dropout
+    ) -> torch.Tensor:
+        """:meth:`convolve` on ``dropout(h)``. A model whose layer can apply the dropout as
+        it reads ``h`` overrides this (no dropped copy of ``h`` written out), with the
+        same result."""
+        return self.convolve(layer, block, dropout(h))
+
     def layer_blocks(self, blocks: Any) -> list[Any]:
         """One block per layer from :meth:`forward`'s argument, checked
         (:func:`~graphemb.nn.as_blocks` for graphemb's blocks and graphs)."""
@@ -134,11 +142,12 @@ class BlockGNN(nn.Module):
         Graph, (N, out_size).
         """
         blocks = self.layer_blocks(blocks)
-        h = self.input_dropout(self.input(blocks[0], features))
+        h = self.input(blocks[0], features)
         for index, (layer, block) in enumerate(zip(self.layers, blocks, strict=True)):
             if index:
-                h = self.dropout(self.activation(h))
-            h = self.convolve(layer, block, h)
+                h = self.activation(h)
+            dropout = self.dropout if index else self.input_dropout
+            h = self.convolve_dropped(layer, block, h, dropout)
         return h
 
 

@@ -1,0 +1,152 @@
+"""The compiled aggregation kernels of GNN layers (``csrc/nn/aggregate.cpp``), called
+directly: the CSR product and its transposed product (the backward, computed without
+building the transpose) against a float64 dense oracle, on every thread count, on hub
+columns, empty rows and columns no entry reaches; bad input named, nothing returned."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from graphemb._compiled import compiled_module, disabled
+
+pytestmark = pytest.mark.skipif(
+    compiled_module() is None or disabled(), reason="the compiled kernels are disabled here"
+)
+
+
+def _csr(rows: int, columns: int, entries: int, seed: int, hub: bool = False):
+    """A random (rows, columns) CSR pattern: crow, col (entries in each row in any order,
+    repeats allowed), and its dense float64 matrix of entry counts."""
+    generator = torch.Generator().manual_seed(seed)
+    row_of = torch.randint(0, rows, (entries,), generator=generator).sort().values
+    col = torch.randint(0, columns, (entries,), generator=generator)
+    if hub:  # half the entries in column 1: one thread's share is mostly one output row
+        col[: entries // 2] = 1
+    crow = torch.zeros(rows + 1, dtype=torch.int64)
+    crow[1:] = torch.bincount(row_of, minlength=rows).cumsum(0)
+    dense = torch.zeros(rows, columns, dtype=torch.float64)
+    dense.index_put_((row_of, col), torch.ones(entries, dtype=torch.float64), accumulate=True)
+    return crow, col, dense
+
+
+SHAPES = [  # rows, columns, entries, hub
+    (40, 300, 500, False),  # most output rows reached once or never
+    (300, 12, 2_000, False),  # every output row reached many times
+    (50, 5_000, 20_000, True),  # more columns than histogram bins, and a hub
+    (7, 7, 0, False),  # no entries: all zeros (plus the addend)
+    (1, 3, 4, False),
+]
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("mean", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_transposed_product_matches_the_dense_transpose(threads, mean, dtype):
+    kernels = compiled_module()
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for seed, (rows, columns, entries, hub) in enumerate(SHAPES):
+            crow, col, dense = _csr(rows, columns, entries, seed, hub)
+            generator = torch.Generator().manual_seed(100 + seed)
+            # small integers: float32 sums of them are exact, so any order gives the oracle
+            grad = torch.randint(-8, 9, (rows, 9), generator=generator).to(dtype)
+            addend = torch.randint(-8, 9, (min(rows, columns), 9), generator=generator).to(dtype)
+            matrix = dense / dense.sum(1, keepdim=True).clamp(min=1) if mean else dense
+            expected = matrix.T @ grad.double()
+            expected[: addend.shape[0]] += addend.double()
+            out = kernels.csr_aggregate_transposed(crow, col, grad, mean, columns, addend)
+            assert out.dtype == dtype and out.shape == (columns, 9)
+            exact = {"rtol": 0, "atol": 0}  # sums of small integers: exact in any order
+            if mean:  # 1 / count rounded, then sums of up to ~200 terms in float32
+                exact = {"rtol": 1e-4, "atol": 1e-3} if dtype == torch.float32 else {}
+            torch.testing.assert_close(out.double(), expected, **exact)
+            without = kernels.csr_aggregate_transposed(crow, col, grad, mean, columns)
+            torch.testing.assert_close(without.double(), matrix.T @ grad.double(), **exact)
+            # the forward kernel on the same pattern, against the same oracle
+            h = torch.randint(-8, 9, (columns, 9), generator=generator).to(dtype)
+            forward = kernels.csr_aggregate(crow, col, None, h, mean)
+            torch.testing.assert_close(forward.double(), matrix @ h.double(), **exact)
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_transposed_product_of_a_sampled_block_is_the_transpose_products_own_floats():
+    """On a block as the sampler numbers it (new sources in order of first appearance),
+    float32 with rounding: the same floats as the product with the block's transpose built
+    (each output row summed in increasing row order, from 0)."""
+    from graphemb.sampling import Block
+
+    generator = torch.Generator().manual_seed(5)
+    num_dst, num_edges = 300, 4_000
+    dst = torch.randint(0, num_dst, (num_edges,), generator=generator).sort().values
+    src = torch.randint(0, 2_500, (num_edges,), generator=generator)
+    _, src = torch.unique(torch.cat([torch.arange(num_dst), src]), return_inverse=True)
+    block = Block(torch.arange(int(src.max()) + 1), num_dst, torch.stack([src[num_dst:], dst]))
+    grad = torch.randn(num_dst, 33, generator=generator)
+    grad_dst = torch.randn(num_dst, 33, generator=generator)
+    adj_t = block.adj_t
+    kernels = compiled_module()
+    for reduce in ("mean", "sum"):
+        transpose = block.aggregation_transpose(reduce, torch.float32)
+        expected = kernels.csr_aggregate(
+            transpose.crow_indices(), transpose.col_indices(), transpose.values(), grad, False
+        )
+        expected[:num_dst] += grad_dst
+        out = kernels.csr_aggregate_transposed(
+            adj_t.crow_indices(), adj_t.col_indices(), grad, reduce == "mean",
+            block.num_src_nodes, grad_dst,
+        )  # fmt: skip
+        assert torch.equal(out, expected)
+
+
+def _good():
+    crow, col, _ = _csr(6, 10, 20, seed=1)
+    return {"crow": crow, "col": col, "grad": torch.ones(6, 4), "mean": True, "out_rows": 10}
+
+
+@pytest.mark.parametrize(
+    ("spoil", "error", "message"),
+    [
+        (
+            lambda a: a["col"].__setitem__(3, 10),
+            IndexError,
+            r"col\[3\] = 10 is out of range for 10 output rows",
+        ),
+        (lambda a: a["col"].__setitem__(0, -1), IndexError, r"col\[0\] = -1 is out of range"),
+        (lambda a: a.update(grad=torch.ones(5, 4)), ValueError, "grad has 5 rows, crow 6"),
+        (
+            lambda a: a.update(grad=torch.ones(6, 4, dtype=torch.int32)),
+            TypeError,
+            "grad must be float32 or float64, got int32",
+        ),
+        (lambda a: a.update(grad=torch.ones(4, 6).T), ValueError, "grad must be a contiguous"),
+        (lambda a: a.update(col=a["col"].int()), TypeError, "col must be int64, got int32"),
+        (
+            lambda a: a.update(crow=a["crow"] + 1),
+            ValueError,
+            "crow must run from 0 to the 20 entries, got 1 to 21",
+        ),
+        (lambda a: a.update(crow=torch.zeros(0, dtype=torch.int64)), ValueError, "crow is empty"),
+        (
+            lambda a: a.update(addend=torch.ones(11, 4)),
+            ValueError,
+            "addend has 11 rows, more than the 10 output rows",
+        ),
+        (lambda a: a.update(addend=torch.ones(3, 5)), ValueError, "addend must have grad's"),
+        (
+            lambda a: a.update(addend=torch.ones(3, 4, dtype=torch.float64)),
+            ValueError,
+            "addend must have grad's dtype",
+        ),
+    ],  # fmt: skip
+)
+def test_transposed_product_bad_input_is_named_and_changes_nothing(spoil, error, message):
+    args = _good()
+    spoil(args)
+    kept = {name: value.clone() for name, value in args.items() if torch.is_tensor(value)}
+    with pytest.raises(error, match=message):
+        compiled_module().csr_aggregate_transposed(**args)
+    for name, value in kept.items():
+        assert torch.equal(args[name], value), name
