@@ -10,16 +10,13 @@ import torch
 
 from .._compiled import float_kernel
 from ..sampling.block import Block
+from .dropout import Mask
 
 __all__ = ["aggregate_neighbors"]
 
 # The row-parallel CSR x dense kernel behind torch.sparse.mm(csr, x, reduce) on CPU (torch
 # >= 2.0), the one PyG's SAGEConv runs on adj_t. CUDA takes torch's cuSPARSE product.
 _cpu_spmm = getattr(torch.ops.aten, "_sparse_mm_reduce_impl", None)
-
-
-#: Dropout's ``(threshold, scale, key)``: :meth:`graphemb.nn.Dropout.hashed_mask`.
-Mask = tuple[int, float, int]
 
 
 def _spmm(

@@ -41,6 +41,10 @@ __all__ = ["Dropout", "dropout", "hashed_dropout_applies"]
 
 _LEVELS = 1 << 32  # the hash's 32 bits per element
 
+#: A call's hashed mask, ``(threshold, scale, key)``: what :meth:`Dropout.hashed_mask`
+#: returns and the kernels that apply a dropout to the rows they read or write take.
+Mask = tuple[int, float, int]
+
 
 def _threshold(p: float) -> tuple[int, float]:
     """The 32-bit threshold that drops ``round(p * 2**32)`` of the ``2**32`` hash values,
@@ -98,7 +102,7 @@ def dropout(
     return _HashedDropout.apply(x, *_draw_mask(p, generator))
 
 
-def _draw_mask(p: float, generator: torch.Generator | None) -> tuple[int, float, int]:
+def _draw_mask(p: float, generator: torch.Generator | None) -> Mask:
     """A call's ``(threshold, scale, key)``, its key drawn from ``generator``."""
     threshold, keep = _threshold(p)
     key = int(torch.randint(-(2**63), 2**63 - 1, (), dtype=torch.int64, generator=generator))
@@ -122,7 +126,7 @@ class Dropout(nn.Module):
         """``x`` with dropout applied in training mode, unchanged in eval mode."""
         return dropout(x, self.p, self.training)
 
-    def hashed_mask(self, x: torch.Tensor) -> tuple[int, float, int] | None:
+    def hashed_mask(self, x: torch.Tensor) -> Mask | None:
         """The hashed mask that calling this layer on ``x`` would apply, as ``(threshold,
         scale, key)``, its key drawn now (from torch's generator, as the call would); or
         ``None`` where the call would not take the hashed path (eval mode, ``p == 0``, no
