@@ -26,6 +26,10 @@ const char* ge_last_error(void) { return ge::last_error.c_str(); }
 const char* ge_simd_level(void) {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
+  // The skip-gram runs its AVX2+FMA loop; the layers' loops (nn/) also have AVX-512 clones.
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") &&
+      __builtin_cpu_supports("fma"))
+    return "avx512f";
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "avx2+fma";
   return "sse2";
 #elif defined(__aarch64__)

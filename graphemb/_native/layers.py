@@ -1,6 +1,7 @@
 """Kernels of GNN layers, compiled: the CSR aggregation (a sparse x dense product, summed
 or averaged per row, its source rows prefetched), its backward (the transposed product,
-without building the transpose) and dropout's masked scaling from a counter-based hash."""
+its pattern counting-sorted by column) and dropout's masked scaling from a counter-based
+hash."""
 
 from __future__ import annotations
 
@@ -110,7 +111,8 @@ def csr_aggregate_transposed(
     """The backward of :func:`csr_aggregate` with unit values: the transpose of the CSR
     matrix ``(crow, col)`` (values 1, or ``1 / entries of the row`` with ``mean``) times
     ``grad`` (R, F) -> (out_rows, F), plus ``addend`` (A, F) on the first ``A`` rows, then
-    dropped by ``mask`` if given (the dropout's backward); the transpose is never built."""
+    dropped by ``mask`` if given (the dropout's backward); the transpose's pattern is a
+    counting sort inside the call, never a tensor."""
     kernel = "csr_aggregate_transposed"
     _check_index(crow, "crow")
     _check_index(col, "col")

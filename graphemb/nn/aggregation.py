@@ -64,9 +64,10 @@ def _transposed_product(
     aggregation matrix ``A``, plus ``grad_dst`` (D, F) on the first D rows if given, then
     through the dropout of ``mask`` if given.
 
-    On CPU the compiled kernel takes ``adj_t`` as it is (csrc/nn/aggregate.cpp: each thread
-    adds into the rows of its own range of sources, so ``A^T`` is never built). Elsewhere
-    one CSR product with the transpose, which the block builds once."""
+    On CPU the compiled kernel takes ``adj_t`` as it is (csrc/nn/aggregate.cpp: it
+    counting-sorts ``A``'s entries by source on its threads, then gathers each source's
+    gradient rows as the forward does). Elsewhere one CSR product with the transpose,
+    which the block builds once."""
     kernel = float_kernel("csr_aggregate_transposed", grad)
     if kernel is not None:
         addend = None if grad_dst is None else grad_dst.contiguous()
