@@ -136,7 +136,13 @@ class GraphSAGE(SAGEStack):
         """SAGEConv's output from the aggregated neighbours and the destinations' rows."""
         out = layer.lin_l(aggregated)
         if layer.root_weight:
-            out = out + layer.lin_r(h_dst)
+            root = layer.lin_r
+            if getattr(root, "bias", None) is None and not nn.parameter.is_lazy(root.weight):
+                # lin_r(h_dst) summed into out by the product itself: no (D, C) tensor
+                # more, and no pass of its own to add it.
+                out = out.addmm_(h_dst, root.weight.t())
+            else:
+                out = out + root(h_dst)
         if layer.normalize:
             out = F.normalize(out, p=2.0, dim=-1)
         return out

@@ -256,13 +256,17 @@ def test_block_aggregation_and_its_backward_match_float64_and_pygs_own_path(
         torch.testing.assert_close(leaf.grad, pyg_leaf.grad, **tolerance)
 
 
-def test_graphsage_layer_equals_pygs_sageconv_on_adj_t():
-    """The model swaps SAGEConv's aggregation step for its own: output and gradients of
-    every weight stay those of ``SAGEConv((h, h[:D]), adj_t)``."""
+@pytest.mark.parametrize("root_bias", [False, True], ids=["pyg-root", "root-with-bias"])
+def test_graphsage_layer_equals_pygs_sageconv_on_adj_t(root_bias):
+    """The model swaps SAGEConv's aggregation step for its own, and sums the root weight's
+    product into the output in place: output and gradients of every weight stay those of
+    ``SAGEConv((h, h[:D]), adj_t)``, also for a root weight given a bias of its own."""
     block = random_block(50, 20, 200, seed=3)
-    emb = random_embedding(50, 5, "sage-layer-vs-pyg")
+    emb = random_embedding(50, 5, f"sage-layer-vs-pyg-{root_bias}")
     model = GraphSAGE(emb, 0, 8, 4, num_layers=1, dropout=0.0)
     layer = model.layers[0]
+    if root_bias:
+        layer.lin_r.bias = torch.nn.Parameter(torch.randn(4))
     h = torch.randn(50, 5)
     ours = model.convolve(layer, block, h)
     ours.square().sum().backward()
