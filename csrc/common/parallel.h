@@ -23,25 +23,33 @@ int num_threads();
 // one after the other on the calling thread.
 void run_on_threads(int64_t workers, const std::function<void(int64_t)>& job);
 
-// at::parallel_for's contract: f(chunk_begin, chunk_end) over [begin, end) in at most
-// num_threads() contiguous chunks of at least `grain` elements (one call on the calling
-// thread when the range is at most `grain`).
+// f(chunk, chunk_begin, chunk_end) over [begin, end) in at most num_threads() contiguous
+// chunks of at least `grain` elements, chunk = 0, 1, ... (one call on the calling thread
+// when the range is at most `grain`): for loops that keep per-chunk scratch space.
 template <typename F>
-void parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
+void parallel_chunks(int64_t begin, int64_t end, int64_t grain, const F& f) {
   if (begin >= end) return;
   const int64_t range = end - begin;
   const int64_t chunks =
       std::min<int64_t>(num_threads(), (range + std::max<int64_t>(grain, 1) - 1) /
                                            std::max<int64_t>(grain, 1));
   if (chunks <= 1) {
-    f(begin, end);
+    f(int64_t{0}, begin, end);
     return;
   }
   const int64_t size = (range + chunks - 1) / chunks;
   run_on_threads(chunks, [&](int64_t chunk) {
     const int64_t first = begin + chunk * size;
-    if (first < end) f(first, std::min(end, first + size));
+    if (first < end) f(chunk, first, std::min(end, first + size));
   });
+}
+
+// at::parallel_for's contract: f(chunk_begin, chunk_end) over [begin, end) in at most
+// num_threads() contiguous chunks of at least `grain` elements (one call on the calling
+// thread when the range is at most `grain`).
+template <typename F>
+void parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
+  parallel_chunks(begin, end, grain, [&](int64_t, int64_t b, int64_t e) { f(b, e); });
 }
 
 // Calls body(task) for every task in [0, tasks), each thread taking the next task from a

@@ -21,10 +21,11 @@
 // Relabelling (sample_blocks): `marker` (one entry per graph node, -1 = unseen) holds the
 // block-local id of every node of the current block. Between layers it needs no reset:
 // a block's source nodes are the next layer's destination nodes, with the same local ids.
-// New sources are marked -2 during the draws, then numbered in increasing id order --
-// by a parallel scan of the marker array when the layer's edges are many (E *
-// scan_fraction >= nodes), else by sorting the few new ones. At the end only the entries
-// of the input nodes (every node touched) are reset to -1: no hashing, no full clears.
+// New sources are numbered in increasing id order: when the layer's edges are many (E *
+// scan_fraction >= nodes) the draws set them in bit maps of the nodes (NodeBits, one per
+// thread) and a parallel scan of the maps' words numbers them; else the few new ones are
+// collected from the edges and sorted. At the end only the entries of the input nodes
+// (every node touched) are reset to -1: no hashing, no full clears of the marker.
 // The caller checks the arguments (graphemb/sampling/neighbor.py and graphemb/_native/)
 // except for what is checked below; seeds must be distinct for sample_blocks. Outputs come
 // from the caller's allocator, slot by slot (graphemb_kernels.h).
@@ -47,10 +48,9 @@ namespace {
 // small regions 10x slower on 2 threads than on 1). Small layers run on the calling thread.
 constexpr int64_t kDrawGrain = 2048;     // seeds per task of the draws
 constexpr int64_t kPassGrain = 1 << 16;  // elements per task of the light passes
-constexpr int64_t kScanGrain = 1 << 19;  // marker entries per task of the scan
+constexpr int64_t kWordGrain = 1 << 13;  // words of the node maps per task of the scan
 constexpr int64_t kAhead = 16;  // prefetch distance of the random reads, in items
 constexpr int64_t kUnseen = -1;
-constexpr int64_t kNew = -2;
 
 using splitmix::mix;
 using splitmix::SplitMix64;
@@ -126,19 +126,40 @@ inline void draw_positions(const Graph& g, const int64_t* seeds, const int64_t* 
   }
 }
 
+// One bit a graph node: which nodes the current block holds (its destination nodes and
+// the sources numbered so far), and, per chunk of a layer's draws, the sources that chunk
+// drew outside the block. A layer's new sources are the union of the chunks' bits: they
+// are numbered by a scan of N / 64 words per bit map instead of the N entries of the
+// marker, and the draws test and set bits of maps that stay in the cache (N / 8 bytes:
+// 125 KiB at 1M nodes) instead of marker entries scattered over N * 4 bytes.
+struct NodeBits {
+  int64_t words;
+  std::vector<uint64_t> in_block;
+  std::vector<std::vector<uint64_t>> drawn;  // per chunk of the draws; made by the first scan
+
+  explicit NodeBits(int64_t num_nodes) : words((num_nodes + 63) / 64), in_block(words, 0) {}
+  void make_drawn() {  // before a layer that is numbered by a scan (the maps come back clear)
+    if (drawn.empty()) drawn.assign(num_threads(), std::vector<uint64_t>(words, 0));
+  }
+  void add(int64_t v) { in_block[v >> 6] |= uint64_t{1} << (v & 63); }
+  bool holds(int64_t v) const { return (in_block[v >> 6] >> (v & 63)) & 1U; }
+};
+
 // The draws of every seed into src (global ids), dst (seed position) and pos (CSC
-// positions). With a marker, every source not yet in it is marked kNew.
+// positions). With bits, every source outside the block is set in its chunk's drawn map.
 //
-// One pass over a task's seeds in three stages, each on a different seed so that the
+// One pass over a chunk's seeds in three stages, each on a different seed so that the
 // reads of one stage were prefetched by the stage before: seed i + 2A's row pointers are
 // prefetched; seed i + A draws its positions and prefetches their entries of `indices`;
-// seed i reads its sources from those entries (and prefetches their marker entries);
-// seed i - A marks its new sources. A = kAhead. The draws depend on (key, layer, seed
-// position) only: the order of the stages changes no output.
-template <typename M>
+// seed i reads its sources from those entries (and prefetches their words of the block's
+// map); seed i - A marks its new sources. A = kAhead. The draws depend on (key, layer,
+// seed position) only: neither the order of the stages nor the chunks change an output.
 void draw(const Graph& g, const int64_t* seeds, int64_t num_seeds, const int64_t* r,
-          uint64_t key, uint64_t layer, int64_t* src, int64_t* dst, int64_t* pos, M* marker) {
-  parallel_for(0, num_seeds, kDrawGrain, [&](int64_t begin, int64_t end) {
+          uint64_t key, uint64_t layer, int64_t* src, int64_t* dst, int64_t* pos,
+          NodeBits* bits) {
+  parallel_chunks(0, num_seeds, kDrawGrain, [&](int64_t chunk, int64_t begin, int64_t end) {
+    uint64_t* mine = bits != nullptr ? bits->drawn[chunk].data() : nullptr;
+    const uint64_t* in_block = bits != nullptr ? bits->in_block.data() : nullptr;
     for (int64_t i = begin; i < std::min(end, begin + 2 * kAhead); ++i) {
       __builtin_prefetch(g.indptr + seeds[i]);
     }
@@ -152,32 +173,40 @@ void draw(const Graph& g, const int64_t* seeds, int64_t num_seeds, const int64_t
         for (int64_t e = r[i], stop = r[i + 1]; e < stop; ++e) {
           src[e] = g.indices[pos[e]];
           dst[e] = i;
-          if (marker != nullptr) __builtin_prefetch(marker + src[e]);
+          if (mine != nullptr) __builtin_prefetch(in_block + (src[e] >> 6));
         }
       }
-      if (marker == nullptr || i - kAhead < begin) continue;
+      if (mine == nullptr || i - kAhead < begin) continue;
       for (int64_t e = r[i - kAhead], stop = r[i - kAhead + 1]; e < stop; ++e) {
         const int64_t u = src[e];
-        if (__atomic_load_n(marker + u, __ATOMIC_RELAXED) == kUnseen) {
-          __atomic_store_n(marker + u, static_cast<M>(kNew), __ATOMIC_RELAXED);  // same value
-        }
+        const uint64_t bit = uint64_t{1} << (u & 63);
+        if (!(in_block[u >> 6] & bit)) mine[u >> 6] |= bit;
       }
     }
   });
 }
 
-// Numbers the nodes marked kNew from `first` on, in increasing id order, into new_nodes;
-// returns how many. Scans the whole marker array in parallel parts.
+// Numbers a layer's new sources (the union of the drawn maps) from `first` on, in
+// increasing id order, into new_nodes and the marker; adds them to the block and clears
+// the drawn maps; returns how many. Two passes over the words in parallel parts: count,
+// then number.
 template <typename M>
-int64_t number_by_scan(M* marker, int64_t num_nodes, int64_t first, std::vector<int64_t>& out) {
-  const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(num_threads() * 2,
-                                                               num_nodes / kScanGrain));
+int64_t number_by_scan(NodeBits& bits, M* marker, int64_t first, std::vector<int64_t>& out) {
+  const int64_t words = bits.words;
+  const auto maps = static_cast<int64_t>(bits.drawn.size());
+  const int64_t parts =
+      std::max<int64_t>(1, std::min<int64_t>(num_threads() * 2, words / kWordGrain));
+  const auto fresh = [&](int64_t w) {
+    uint64_t x = 0;
+    for (int64_t t = 0; t < maps; ++t) x |= bits.drawn[t][w];
+    return x & ~bits.in_block[w];
+  };
   std::vector<int64_t> counts(parts + 1, 0);
   parallel_for(0, parts, 1, [&](int64_t begin, int64_t end) {
     for (int64_t p = begin; p < end; ++p) {
       int64_t c = 0;
-      for (int64_t v = num_nodes * p / parts, stop = num_nodes * (p + 1) / parts; v < stop; ++v)
-        c += marker[v] == kNew;
+      for (int64_t w = words * p / parts, stop = words * (p + 1) / parts; w < stop; ++w)
+        c += __builtin_popcountll(fresh(w));
       counts[p + 1] = c;
     }
   });
@@ -186,8 +215,12 @@ int64_t number_by_scan(M* marker, int64_t num_nodes, int64_t first, std::vector<
   parallel_for(0, parts, 1, [&](int64_t begin, int64_t end) {
     for (int64_t p = begin; p < end; ++p) {
       int64_t k = counts[p];
-      for (int64_t v = num_nodes * p / parts, stop = num_nodes * (p + 1) / parts; v < stop; ++v) {
-        if (marker[v] == kNew) {
+      for (int64_t w = words * p / parts, stop = words * (p + 1) / parts; w < stop; ++w) {
+        uint64_t x = fresh(w);
+        for (int64_t t = 0; t < maps; ++t) bits.drawn[t][w] = 0;
+        bits.in_block[w] |= x;
+        for (; x != 0; x &= x - 1) {
+          const int64_t v = 64 * w + __builtin_ctzll(x);
           marker[v] = static_cast<M>(first + k);
           out[k++] = v;
         }
@@ -197,15 +230,16 @@ int64_t number_by_scan(M* marker, int64_t num_nodes, int64_t first, std::vector<
   return counts[parts];
 }
 
-// The same by collecting the new sources from the edges and sorting them.
+// The same for a layer of few edges, drawn without the maps: its sources outside the
+// block, collected from the edges and sorted.
 template <typename M>
-int64_t number_by_sort(M* marker, const int64_t* src, int64_t num_edges, int64_t first,
-                       std::vector<int64_t>& out) {
+int64_t number_by_sort(NodeBits& bits, M* marker, const int64_t* src, int64_t num_edges,
+                       int64_t first, std::vector<int64_t>& out) {
   out.clear();
   for (int64_t e = 0; e < num_edges; ++e) {
     const int64_t u = src[e];
-    if (marker[u] == kNew) {
-      marker[u] = static_cast<M>(kUnseen - 2);  // collected
+    if (!bits.holds(u)) {
+      bits.add(u);
       out.push_back(u);
     }
   }
@@ -220,9 +254,11 @@ template <typename M>
 void blocks_with(const Graph& g, const int64_t* s, int64_t num_seeds, const int64_t* fanouts,
                  int64_t num_layers, uint64_t key, M* marker, int64_t scan_fraction,
                  ge_allocate allocate, void* context) {
+  NodeBits bits(g.num_nodes);
   parallel_for(0, num_seeds, kPassGrain, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) marker[s[i]] = static_cast<M>(i);
   });
+  for (int64_t i = 0; i < num_seeds; ++i) bits.add(s[i]);
   const int64_t* f = s;
   int64_t num_dst = num_seeds;
   std::vector<int64_t> fresh;
@@ -232,12 +268,12 @@ void blocks_with(const Graph& g, const int64_t* s, int64_t num_seeds, const int6
     const int64_t num_edges = r[num_dst];
     int64_t* src = ge::allocate<int64_t>(allocate, context, 4 * layer + 1, 2 * num_edges);
     int64_t* positions = ge::allocate<int64_t>(allocate, context, 4 * layer + 2, num_edges);
-    draw<M>(g, f, num_dst, r, key, static_cast<uint64_t>(layer), src, src + num_edges,
-            positions, marker);
-    const int64_t num_new =
-        num_edges * scan_fraction >= g.num_nodes
-            ? number_by_scan<M>(marker, g.num_nodes, num_dst, fresh)
-            : number_by_sort<M>(marker, src, num_edges, num_dst, fresh);
+    const bool scan = num_edges * scan_fraction >= g.num_nodes;
+    if (scan) bits.make_drawn();
+    draw(g, f, num_dst, r, key, static_cast<uint64_t>(layer), src, src + num_edges, positions,
+         scan ? &bits : nullptr);
+    const int64_t num_new = scan ? number_by_scan<M>(bits, marker, num_dst, fresh)
+                                 : number_by_sort<M>(bits, marker, src, num_edges, num_dst, fresh);
     int64_t* nodes = ge::allocate<int64_t>(allocate, context, 4 * layer + 3, num_dst + num_new);
     std::copy(f, f + num_dst, nodes);
     std::copy(fresh.begin(), fresh.end(), nodes + num_dst);
@@ -281,7 +317,7 @@ extern "C" int ge_sample_layer(const int64_t* indptr, const int64_t* indices, in
     int64_t* src = ge::allocate<int64_t>(allocate, context, 0, num_edges);
     int64_t* dst = ge::allocate<int64_t>(allocate, context, 1, num_edges);
     int64_t* positions = ge::allocate<int64_t>(allocate, context, 2, num_edges);
-    draw<int32_t>(g, seeds, num_seeds, r, key, 0, src, dst, positions, nullptr);
+    draw(g, seeds, num_seeds, r, key, 0, src, dst, positions, nullptr);
   });
 }
 

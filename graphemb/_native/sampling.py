@@ -90,8 +90,9 @@ def sample_blocks(
     marker : Tensor of int32 or int64 (num_nodes,)
         All -1; comes back all -1 (the relabelling's scratch space, kept by the caller).
     scan_fraction : int
-        A layer of E edges numbers its new nodes by a scan of the marker when
-        ``E * scan_fraction >= num_nodes``, else by sorting them.
+        A layer of E edges numbers its new nodes by a scan of per-thread bit maps of the
+        nodes (set by its draws) when ``E * scan_fraction >= num_nodes``, else by sorting
+        them.
 
     Returns
     -------

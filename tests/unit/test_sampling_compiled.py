@@ -107,6 +107,43 @@ def test_marker_array_is_clean_between_batches(monkeypatch, scan_fraction):
         assert torch.equal(a.edge_index, b.edge_index)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_scan_and_sort_number_the_new_sources_alike(monkeypatch, threads):
+    """A layer's new sources numbered by the scan of the per-thread node maps or by the
+    sort of the few collected from the edges: the same blocks, both in increasing id order
+    after the destinations, every source once."""
+    from graphemb.sampling import neighbor
+
+    # 80k edges into the first 20k of 100k nodes: fraction 1 sorts every layer (E < N),
+    # 10^9 scans every one; 5,000 seeds make two chunks of draws on 2 threads
+    generator = torch.Generator().manual_seed(2)
+    graph = Graph.from_edges(
+        torch.randint(0, 100_000, (80_000,), generator=generator),
+        torch.randint(0, 20_000, (80_000,), generator=generator),
+        100_000,
+    )
+    seeds = torch.arange(0, 20_000, 4)
+    before = torch.get_num_threads()
+    results = []
+    try:
+        torch.set_num_threads(threads)
+        for scan_fraction in (10**9, 1):
+            monkeypatch.setattr(neighbor, "_SCAN_FRACTION", scan_fraction)
+            gen = torch.Generator().manual_seed(3)
+            results.append(NeighborSampler([6, 5, 4]).sample_blocks(graph, seeds, gen)[2])
+    finally:
+        torch.set_num_threads(before)
+    for scanned, sorted_ in zip(*results, strict=True):
+        assert torch.equal(scanned.src_nodes, sorted_.src_nodes)
+        assert torch.equal(scanned.edge_index, sorted_.edge_index)
+        new = scanned.src_nodes[scanned.num_dst_nodes :]
+        assert bool((new[1:] > new[:-1]).all())  # increasing, hence distinct
+        assert not bool(torch.isin(new, scanned.dst_nodes).any())
+        used = torch.unique(scanned.edge_index[0])
+        assert torch.equal(used[used >= scanned.num_dst_nodes],
+                           torch.arange(scanned.num_dst_nodes, scanned.num_src_nodes))  # fmt: skip
+
+
 def test_blocks_do_not_depend_on_the_thread_count():
     graph = random_graph(1)
     seeds = torch.arange(0, 3000, 3)
