@@ -24,9 +24,10 @@
 // row's sum is taken in increasing row order, from 0: the order of the transposed
 // matrix's own product, so both give the same floats.
 //
-// The loops have AVX-512, AVX2 and baseline clones (chosen at run time), without
-// contracting a product and a sum into one FMA, so every clone gives the same floats.
+// The loops are compiled in the clones of common/clones.h: AVX-512, AVX2 and baseline,
+// chosen at run time, all giving the same floats.
 
+#include "common/clones.h"
 #include "common/errors.h"
 #include "common/parallel.h"
 #include "graphemb_kernels.h"
@@ -82,13 +83,13 @@ inline __attribute__((always_inline)) void aggregate_range(const int64_t* crow,
   }
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default"), optimize("fp-contract=off"))) void aggregate_floats(
+GE_FLOAT_CLONES void aggregate_floats(
     const int64_t* crow, const int64_t* col, const float* values, const float* dense, int64_t F,
     bool mean, const HashedMask<float>& mask, float* out, int64_t begin, int64_t end) {
   aggregate_range(crow, col, values, dense, F, mean, mask, out, begin, end);
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default"), optimize("fp-contract=off"))) void aggregate_doubles(
+GE_FLOAT_CLONES void aggregate_doubles(
     const int64_t* crow, const int64_t* col, const double* values, const double* dense,
     int64_t F, bool mean, const HashedMask<double>& mask, double* out, int64_t begin,
     int64_t end) {
@@ -167,7 +168,8 @@ Transpose<I> transpose_pattern(const int64_t* crow, int64_t rows, const int64_t*
   for_each_task(parts, [&](int64_t p) {
     I* slot = next[p].data();
     for (int64_t r = bounds[p]; r < bounds[p + 1]; ++r) {
-      for (int64_t e = crow[r]; e < crow[r + 1]; ++e) t.rows[slot[col[e]]++] = static_cast<I>(r);
+      for (int64_t e = crow[r]; e < crow[r + 1]; ++e)
+        t.rows[slot[col[e]]++] = static_cast<I>(r);
     }
   });
   return t;
@@ -204,9 +206,9 @@ inline __attribute__((always_inline)) void gather_columns(
   }
 }
 
-// gather_columns for one value type T and index type I, compiled for AVX2 and baseline.
+// gather_columns for one value type T and index type I, in the clones of common/clones.h.
 #define GE_GATHER_CLONE(NAME, T, I)                                                        \
-  __attribute__((target_clones("avx512f", "avx2", "default"), optimize("fp-contract=off"))) void NAME(                             \
+  GE_FLOAT_CLONES void NAME(                                                               \
       const Transpose<I>& t, const int64_t* crow, const T* grad, int64_t F, bool mean,     \
       const T* addend, int64_t addend_rows, const HashedMask<T>& mask, T* out,             \
       int64_t begin, int64_t end) {                                                        \

@@ -17,6 +17,7 @@
 // has it, and for any x86-64 CPU; the result does not depend on which, nor on the number
 // of threads.
 
+#include "common/clones.h"
 #include "common/errors.h"
 #include "common/parallel.h"
 #include "graphemb_kernels.h"
@@ -49,13 +50,13 @@ inline __attribute__((always_inline)) void scale_range(const T* x, T* out, int64
   }
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default"), optimize("fp-contract=off"))) void scale_floats(
+GE_FLOAT_CLONES void scale_floats(
     const float* x, float* out, int64_t begin, int64_t end, uint32_t threshold, float scale,
     uint64_t key) {
   scale_range(x, out, begin, end, threshold, scale, key);
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default"), optimize("fp-contract=off"))) void scale_doubles(
+GE_FLOAT_CLONES void scale_doubles(
     const double* x, double* out, int64_t begin, int64_t end, uint32_t threshold, double scale,
     uint64_t key) {
   scale_range(x, out, begin, end, threshold, scale, key);
