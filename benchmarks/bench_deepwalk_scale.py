@@ -11,7 +11,8 @@ blocks with ``--inside`` of the edges inside a block, ``uniform`` or ``powerlaw`
 contender runs in a fresh process on the graph drawn from the same seed:
 
 * ``graphemb``: :func:`graphemb.skipgram.train_node_embeddings`, the compiled trainer on
-  ``--threads`` threads (its default: noise nodes drawn per pair, word2vec's algorithm);
+  ``--threads`` threads with its defaults (noise nodes drawn per pair: fresh draws, as in
+  word2vec, for output tables up to 32 MiB, each fresh draw serving 10 beyond);
 * ``graphemb-<variant>``: the same with one of the options of ``skipgram_variants.py``
   (which says what each means); by default ``position``, ``pool`` and ``pair-pool-10``;
 * ``gensim``: ``Word2Vec(sg=1, hs=0, epochs=1)`` on ``--threads`` workers, fed walks of
@@ -71,7 +72,7 @@ COMPILED = named("graphemb")
 CONTENDERS = (*COMPILED, "gensim")
 #: The contenders of a run without ``--contenders``.
 DEFAULT_CONTENDERS = (
-    "graphemb", "graphemb-position", "graphemb-pool", "graphemb-pair-pool-10", "gensim"
+    "graphemb", "graphemb-fresh", "graphemb-position", "gensim"
 )  # fmt: skip
 GIB = 1024**3
 

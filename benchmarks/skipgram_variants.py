@@ -2,8 +2,11 @@
 named per benchmark by a prefix (``compiled`` in the quality panel, ``graphemb`` in the scale
 panel), so that a variant means the same options everywhere.
 
-* ``""`` (the prefix alone): the default, word2vec's algorithm (a fresh draw of noise nodes
-  for every (context, node) pair);
+* ``""`` (the prefix alone): the default: noise nodes drawn per (context, node) pair,
+  fresh draws (word2vec's algorithm) for output tables up to 32 MiB, each fresh draw serving
+  10 of them beyond (``CompiledOptions.noise_reuse`` None);
+* ``fresh``: word2vec's algorithm at every size (a fresh draw of noise nodes for every
+  pair);
 * ``position``: one draw of noise nodes per walk position, shared by all the contexts of its
   window (HogBatch);
 * ``pool``, ``pool-2``: shared per position, taken from each thread's pool of fresh draws,
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 VARIANTS: dict[str, dict[str, object]] = {
     "": {},
+    "fresh": {"noise_reuse": 1},
     "position": {"sharing": "position"},
     "pool": {"sharing": "position", "noise_reuse": 5},
     "pool-2": {"sharing": "position", "noise_reuse": 2},

@@ -20,6 +20,7 @@ from typing import Any
 from ..io import read_graph, write_embeddings
 from ..io.edge_list import read_edge_list
 from ..skipgram import Backend, CompiledOptions, SkipGramOptions
+from ..skipgram.options import FRESH_NOISE_TABLE_BYTES, LARGE_TABLE_NOISE_REUSE
 from .arguments import (
     add_file_option,
     available_cores,
@@ -287,5 +288,8 @@ def _add_model_flags(model: argparse._ArgumentGroup) -> None:
         metavar="R",
         help="compiled backend: take noise nodes from a small per-thread pool of fresh draws "
         "that stays in the CPU cache, each fresh draw serving R noise nodes (1 = word2vec, "
-        "every noise node a fresh draw); each still follows the noise distribution",
+        "every noise node a fresh draw); each still follows the noise distribution. Default: "
+        f"1 while the output table (nodes x dimensions floats) is at most "
+        f"{FRESH_NOISE_TABLE_BYTES >> 20} MiB, {LARGE_TABLE_NOISE_REUSE} beyond, where each "
+        "fresh draw is a read from memory",
     )

@@ -169,6 +169,15 @@ NOISE_POOL_BYTES = 256 * 1024
 """Bytes of output rows in a thread's pool of noise nodes (:class:`CompiledOptions`): a
 quarter of a 1 MiB second-level cache, which also holds the rows of the walk being trained."""
 
+FRESH_NOISE_TABLE_BYTES = 32 * 1024 * 1024
+"""Largest output table (``num_nodes * dimensions`` float32s) whose noise nodes are all fresh
+draws by default (:attr:`CompiledOptions.noise_reuse` None): about what a CPU's shared
+last-level cache keeps of it, so that a fresh draw's row seldom waits on memory."""
+
+LARGE_TABLE_NOISE_REUSE = 10
+"""Noise nodes per fresh draw, by default, for an output table larger than
+:data:`FRESH_NOISE_TABLE_BYTES`."""
+
 
 @dataclasses.dataclass(frozen=True)
 class CompiledOptions:
@@ -187,19 +196,24 @@ class CompiledOptions:
         a window then reads about ``negatives`` noise rows from memory instead of about
         ``window * negatives``, which is most of the cost per token once the tables no longer
         fit the caches; every pair is still trained in word2vec's order.
-    noise_reuse : int
+    noise_reuse : int or None
         Noise nodes served by each fresh draw of the noise distribution. 1 (word2vec):
         every noise node is a fresh draw, a random row of the output table. Above 1, each
         thread takes its noise nodes from a pool of recent fresh draws (their rows,
         :data:`NOISE_POOL_BYTES` in all, stay in the core's cache), putting a fresh draw
         into it before every ``noise_reuse``-th: each noise node still follows the noise
         distribution, and a table larger than the caches is read about ``noise_reuse``
-        times less often for noise rows.
+        times less often for noise rows; the price is that a pooled node serves about
+        ``noise_reuse`` pairs close together in time instead of one. None (the default):
+        1 for an output table of at most :data:`FRESH_NOISE_TABLE_BYTES`, whose fresh
+        draws mostly hit the cache, else :data:`LARGE_TABLE_NOISE_REUSE`, since beyond the
+        caches each fresh draw is a read from memory, and a walk position takes about
+        ``(window + 1) * negatives`` of them (see :meth:`for_table`).
     """
 
     vector_width: int = 0
     sharing: str = "pair"
-    noise_reuse: int = 1
+    noise_reuse: int | None = None
 
     def checked(self) -> CompiledOptions:
         if self.vector_width not in (0, 4, 8):
@@ -208,12 +222,24 @@ class CompiledOptions:
             )
         if self.sharing not in ("pair", "position"):
             raise ValueError(f"sharing must be 'pair' or 'position', got {self.sharing!r}")
-        as_size("noise_reuse", self.noise_reuse, minimum=1)
+        if self.noise_reuse is not None:
+            as_size("noise_reuse", self.noise_reuse, minimum=1)
         return self
+
+    def for_table(self, num_nodes: int, dimensions: int) -> CompiledOptions:
+        """These options for an output table of ``num_nodes`` rows of ``dimensions`` floats:
+        ``noise_reuse`` None replaced by its value for that table (see the class)."""
+        if self.noise_reuse is not None:
+            return self
+        fits = 4 * num_nodes * dimensions <= FRESH_NOISE_TABLE_BYTES
+        return dataclasses.replace(self, noise_reuse=1 if fits else LARGE_TABLE_NOISE_REUSE)
 
     def noise_pool(self, dimensions: int) -> int:
         """Slots of each thread's pool of noise nodes for rows of ``dimensions`` floats: 0
-        without reuse, else as many rows as :data:`NOISE_POOL_BYTES` hold (at least 64)."""
+        without reuse, else as many rows as :data:`NOISE_POOL_BYTES` hold (at least 64).
+        ``noise_reuse`` must be set (:meth:`for_table`)."""
+        if self.noise_reuse is None:
+            raise ValueError("noise_reuse is None: resolve it with for_table(num_nodes, dim)")
         if self.noise_reuse == 1:
             return 0
         return max(64, NOISE_POOL_BYTES // (4 * dimensions))

@@ -93,9 +93,23 @@ def test_bad_pool_settings_are_refused_and_change_nothing():
 
 
 def test_the_pool_holds_its_bytes_of_rows_and_only_with_reuse():
-    assert CompiledOptions().noise_pool(128) == 0  # word2vec: every noise node fresh
+    assert CompiledOptions(noise_reuse=1).noise_pool(128) == 0  # word2vec: every one fresh
     assert CompiledOptions(noise_reuse=5).noise_pool(128) == NOISE_POOL_BYTES // 512
     assert CompiledOptions(noise_reuse=5).noise_pool(4096) == 64  # never fewer slots
+    with pytest.raises(ValueError, match="noise_reuse is None"):
+        CompiledOptions().noise_pool(128)  # the default is set per table first
+
+
+@pytest.mark.parametrize(
+    "nodes, dimensions, reuse",
+    [(100, 8, 1), (65_536, 128, 1), (65_537, 128, 10), (131_072, 64, 1), (8_193, 1024, 10),
+     (10**6, 128, 10)],
+)  # fmt: skip
+def test_the_default_reuse_is_fresh_draws_up_to_a_32_mib_output_table(nodes, dimensions, reuse):
+    # 32 MiB = 2**25 bytes of float32 rows: 65,536 rows of 128 floats.
+    assert CompiledOptions().for_table(nodes, dimensions).noise_reuse == reuse
+    assert CompiledOptions(noise_reuse=3).for_table(nodes, dimensions).noise_reuse == 3
+    assert CompiledOptions(noise_reuse=1).for_table(nodes, dimensions).noise_reuse == 1
 
 
 def test_the_trainer_and_the_command_line_hand_the_pool_to_the_kernel(
@@ -114,7 +128,14 @@ def test_the_trainer_and_the_command_line_hand_the_pool_to_the_kernel(
     skipgram_kernel_calls.clear()
     assert not torch.equal(pooled, train_node_embeddings(ring, backend="compiled", **options))
     asked = {(c["noise_pool"], c["noise_reuse"]) for c in skipgram_kernel_calls}
-    assert asked == {(0, 1)}  # fresh draws unless asked otherwise
+    assert asked == {(0, 1)}  # fresh draws for a small table unless asked otherwise
+
+    # An output table past 32 MiB (8,193 rows of 1,024 floats) takes the pool by default.
+    skipgram_kernel_calls.clear()
+    wide = Graph.from_edges(torch.arange(8193), (torch.arange(8193) + 1) % 8193, undirected=True)
+    train_node_embeddings(wide, backend="compiled", **{**options, "dimensions": 1024})
+    asked = {(c["noise_pool"], c["noise_reuse"]) for c in skipgram_kernel_calls}
+    assert asked == {(64, 10)}
 
     edges = tmp_path / "ring.txt"
     edges.write_text("".join(f"{u} {(u + 1) % 100}\n" for u in range(100)))

@@ -55,6 +55,7 @@ class CompiledBackend:
     ) -> None:
         self._kernel = kernel
         self._options = options
+        compiled_options = compiled_options.for_table(corpus.num_nodes, options.dimensions)
         self._vector_width = compiled_options.vector_width
         self._sharing = compiled_options.sharing
         self._noise_reuse = compiled_options.noise_reuse
