@@ -4,9 +4,11 @@ The kernel (``skipgram_train`` of :mod:`graphemb._native`, ``csrc/skipgram/``) d
 word2vec.c and gensim's ``sg=1`` do: per walk, frequent nodes subsampled, then for every
 position a reduced window drawn in ``1 .. window``, and every context's input row trained
 against the position's output row (label 1) and ``negatives`` noise nodes (label 0) from
-the alias table of ``frequency ** 0.75``, one pair at a time. Threads take contiguous
-shares of a chunk's walks and write the shared float32 tables without locks; a
-:class:`~.governor.ThreadGovernor` trains a chunk on one thread while that is faster.
+the alias table of ``frequency ** 0.75``, one pair at a time (past a 32 MiB output table,
+each fresh draw serves 10 noise nodes by default: ``CompiledOptions.noise_reuse``).
+Threads take contiguous shares of a chunk's walks and write the shared float32 tables
+without locks; a :class:`~.governor.ThreadGovernor` trains a chunk on one thread while that
+is faster.
 """
 
 from __future__ import annotations
