@@ -107,12 +107,15 @@ def csr_aggregate_transposed(
     out_rows: int,
     addend: torch.Tensor | None = None,
     mask: Mask | None = None,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """The backward of :func:`csr_aggregate` with unit values: the transpose of the CSR
     matrix ``(crow, col)`` (values 1, or ``1 / entries of the row`` with ``mean``) times
     ``grad`` (R, F) -> (out_rows, F), plus ``addend`` (A, F) on the first ``A`` rows, then
     dropped by ``mask`` if given (the dropout's backward); the transpose's pattern is a
-    counting sort inside the call, never a tensor."""
+    counting sort inside the call, never a tensor. Written into ``out`` if given (a
+    contiguous CPU tensor of that shape and grad's dtype, every element overwritten), else
+    into a new tensor."""
     kernel = "csr_aggregate_transposed"
     _check_index(crow, "crow")
     _check_index(col, "col")
@@ -128,7 +131,19 @@ def csr_aggregate_transposed(
         _check_rows(addend, "addend", kernel)
         if addend.dtype != grad.dtype or addend.shape[1] != grad.shape[1]:
             raise ValueError(f"graphemb_kernels.{kernel}: addend must have grad's dtype and width")
-    out = torch.empty(out_rows, grad.shape[1], dtype=grad.dtype)
+    if out is None:
+        out = torch.empty(out_rows, grad.shape[1], dtype=grad.dtype)
+    elif (
+        out.shape != (out_rows, grad.shape[1])
+        or out.dtype != grad.dtype
+        or out.device.type != "cpu"
+        or not out.is_contiguous()
+    ):
+        raise ValueError(
+            f"graphemb_kernels.{kernel}: out must be a contiguous CPU {dtype_name(grad.dtype)} "
+            f"tensor of shape ({out_rows}, {grad.shape[1]}), got {dtype_name(out.dtype)} "
+            f"{tuple(out.shape)} on {out.device}"
+        )
     with span(f"graphemb_kernels::{kernel}"):
         library().call(
             "ge_csr_aggregate_transposed",

@@ -9,10 +9,16 @@ from typing import Any
 import torch
 
 from .._compiled import float_kernel
+from ..distributed.recycling import RecycledBlocks
 from ..sampling.block import Block
 from .dropout import Mask
 
 __all__ = ["aggregate_neighbors"]
+
+# The blocks of the sources' gradients on CPU: a model's layers each hold one until the
+# layer below has used it, and the largest (the input rows', tens of MB) is asked for again
+# every batch.
+_SOURCE_GRADIENTS = RecycledBlocks(blocks=4)
 
 # The row-parallel CSR x dense kernel behind torch.sparse.mm(csr, x, reduce) on CPU (torch
 # >= 2.0), the one PyG's SAGEConv runs on adj_t. CUDA takes torch's cuSPARSE product.
@@ -71,6 +77,7 @@ def _transposed_product(
     kernel = float_kernel("csr_aggregate_transposed", grad)
     if kernel is not None:
         addend = None if grad_dst is None else grad_dst.contiguous()
+        shape = (block.num_src_nodes, grad.shape[1])
         return kernel(
             adj_t.crow_indices().contiguous(),
             adj_t.col_indices().contiguous(),
@@ -79,6 +86,7 @@ def _transposed_product(
             block.num_src_nodes,
             addend,
             mask,
+            out=_SOURCE_GRADIENTS.empty(shape, grad.dtype, grad.device),
         )
     if mask is not None:
         raise RuntimeError("a dropout mask inside the aggregation needs the compiled kernels")

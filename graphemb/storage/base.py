@@ -34,9 +34,14 @@ from ..distributed.coordination import Coordinator
 from ..distributed.exchange import Exchange
 from ..distributed.huge_pages import empty_rows, zeros_table
 from ..distributed.mailbox import RowParts
+from ..distributed.recycling import RecycledBlocks
 from .partition import Partition
 
 __all__ = ["RowStorage", "RowPrefetch", "TableInit"]
+
+_KEPT_READ_BYTES = 256 << 20
+"""Largest block of read rows a storage keeps for its next reads: a batch's lookup, not a
+one-off read of a whole table."""
 
 TableInit = Callable[[torch.Tensor], None]
 
@@ -91,6 +96,7 @@ class RowStorage(ABC):
         self.partition = partition
         self.exchange = exchange
         self.coordinator = coordinator
+        self._read_block = RecycledBlocks(blocks=2, keep_at_most=_KEPT_READ_BYTES)
 
     @property
     def rank(self) -> int:
@@ -158,6 +164,13 @@ class RowStorage(ABC):
 
         Collective for partitioned storage: every rank calls it, possibly with no ids.
         """
+
+    def _rows_here(self, table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        """``table[ids]`` of this process's table, written into the block of the previous
+        read once nothing holds that any more (:class:`RecycledBlocks`: a training loop's
+        lookups then skip the kernel's zeroing of fresh pages every batch)."""
+        out = self._read_block.empty((ids.numel(), *table.shape[1:]), table.dtype, table.device)
+        return torch.index_select(table, 0, ids, out=out)
 
     @abstractmethod
     def local_index(self, ids: torch.Tensor) -> torch.Tensor:

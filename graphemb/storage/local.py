@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import torch
 
-from ..distributed.huge_pages import index_rows
 from .base import RowStorage
 from .partition import Partition
 
@@ -23,7 +22,7 @@ class LocalStorage(RowStorage):
         return self._table_in_process_memory(self.num_embeddings, row_shape, dtype, init)
 
     def read_rows(self, table, ids, operation):
-        return index_rows(table, ids)
+        return self._rows_here(table, ids)
 
     def local_index(self, ids):
         return ids

@@ -7,7 +7,6 @@ import torch
 
 from ..distributed.coordination import Coordinator
 from ..distributed.exchange import Exchange
-from ..distributed.huge_pages import index_rows
 from ..distributed.mailbox import SharedMemoryMailboxes
 from ..distributed.shm import create_shared_table
 from .base import RowStorage
@@ -56,7 +55,7 @@ class SharedMemoryStorage(RowStorage):
         )
 
     def read_rows(self, table, ids, operation):
-        return index_rows(table, ids)
+        return self._rows_here(table, ids)
 
     def local_index(self, ids):
         return ids  # the shared table holds every row at its global index
