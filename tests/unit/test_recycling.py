@@ -71,7 +71,7 @@ def test_lookups_held_across_batches_keep_their_rows():
         del kept[0]  # its block is free again: the next lookup writes over it
         kept.append(emb(ids[2]))
         kept.append(emb(ids[3]))
-    for rows, wanted in zip(kept, ids[1:]):
+    for rows, wanted in zip(kept, ids[1:], strict=True):
         torch.testing.assert_close(rows, table[wanted], rtol=0, atol=0)
 
 
