@@ -74,7 +74,11 @@ def zeros_table(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device
     return empty_rows(shape, dtype, device).zero_()
 
 
-def index_rows(table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-    """``table[ids]`` into a fresh tensor of :func:`empty_rows`."""
-    out = empty_rows((ids.numel(), *table.shape[1:]), table.dtype, table.device)
+def index_rows(
+    table: torch.Tensor, ids: torch.Tensor, out: torch.Tensor | None = None
+) -> torch.Tensor:
+    """``table[ids]`` into ``out`` (of that shape, contiguous), else into a fresh tensor of
+    :func:`empty_rows`."""
+    if out is None:
+        out = empty_rows((ids.numel(), *table.shape[1:]), table.dtype, table.device)
     return torch.index_select(table, 0, ids, out=out)

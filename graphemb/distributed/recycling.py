@@ -41,10 +41,6 @@ def _sole_owner_users() -> int | None:
         return None
 
 
-def _item_bytes(dtype: torch.dtype) -> int:
-    return torch.empty((), dtype=dtype).element_size()
-
-
 class RecycledBlocks:
     """A few blocks of CPU memory for one owner's large results, reused while free.
 
@@ -76,7 +72,7 @@ class RecycledBlocks:
         that holds it, else a fresh tensor (large CPU ones on huge pages), kept in place of
         a free block too small for it, or beside the others while fewer than ``blocks``."""
         count = math.prod(shape)
-        item = _item_bytes(dtype)
+        item = dtype.itemsize
         sole = _sole_owner_users()
         if (
             device.type != "cpu"

@@ -32,7 +32,7 @@ import torch
 
 from ..distributed.coordination import Coordinator
 from ..distributed.exchange import Exchange
-from ..distributed.huge_pages import empty_rows, zeros_table
+from ..distributed.huge_pages import empty_rows, index_rows, zeros_table
 from ..distributed.mailbox import RowParts
 from ..distributed.recycling import RecycledBlocks
 from .partition import Partition
@@ -170,7 +170,7 @@ class RowStorage(ABC):
         read once nothing holds that any more (:class:`RecycledBlocks`: a training loop's
         lookups then skip the kernel's zeroing of fresh pages every batch)."""
         out = self._read_block.empty((ids.numel(), *table.shape[1:]), table.dtype, table.device)
-        return torch.index_select(table, 0, ids, out=out)
+        return index_rows(table, ids, out)
 
     @abstractmethod
     def local_index(self, ids: torch.Tensor) -> torch.Tensor:
