@@ -27,9 +27,12 @@ second (walk tokens / seconds), the peak resident memory of its process (``ru_ma
 read when its training ends: the scoring after it is the benchmark's own) and that peak
 less the process's resident memory after its imports, held against the memory bound
 ``graph + two tables + a chunk of walks`` (the graph's CSC arrays, ``2 N D`` float32,
-``chunk_walks * walk_length`` int64); and the Micro-/Macro-F1 of a logistic regression
-from the rows to the blocks on ``--score-nodes`` nodes (half to train, half to score):
-the same task for every contender, so that a difference in quality at scale shows.
+``chunk_walks * walk_length`` int64: what a float32 trainer cannot do without), and the
+same with the tables as the contender holds them (``graphemb-float24`` and
+``graphemb-bfloat16`` hold the output table in 3/4 and 1/2 of the bound's); and the
+Micro-/Macro-F1 of a logistic regression from the rows to the blocks on ``--score-nodes``
+nodes (half to train, half to score): the same task for every contender, so that a
+difference in quality at scale shows.
 
 Verdict lines (quiet machine: the load average before the first contender, after waiting
 up to ``--settle`` seconds for it to fall below 1; each row also records the load before
@@ -142,24 +145,29 @@ def child(args: argparse.Namespace) -> None:
     )  # fmt: skip
     built = time.perf_counter() - started
     num_walks = walks_per_node(args, args.nodes)
+    dim = 128
     if args.child == "gensim":
         rows, seconds = _gensim(graph, args, num_walks)
+        output_dtype = "float32"  # gensim's syn1neg
     else:
-        rows, seconds, chunk = _graphemb(graph, args, num_walks)
+        rows, seconds, chunk, output_dtype = _graphemb(graph, args, num_walks, dim)
     # The run's peak, read before the scoring below allocates arrays of its own.
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     isolated = int((graph.in_degrees() == 0).sum())
     tokens = num_walks * ((args.nodes - isolated) * args.walk_length + isolated)
     micro, macro = _scores(rows, labels(args.nodes, args.blocks), args)
-    dim, chunk = 128, (0 if args.child == "gensim" else chunk)
+    chunk = 0 if args.child == "gensim" else chunk
+    walk_bytes = chunk * args.walk_length * 8
+    output_bytes = args.nodes * dim * {"float32": 4, "float24": 3, "bfloat16": 2}[output_dtype]
     row = {
         "contender": args.child, "shape": args.shape, "nodes": args.nodes, "edges": edges,
         "walks_per_node": num_walks, "tokens": tokens, "seconds": seconds,
         "tokens_per_second": tokens / seconds, "graph_seconds": built,
         "peak_bytes": peak,
         "start_bytes": start_rss, "graph_bytes": graph_bytes(graph),
-        "bound_bytes": graph_bytes(graph) + 2 * args.nodes * dim * 4
-        + chunk * args.walk_length * 8,
+        "bound_bytes": graph_bytes(graph) + 2 * args.nodes * dim * 4 + walk_bytes,
+        "output_dtype": output_dtype,
+        "held_bytes": graph_bytes(graph) + args.nodes * dim * 4 + output_bytes + walk_bytes,
         "micro_f1": micro, "macro_f1": macro,
     }  # fmt: skip
     fresh.emit(row)
@@ -170,23 +178,23 @@ def _rss() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def _graphemb(graph, args: argparse.Namespace, num_walks: int):
-    """The compiled trainer's rows, its seconds and its chunk of walks."""
+def _graphemb(graph, args: argparse.Namespace, num_walks: int, dim: int):
+    """The compiled trainer's rows, its seconds, its chunk of walks and its output table's
+    type."""
     from graphemb.skipgram import CompiledOptions, train_node_embeddings
 
     options = dict(
-        dimensions=128, walk_length=args.walk_length, num_walks=num_walks, window=10,
+        dimensions=dim, walk_length=args.walk_length, num_walks=num_walks, window=10,
         negatives=5, sample=1e-3, backend="compiled", workers=args.threads, seed=args.seed,
     )  # fmt: skip
     if args.chunk_walks:
         options["chunk_walks"] = args.chunk_walks
     started = time.perf_counter()
-    rows = train_node_embeddings(
-        graph, compiled_options=CompiledOptions(**COMPILED[args.child]), **options
-    )
+    compiled = CompiledOptions(**COMPILED[args.child])
+    rows = train_node_embeddings(graph, compiled_options=compiled, **options)
     seconds = time.perf_counter() - started
     chunk = min(args.chunk_walks or 8192, graph.num_nodes)
-    return rows.numpy(), seconds, chunk
+    return rows.numpy(), seconds, chunk, compiled.for_table(graph.num_nodes, dim).output_dtype
 
 
 def _gensim(graph, args: argparse.Namespace, num_walks: int):
@@ -375,6 +383,13 @@ def _largest_lines(rows: list[dict], contender: str, load: float) -> list[str]:
             f"less the start {used:.2f} GiB, bound {r['bound_bytes'] / GIB:.2f} GiB; "
             + verdict(used, r["bound_bytes"] / GIB, at_most=True, unit=" GiB", load=load)
         )
+        if "held_bytes" in r:  # the rest: state per node (noise, subsampling, walker)
+            lines.append(
+                f"{contender} {r['shape']} {r['nodes']:,} nodes: the graph, the tables as held "
+                f"(output table {r['output_dtype']}) and a chunk of walks "
+                f"{r['held_bytes'] / GIB:.2f} GiB; the peak less the start is "
+                f"{used - r['held_bytes'] / GIB:+.2f} GiB from it"
+            )
     return lines
 
 

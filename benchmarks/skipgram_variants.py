@@ -4,9 +4,10 @@ panel), so that a variant means the same options everywhere.
 
 * ``""`` (the prefix alone): the default: noise nodes drawn per (context, node) pair,
   fresh draws (word2vec's algorithm) for output tables up to 32 MiB, each fresh draw serving
-  10 of them beyond (``CompiledOptions.noise_reuse`` None);
+  10 of them beyond (``CompiledOptions.noise_reuse`` None), the output table in float32;
 * ``fresh``: word2vec's algorithm at every size (a fresh draw of noise nodes for every
   pair);
+* ``float24``, ``bfloat16``: the output table in that type (``CompiledOptions.output_dtype``);
 * ``position``: one draw of noise nodes per walk position, shared by all the contexts of its
   window (HogBatch);
 * ``pool``, ``pool-2``: shared per position, taken from each thread's pool of fresh draws,
@@ -24,6 +25,8 @@ from __future__ import annotations
 VARIANTS: dict[str, dict[str, object]] = {
     "": {},
     "fresh": {"noise_reuse": 1},
+    "float24": {"output_dtype": "float24"},
+    "bfloat16": {"output_dtype": "bfloat16"},
     "position": {"sharing": "position"},
     "pool": {"sharing": "position", "noise_reuse": 5},
     "pool-2": {"sharing": "position", "noise_reuse": 2},

@@ -141,7 +141,7 @@ typedef struct {
   int64_t num_walks;
   int64_t length;
   float* syn0; /* (num_nodes, dim): input rows */
-  float* syn1; /* (num_nodes, dim): output rows */
+  void* syn1;  /* (num_nodes, dim) output rows in syn1_format */
   int64_t num_nodes;
   int64_t dim;
   const double* keep;        /* (num_nodes,): subsampling's keep probability */
@@ -164,6 +164,9 @@ typedef struct {
   int64_t noise_pool;   /* 0: every noise node drawn from the alias table; else slots of a
                            per-thread pool of recent draws that noise nodes are taken from */
   int64_t noise_reuse;  /* with a pool: noise nodes taken per fresh draw put into it (>= 1) */
+  int64_t syn1_format; /* 0: float32; 1: bfloat16; 2: float24 (bytes 1-3 of a float32, 8 values
+                          a block of 24 bytes: their high halves, then their third bytes). The
+                          narrow ones are written with stochastic rounding (float32 arithmetic) */
 } ge_skipgram_config;
 
 /* word2vec's skip-gram with negative sampling over the walks, Hogwild on config->threads

@@ -70,15 +70,18 @@ def one_thread():
 
 @pytest.fixture
 def skipgram_kernel_calls(monkeypatch):
-    """The keyword arguments of every call the skip-gram trainer makes to the compiled
+    """The arguments, by name, of every call the skip-gram trainer makes to the compiled
     kernel (which still trains), in order."""
+    import inspect
+
     import graphemb.skipgram.backends as backends
     from graphemb._native.skipgram import skipgram_train
 
     calls = []
+    signature = inspect.signature(skipgram_train)
 
     def recording(*args, **kwargs):
-        calls.append(kwargs)
+        calls.append(dict(signature.bind(*args, **kwargs).arguments))
         return skipgram_train(*args, **kwargs)
 
     monkeypatch.setattr(backends, "compiled_kernel", lambda: recording)

@@ -4,21 +4,29 @@
 // inline so that the whole loop is compiled for the target of the function that
 // instantiates it.
 //
-// Rows are processed kLanes floats at a time in GCC/Clang vector types.
+// Rows are processed kLanes floats at a time in GCC/Clang vector types; output rows are in
+// one of the formats of output_rows.h (Format), read into float lanes and written back
+// through the thread's Writes.
 #pragma once
+
+#include "skipgram/output_rows.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #define GE_INLINE __attribute__((always_inline)) static inline
 
 namespace ge::skipgram {
 
-template <int kLanes>
+template <int kLanes, typename Format>
 struct LaneKernels {
   typedef float Lanes __attribute__((vector_size(4 * kLanes)));
+  using Io = OutputLanes<kLanes, Format>;
+  using Row = typename Io::Row;
+  using Writes = typename Io::Writes;
 
   GE_INLINE Lanes load_lanes(const float* p) {
     Lanes v;
@@ -44,20 +52,20 @@ struct LaneKernels {
   // f[j] = in . out[j] for N rows at once: N independent accumulators, so the products of
   // one context run side by side instead of in one chain of dependent additions.
   template <int N>
-  GE_INLINE void dots(const float* in, float* const* out, int64_t dim, float* f) {
+  GE_INLINE void dots(const float* in, const Row* out, int64_t dim, float* f) {
     Lanes acc[N] = {};
     int64_t d = 0;
     for (; d + kLanes <= dim; d += kLanes) {
       const Lanes x = load_lanes(in + d);
-      for (int j = 0; j < N; ++j) acc[j] += x * load_lanes(out[j] + d);
+      for (int j = 0; j < N; ++j) acc[j] += x * Io::load(out[j], d);
     }
     for (int j = 0; j < N; ++j) {
       f[j] = sum_lanes(acc[j]);
-      for (int64_t e = d; e < dim; ++e) f[j] += in[e] * out[j][e];
+      for (int64_t e = d; e < dim; ++e) f[j] += in[e] * Io::get(out[j], e);
     }
   }
 
-  GE_INLINE void all_dots(const float* in, float* const* out, int count, int64_t dim, float* f) {
+  GE_INLINE void all_dots(const float* in, const Row* out, int count, int64_t dim, float* f) {
     for (; count >= 4; count -= 4, out += 4, f += 4) dots<4>(in, out, dim, f);
     if (count == 3) dots<3>(in, out, dim, f);
     if (count == 2) dots<2>(in, out, dim, f);
@@ -74,8 +82,10 @@ struct LaneKernels {
   // score reads the rows as they were before the context (a target's row changes only
   // after its own score, the context row only after the last target). g: count floats of
   // scratch. Returns how many scores were not finite.
-  GE_INLINE int64_t train_context(float* in, float* const* out, int count, int64_t dim, float alpha,
-                               float* g) {
+  GE_INLINE int64_t train_context(float* in, const Row* out, int count, int64_t dim, float alpha,
+                                  float* g, Writes& shared) {
+    Writes writes = shared;  // a local copy stays in registers (see output_rows.h)
+    writes.refresh();
     all_dots(in, out, count, dim, g);
     int64_t nonfinite = 0;
     for (int j = 0; j < count; ++j) {
@@ -89,11 +99,11 @@ struct LaneKernels {
       const Lanes x0 = load_lanes(in + d), x1 = load_lanes(in + d + kLanes);
       Lanes change0 = {}, change1 = {};
       for (int j = 0; j < count; ++j) {
-        const Lanes row0 = load_lanes(out[j] + d), row1 = load_lanes(out[j] + d + kLanes);
+        const Lanes row0 = Io::load(out[j], d), row1 = Io::load(out[j], d + kLanes);
         change0 += g[j] * row0;
         change1 += g[j] * row1;
-        store_lanes(out[j] + d, row0 + g[j] * x0);
-        store_lanes(out[j] + d + kLanes, row1 + g[j] * x1);
+        Io::store(out[j], d, row0 + g[j] * x0, writes);
+        Io::store(out[j], d + kLanes, row1 + g[j] * x1, writes);
       }
       store_lanes(in + d, x0 + change0);
       store_lanes(in + d + kLanes, x1 + change1);
@@ -101,11 +111,13 @@ struct LaneKernels {
     for (; d < dim; ++d) {
       float change = 0.0f;
       for (int j = 0; j < count; ++j) {
-        change += g[j] * out[j][d];
-        out[j][d] += g[j] * in[d];
+        const float row = Io::get(out[j], d);
+        change += g[j] * row;
+        Io::put(out[j], d, row + g[j] * in[d], writes);
       }
       in[d] += change;
     }
+    shared = writes;
     return nonfinite;
   }
 
@@ -114,21 +126,25 @@ struct LaneKernels {
   // registers (two accumulators a target, so each chain of dependent additions is half as
   // long). Same updates as train_context; the dot products add in another order.
   template <int N>
-  GE_INLINE int64_t train_targets(float* in, float* const* out, int64_t dim, float alpha) {
-    constexpr int kSplit = N <= 6 ? 2 : 1;  // accumulators a target (16 vector registers)
-    float* row[N];
+  GE_INLINE int64_t train_targets(float* in, const Row* out, int64_t dim, float alpha,
+                                  Writes& shared) {
+    Writes writes = shared;  // a local copy stays in registers (see output_rows.h)
+    writes.refresh();
+    // Accumulators a target (16 vector registers; narrow rows need some to convert).
+    constexpr int kSplit = N <= 6 && std::is_same_v<Format, Float32Rows> ? 2 : 1;
+    Row row[N];
     for (int j = 0; j < N; ++j) row[j] = out[j];
     Lanes acc[kSplit][N] = {};
     int64_t d = 0;
     for (; d + kSplit * kLanes <= dim; d += kSplit * kLanes) {
       for (int s = 0; s < kSplit; ++s) {
         const Lanes x = load_lanes(in + d + s * kLanes);
-        for (int j = 0; j < N; ++j) acc[s][j] += x * load_lanes(row[j] + d + s * kLanes);
+        for (int j = 0; j < N; ++j) acc[s][j] += x * Io::load(row[j], d + s * kLanes);
       }
     }
     for (; d < dim; d += kLanes) {
       const Lanes x = load_lanes(in + d);
-      for (int j = 0; j < N; ++j) acc[0][j] += x * load_lanes(row[j] + d);
+      for (int j = 0; j < N; ++j) acc[0][j] += x * Io::load(row[j], d);
     }
     float g[N];
     int64_t nonfinite = 0;
@@ -143,39 +159,42 @@ struct LaneKernels {
       const Lanes x = load_lanes(in + d);
       Lanes change = {};
       for (int j = 0; j < N; ++j) {
-        const Lanes r = load_lanes(row[j] + d);
+        const Lanes r = Io::load(row[j], d);
         change += g[j] * r;
-        store_lanes(row[j] + d, r + g[j] * x);
+        Io::store(row[j], d, r + g[j] * x, writes);
       }
       store_lanes(in + d, x + change);
     }
+    shared = writes;
     return nonfinite;
   }
 
   // train_targets<count> where count is 1 .. 8 and dim a multiple of kLanes, else
   // train_context.
-  GE_INLINE int64_t train_distinct(float* in, float* const* out, int count, int64_t dim, float alpha,
-                                float* g) {
+  GE_INLINE int64_t train_distinct(float* in, const Row* out, int count, int64_t dim, float alpha,
+                                   float* g, Writes& r) {
     if (dim % kLanes == 0) {
       switch (count) {
-        case 1: return train_targets<1>(in, out, dim, alpha);
-        case 2: return train_targets<2>(in, out, dim, alpha);
-        case 3: return train_targets<3>(in, out, dim, alpha);
-        case 4: return train_targets<4>(in, out, dim, alpha);
-        case 5: return train_targets<5>(in, out, dim, alpha);
-        case 6: return train_targets<6>(in, out, dim, alpha);
-        case 7: return train_targets<7>(in, out, dim, alpha);
-        case 8: return train_targets<8>(in, out, dim, alpha);
+        case 1: return train_targets<1>(in, out, dim, alpha, r);
+        case 2: return train_targets<2>(in, out, dim, alpha, r);
+        case 3: return train_targets<3>(in, out, dim, alpha, r);
+        case 4: return train_targets<4>(in, out, dim, alpha, r);
+        case 5: return train_targets<5>(in, out, dim, alpha, r);
+        case 6: return train_targets<6>(in, out, dim, alpha, r);
+        case 7: return train_targets<7>(in, out, dim, alpha, r);
+        case 8: return train_targets<8>(in, out, dim, alpha, r);
         default: break;
       }
     }
-    return train_context(in, out, count, dim, alpha, g);
+    return train_context(in, out, count, dim, alpha, g, r);
   }
 
   // The same when a node is two of the targets: target after target, each score reading
   // the rows as the earlier targets left them (word2vec's order). neu1e: dim floats.
-  GE_INLINE int64_t train_context_in_order(float* in, float* const* out, int count, int64_t dim,
-                                        float alpha, float* neu1e) {
+  GE_INLINE int64_t train_context_in_order(float* in, const Row* out, int count, int64_t dim,
+                                           float alpha, float* neu1e, Writes& shared) {
+    Writes writes = shared;  // a local copy stays in registers (see output_rows.h)
+    writes.refresh();
     std::fill(neu1e, neu1e + dim, 0.0f);
     int64_t nonfinite = 0;
     for (int j = 0; j < count; ++j) {
@@ -184,11 +203,13 @@ struct LaneKernels {
       nonfinite += !std::isfinite(f);
       const float g = gradient(j, f, alpha);
       for (int64_t d = 0; d < dim; ++d) {
-        neu1e[d] += g * out[j][d];
-        out[j][d] += g * in[d];
+        const float row = Io::get(out[j], d);
+        neu1e[d] += g * row;
+        Io::put(out[j], d, row + g * in[d], writes);
       }
     }
     for (int64_t d = 0; d < dim; ++d) in[d] += neu1e[d];
+    shared = writes;
     return nonfinite;
   }
 };

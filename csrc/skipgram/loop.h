@@ -27,10 +27,10 @@ namespace ge::skipgram {
 // Rows in flight ahead of the current context (benchmarks/bench_deepwalk_scale.py times it).
 constexpr int64_t kPrefetchRows = 24;
 
-// Every cache line of a row of dim floats, for writing.
-GE_INLINE void prefetch_row(const float* row, int64_t dim) {
-  for (int64_t d = 0; d < dim; d += 16) __builtin_prefetch(row + d, 1, 3);
-  __builtin_prefetch(row + dim - 1, 1, 3);
+// Every cache line of a row, for writing.
+GE_INLINE void prefetch_row(RowSpan row) {
+  for (int64_t b = 0; b < row.bytes; b += 64) __builtin_prefetch(row.start + b, 1, 3);
+  __builtin_prefetch(row.start + row.bytes - 1, 1, 3);
 }
 
 // How far the prefetches have gone: rows of the current walk's plan, then of the next's.
@@ -39,13 +39,12 @@ struct PrefetchCursor {
 
   // Prefetches the rows up to `goal` of now's reading order, and those past its end from
   // next's (when there is a next walk).
-  GE_ALWAYS_INLINE void advance(const WalkPlan& plan, const WalkPlan* following, int64_t goal,
-                         int64_t dim) {
+  GE_ALWAYS_INLINE void advance(const WalkPlan& plan, const WalkPlan* following, int64_t goal) {
     const auto total = static_cast<int64_t>(plan.rows.size());
-    for (; now < std::min(goal, total); ++now) prefetch_row(plan.rows[now], dim);
+    for (; now < std::min(goal, total); ++now) prefetch_row(plan.rows[now]);
     if (following == nullptr || goal <= total) return;
     const int64_t further = std::min(goal - total, static_cast<int64_t>(following->rows.size()));
-    for (; next < further; ++next) prefetch_row(following->rows[next], dim);
+    for (; next < further; ++next) prefetch_row(following->rows[next]);
   }
 
   // The next walk becomes the current one.
@@ -65,27 +64,30 @@ GE_INLINE float walk_rate(const Tables& t, const std::atomic<int64_t>* done) {
                                             t.final_rate));
 }
 
-template <int kLanes>
+// Format: the output rows' format (output_rows.h).
+template <int kLanes, typename Format>
 struct Loop {
-  using Rows = LaneKernels<kLanes>;
+  using Rows = LaneKernels<kLanes, Format>;
+  using Row = typename Rows::Row;
+  using Writes = typename Rows::Writes;
 
   // Trains the contexts of `plan` at rate alpha; rows: width pointers, scratch: at least
   // max(dim, width) floats.
   GE_INLINE void train_walk(const Tables& t, const WalkPlan& plan, const WalkPlan* following,
-                            PrefetchCursor& cursor, float alpha, float** rows, float* scratch,
-                            Counts& counts) {
+                            PrefetchCursor& cursor, float alpha, Row* rows, float* scratch,
+                            Writes& writes, Counts& counts) {
     const int64_t width = t.negatives + 1, dim = t.dim;
     for (int64_t i = 0; i < plan.contexts; ++i) {
-      cursor.advance(plan, following, plan.need[i] + kPrefetchRows, dim);
+      cursor.advance(plan, following, plan.need[i] + kPrefetchRows);
       const int32_t list = plan.list[i];
       const int count = plan.size[list];
       const int64_t* drawn = plan.targets.data() + list * width;
-      for (int j = 0; j < count; ++j) rows[j] = t.syn1 + drawn[j] * dim;
+      for (int j = 0; j < count; ++j) rows[j] = output_row_at<typename Rows::Io>(t.syn1, drawn[j], dim);
       float* in = t.syn0 + plan.input[i] * dim;
-      counts.nonfinite += plan.distinct[list]
-                              ? Rows::train_distinct(in, rows, count, dim, alpha, scratch)
-                              : Rows::train_context_in_order(in, rows, count, dim, alpha,
-                                                             scratch);
+      counts.nonfinite +=
+          plan.distinct[list]
+              ? Rows::train_distinct(in, rows, count, dim, alpha, scratch, writes)
+              : Rows::train_context_in_order(in, rows, count, dim, alpha, scratch, writes);
       counts.products += count;
     }
   }
@@ -97,8 +99,10 @@ struct Loop {
     const int64_t width = t.negatives + 1;
     WalkPlan plans[2];
     for (auto& plan : plans) plan.reserve(t.length, t.window, width);
-    std::vector<float*> rows(width);
+    std::vector<Row> rows(width);
     std::vector<float> scratch(std::max<int64_t>(t.dim, width));
+    // Writes' own stream (output_rows.h): the thread's draws stay those of float32 rows.
+    Writes writes(mix(~seed ^ (static_cast<uint64_t>(thread) * kGamma)));
     PrefetchCursor cursor;
     Counts mine;
     NoiseSource noise(t, rng);  // a pool's first draws come first in the thread's stream
@@ -109,7 +113,7 @@ struct Loop {
       const bool more = w + 1 < last;
       if (more) plan_walk(t, rng, noise, w + 1, following);
       train_walk(t, plan, more ? &following : nullptr, cursor, walk_rate(t, done), rows.data(),
-                 scratch.data(), mine);
+                 scratch.data(), writes, mine);
       cursor.turn();
       done->fetch_add(1, std::memory_order_relaxed);
     }

@@ -41,7 +41,7 @@ struct WalkPlan {
   // output row, cold noise rows: see draw_targets) in the order training first reads them,
   // and per context how many of them precede its own last one: prefetching rows[...] up to
   // need[i] + distance keeps the loop `distance` such rows ahead.
-  std::vector<const float*> rows;
+  std::vector<RowSpan> rows;
   std::vector<int64_t> need;
   int64_t contexts = 0, lists = 0;
 
@@ -74,13 +74,13 @@ inline void draw_targets(const Tables& t, SplitMix64& rng, NoiseSource& noise, i
   int64_t* drawn = plan.targets.data() + plan.lists * width;
   int64_t count = 0;
   drawn[count++] = word;
-  if (first) plan.rows.push_back(t.syn1 + word * t.dim);
+  if (first) plan.rows.push_back(output_row(t, word));
   for (int64_t k = 0; k < t.negatives; ++k) {
     bool cold = true;
     const int64_t target = noise.draw(t, rng, cold);
     if (target == word) continue;  // word2vec skips the node itself
     drawn[count++] = target;
-    if (cold) plan.rows.push_back(t.syn1 + target * t.dim);
+    if (cold) plan.rows.push_back(output_row(t, target));
   }
   plan.size[plan.lists] = static_cast<int32_t>(count);
   plan.distinct[plan.lists] = all_distinct(drawn, count);
@@ -115,7 +115,7 @@ inline void plan_walk(const Tables& t, SplitMix64& rng, NoiseSource& noise, int6
       if (c == pos) continue;
       const bool first = c == (lo == pos ? pos + 1 : lo);
       if (t.sharing == Sharing::kPair) draw_targets(t, rng, noise, word, first, plan);
-      for (; seen < c; ++seen) plan.rows.push_back(t.syn0 + plan.kept[seen + 1] * t.dim);
+      for (; seen < c; ++seen) plan.rows.push_back(input_row(t, plan.kept[seen + 1]));
       plan.input[plan.contexts] = plan.kept[c];
       plan.list[plan.contexts] = static_cast<int32_t>(plan.lists - 1);
       plan.need[plan.contexts++] = static_cast<int64_t>(plan.rows.size());

@@ -20,7 +20,8 @@ struct Tables {
   const int64_t* walks;
   int64_t length;
   float* syn0;
-  float* syn1;
+  void* syn1;             // in one of the formats of output_rows.h
+  int64_t syn1_row_bytes;
   int64_t dim;
   const double* keep;
   // The alias table of the noise distribution: column k holds node noise_node[k] with
@@ -42,6 +43,20 @@ struct Tables {
   int64_t noise_pool;   // slots of the pool of noise nodes (noise.h); 0: no pool
   int64_t noise_reuse;  // noise nodes taken from the pool per fresh draw put into it
 };
+
+// A row of either table, as the prefetcher sees it (loop.h).
+struct RowSpan {
+  const char* start;
+  int64_t bytes;
+};
+
+inline RowSpan input_row(const Tables& t, int64_t node) {
+  return {reinterpret_cast<const char*>(t.syn0 + node * t.dim), t.dim * 4};
+}
+
+inline RowSpan output_row(const Tables& t, int64_t node) {
+  return {static_cast<const char*>(t.syn1) + node * t.syn1_row_bytes, t.syn1_row_bytes};
+}
 
 struct Counts {
   int64_t nonfinite = 0;

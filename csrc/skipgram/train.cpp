@@ -53,7 +53,12 @@
 // 0.0001); word2vec.c's, lr * 1e-4, gives 0.4 % less learning and cost 0.4-0.6 points of
 // F1 on a dense 1000-node graph.
 //
-// Threads split the walks into contiguous ranges and update the shared float32 tables
+// The output rows may be narrower than float32 (syn1_format: float24 or bfloat16): every row
+// read into float32, the same arithmetic, each value written back rounded stochastically
+// (output_rows.h), so that a row costs 3/4 or 1/2 of the memory and of the bytes to fetch.
+// The input rows stay float32.
+//
+// Threads split the walks into contiguous ranges and update the shared tables
 // without locks (Hogwild, as word2vec's threads do). Thread i draws from its own
 // splitmix64 stream whose state starts at mix(seed ^ (i * 0x9E3779B97F4A7C15)), mix being
 // splitmix64's output function; with one thread the result is deterministic (and
@@ -79,19 +84,21 @@
 namespace ge::skipgram {
 namespace {
 
-// The per-thread loop, compiled twice: for CPUs with AVX2 and FMA (8 floats a vector op, the
+// The per-thread loop, compiled for CPUs with AVX2 and FMA (8 floats a vector op, the
 // products of a context side by side: about 2.5x the speed of one 4-float product at a
-// time) and for any other CPU.
+// time) and for any other CPU, each for every format of the output rows (output_rows.h).
+template <typename Format>
 __attribute__((target("avx2,fma"))) void train_range_wide(const Tables& t, int64_t first,
                                                           int64_t last, uint64_t seed,
                                                           int thread, std::atomic<int64_t>* done,
                                                           Counts* counts) {
-  Loop<8>::train_range(t, first, last, seed, thread, done, counts);
+  Loop<8, Format>::train_range(t, first, last, seed, thread, done, counts);
 }
 
+template <typename Format>
 void train_range_narrow(const Tables& t, int64_t first, int64_t last, uint64_t seed, int thread,
                         std::atomic<int64_t>* done, Counts* counts) {
-  Loop<4>::train_range(t, first, last, seed, thread, done, counts);
+  Loop<4, Format>::train_range(t, first, last, seed, thread, done, counts);
 }
 
 using TrainRange = void (*)(const Tables&, int64_t, int64_t, uint64_t, int,
@@ -106,16 +113,25 @@ bool cpu_has_avx2_fma() {
 #endif
 }
 
-// vector_width 0: the widest loop this CPU runs; 4 or 8: that one (tests run both).
-TrainRange train_range_for(int64_t vector_width) {
+template <typename Format>
+TrainRange train_range_of(bool wide) {
+  return wide ? train_range_wide<Format> : train_range_narrow<Format>;
+}
+
+// vector_width 0: the widest loop this CPU runs; 4 or 8: that one (tests run both); for
+// output rows in syn1_format (0 float32, 1 bfloat16, 2 float24).
+TrainRange train_range_for(int64_t vector_width, int64_t syn1_format) {
   require(vector_width == 0 || vector_width == 4 || vector_width == 8, GE_VALUE_ERROR,
           "graphemb_kernels.skipgram_train: vector_width must be 0 (the widest), 4 or 8, got ",
           vector_width);
-  const bool wide = cpu_has_avx2_fma();
+  bool wide = cpu_has_avx2_fma();
   require(vector_width != 8 || wide, GE_VALUE_ERROR,
           "graphemb_kernels.skipgram_train: vector_width 8 needs a CPU with AVX2 and FMA, "
           "which this one lacks");
-  return vector_width != 4 && wide ? train_range_wide : train_range_narrow;
+  wide = wide && vector_width != 4;
+  if (syn1_format == 1) return train_range_of<BFloat16Rows>(wide);
+  if (syn1_format == 2) return train_range_of<Float24Rows>(wide);
+  return train_range_of<Float32Rows>(wide);
 }
 
 // Every id in [low, num_nodes), checked before any row is written.
@@ -140,6 +156,9 @@ void check(const ge_skipgram_config& c) {
           GE_VALUE_ERROR,
           "graphemb_kernels.skipgram_train: need noise_pool >= 0 and noise_reuse >= 1 (1 "
           "without a pool), got ", c.noise_pool, " and ", c.noise_reuse);
+  require(c.syn1_format >= 0 && c.syn1_format <= 2, GE_VALUE_ERROR,
+          "graphemb_kernels.skipgram_train: syn1_format must be 0 (float32), 1 (bfloat16) or 2 "
+          "(float24), got ", c.syn1_format);
   require(c.sharing == 0 || c.sharing == 1, GE_VALUE_ERROR,
           "graphemb_kernels.skipgram_train: sharing must be 0 (per pair) or 1 (per position), "
           "got ", c.sharing);
@@ -150,10 +169,16 @@ void check(const ge_skipgram_config& c) {
   check_ids(c.noise_alias, c.noise_columns, 0, c.num_nodes, "noise_alias");
 }
 
+int64_t syn1_row_bytes(int64_t format, int64_t dim) {
+  if (format == 1) return OutputLanes<4, BFloat16Rows>::row_bytes(dim);
+  if (format == 2) return OutputLanes<4, Float24Rows>::row_bytes(dim);
+  return OutputLanes<4, Float32Rows>::row_bytes(dim);
+}
+
 void train(const ge_skipgram_config& c, int64_t* result) {
   check(c);
   const Tables tables{c.walks,        c.length,        c.syn0,
-                      c.syn1,         c.dim,           c.keep,
+                      c.syn1,         syn1_row_bytes(c.syn1_format, c.dim), c.dim, c.keep,
                       c.noise_node,   c.noise_keep,    c.noise_alias,
                       static_cast<uint64_t>(c.noise_columns), c.window, c.negatives,
                       c.lr,           c.final_rate,    c.walks_before,
@@ -161,7 +186,7 @@ void train(const ge_skipgram_config& c, int64_t* result) {
                       c.noise_pool,   c.noise_reuse};
   const int64_t count = c.num_walks;
   const int64_t used = std::max<int64_t>(1, std::min<int64_t>(c.threads, count));
-  const TrainRange train_range = train_range_for(c.vector_width);
+  const TrainRange train_range = train_range_for(c.vector_width, c.syn1_format);
   std::atomic<int64_t> done{0};
   std::vector<Counts> counts(used);
   std::vector<std::thread> pool;

@@ -12,7 +12,7 @@ import torch
 from .library import library, span
 from .tensors import dtype_name
 
-__all__ = ["SHARING", "skipgram_train"]
+__all__ = ["SHARING", "float24_width", "skipgram_train"]
 
 
 class _Config(ctypes.Structure):
@@ -44,17 +44,31 @@ class _Config(ctypes.Structure):
         ("sharing", c_int64),
         ("noise_pool", c_int64),
         ("noise_reuse", c_int64),
+        ("syn1_format", c_int64),
     ]
 
 
 #: ``sharing`` of :func:`skipgram_train` and its code in ``ge_skipgram_config``.
 SHARING = {"pair": 0, "position": 1}
 
+#: The output rows' formats by the dtype of ``syn1``: their ``syn1_format`` codes.
+_SYN1_FORMATS = {torch.float32: 0, torch.bfloat16: 1, torch.uint8: 2}
 
-def _check(tensor: torch.Tensor, name: str, dtype: torch.dtype, dims: int) -> None:
+
+def float24_width(dimensions: int) -> int:
+    """Bytes of a row of ``dimensions`` float24 values (blocks of 8 values, 24 bytes each;
+    ``csrc/skipgram/output_rows.h``): the columns of a uint8 ``syn1``."""
+    return -(-dimensions // 8) * 24
+
+
+def _check(
+    tensor: torch.Tensor, name: str, dtype: torch.dtype | tuple[torch.dtype, ...], dims: int
+) -> None:
     prefix = f"graphemb_kernels.skipgram_train: {name}"
-    if tensor.dtype != dtype:
-        raise TypeError(f"{prefix} must be {dtype_name(dtype)}, got {dtype_name(tensor.dtype)}")
+    dtypes = dtype if isinstance(dtype, tuple) else (dtype,)
+    if tensor.dtype not in dtypes:
+        names = " or ".join(dtype_name(d) for d in dtypes)
+        raise TypeError(f"{prefix} must be {names}, got {dtype_name(tensor.dtype)}")
     if tensor.device.type != "cpu" or not tensor.is_contiguous() or tensor.dim() != dims:
         raise ValueError(
             f"{prefix} must be a contiguous CPU tensor of {dims} dimension(s), got shape "
@@ -74,16 +88,17 @@ def _check_tables(
     """Dtypes, layouts and matching shapes of everything the kernel reads or writes."""
     _check(walks, "walks", torch.int64, 2)
     _check(syn0, "syn0", torch.float32, 2)
-    _check(syn1, "syn1", torch.float32, 2)
+    _check(syn1, "syn1", tuple(_SYN1_FORMATS), 2)
     _check(keep, "keep", torch.float64, 1)
     _check(noise_nodes, "noise_nodes", torch.int64, 1)
     _check(noise_keep, "noise_keep", torch.float64, 1)
     _check(noise_alias, "noise_alias", torch.int64, 1)
-    num_nodes = syn0.shape[0]
-    if syn1.shape != syn0.shape:
+    num_nodes, dim = syn0.shape
+    want = (num_nodes, float24_width(dim) if syn1.dtype == torch.uint8 else dim)
+    if tuple(syn1.shape) != want:
         raise ValueError(
-            f"graphemb_kernels.skipgram_train: syn1 {list(syn1.shape)} and syn0 "
-            f"{list(syn0.shape)} differ in shape"
+            f"graphemb_kernels.skipgram_train: syn1 of {dtype_name(syn1.dtype)} must have shape "
+            f"{list(want)} for syn0 {list(syn0.shape)}, got {list(syn1.shape)}"
         )
     if keep.shape[0] != num_nodes:
         raise ValueError(
@@ -127,7 +142,12 @@ def skipgram_train(
     ----------
     walks : Tensor of int64 (W, L)
         Node ids; -1 pads a walk shorter than L.
-    syn0, syn1 : Tensor of float32 (N, D)
+    syn0 : Tensor of float32 (N, D)
+    syn1 : Tensor of float32 (N, D), bfloat16 (N, D) or uint8 (N, float24_width(D))
+        Output rows: float32; bfloat16; or float24 (a float32 less its lowest byte), packed as
+        ``csrc/skipgram/output_rows.h`` says. Narrow rows are read into float32, trained
+        with the same arithmetic and written back with stochastic rounding: exact on
+        average, so that updates below half a step are not lost.
     keep : Tensor of float64 (N,)
         Subsampling's keep probability of each node.
     noise_nodes, noise_keep, noise_alias : Tensor (C,)
@@ -170,7 +190,7 @@ def skipgram_train(
         noise_alias.data_ptr(), columns, int(window), int(negatives), float(lr),
         float(final_rate), int(walks_before), int(total_walks), int(hold_walks), int(threads),
         int(seed) & ((1 << 64) - 1), int(vector_width), SHARING[sharing], int(noise_pool),
-        int(noise_reuse),
+        int(noise_reuse), _SYN1_FORMATS[syn1.dtype],
     )  # fmt: skip
     counts = (c_int64 * 2)()
     with span("graphemb_kernels::skipgram_train"):

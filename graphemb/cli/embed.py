@@ -73,7 +73,9 @@ def run_embed(args: argparse.Namespace) -> int:
         backend=args.backend,
         workers=plan.workers,
         compiled_options=CompiledOptions(
-            sharing="position" if args.shared_negatives else "pair", noise_reuse=args.noise_reuse
+            sharing="position" if args.shared_negatives else "pair",
+            noise_reuse=args.noise_reuse,
+            output_dtype=args.output_table,
         ),
         progress=not args.quiet,
     )

@@ -20,7 +20,7 @@ from typing import Any
 from ..io import read_graph, write_embeddings
 from ..io.edge_list import read_edge_list
 from ..skipgram import Backend, CompiledOptions, SkipGramOptions
-from ..skipgram.options import FRESH_NOISE_TABLE_BYTES, LARGE_TABLE_NOISE_REUSE
+from ..skipgram.options import FRESH_NOISE_TABLE_BYTES, LARGE_TABLE_NOISE_REUSE, OUTPUT_DTYPES
 from .arguments import (
     add_file_option,
     available_cores,
@@ -292,4 +292,14 @@ def _add_model_flags(model: argparse._ArgumentGroup) -> None:
         f"1 while the output table (nodes x dimensions floats) is at most "
         f"{FRESH_NOISE_TABLE_BYTES >> 20} MiB, {LARGE_TABLE_NOISE_REUSE} beyond, where each "
         "fresh draw is a read from memory",
+    )
+    model.add_argument(
+        "--output-table",
+        choices=list(OUTPUT_DTYPES),
+        default=CompiledOptions().output_dtype,
+        help="compiled backend: the type of word2vec's output table (the written embeddings "
+        "are the input table's, always float32): float24 takes 3/4 of the memory, bfloat16 "
+        "half, both trained in float32 arithmetic with stochastic rounding, for graphs whose "
+        "float32 tables do not fit; both train slower, and bfloat16 costs F1 (default: "
+        "float32)",
     )

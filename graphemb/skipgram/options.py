@@ -179,6 +179,10 @@ LARGE_TABLE_NOISE_REUSE = 10
 :data:`FRESH_NOISE_TABLE_BYTES`."""
 
 
+OUTPUT_DTYPES = ("float32", "float24", "bfloat16")
+"""The output table's types (:attr:`CompiledOptions.output_dtype`)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class CompiledOptions:
     """What only the compiled backend takes.
@@ -209,11 +213,22 @@ class CompiledOptions:
         draws mostly hit the cache, else :data:`LARGE_TABLE_NOISE_REUSE`, since beyond the
         caches each fresh draw is a read from memory, and a walk position takes about
         ``(window + 1) * negatives`` of them (see :meth:`for_table`).
+    output_dtype : {"float32", "float24", "bfloat16"}
+        The output table's type (word2vec's ``syn1``; the input rows, the embeddings, stay
+        float32). ``"float24"`` (a float32 less its lowest 8 significand bits) holds it in
+        3/4 of the memory, ``"bfloat16"`` in half, for graphs whose float32 tables do not
+        fit: each row is read into float32, trained with the same arithmetic, and written
+        back rounded stochastically (up or down with the probabilities that make it exact
+        on average), so that updates smaller than a step still add up. Each write still
+        adds noise of up to a step (2^-15 of the value in float24, 2^-7 in bfloat16), and
+        the conversions cost time: on the DeepWalk benchmarks bfloat16 scores lower than
+        float32, and both narrow types train slower (``docs/guides/deepwalk.md``).
     """
 
     vector_width: int = 0
     sharing: str = "pair"
     noise_reuse: int | None = None
+    output_dtype: str = "float32"
 
     def checked(self) -> CompiledOptions:
         if self.vector_width not in (0, 4, 8):
@@ -224,6 +239,10 @@ class CompiledOptions:
             raise ValueError(f"sharing must be 'pair' or 'position', got {self.sharing!r}")
         if self.noise_reuse is not None:
             as_size("noise_reuse", self.noise_reuse, minimum=1)
+        if self.output_dtype not in OUTPUT_DTYPES:
+            raise ValueError(
+                f"output_dtype must be one of {list(OUTPUT_DTYPES)}, got {self.output_dtype!r}"
+            )
         return self
 
     def for_table(self, num_nodes: int, dimensions: int) -> CompiledOptions:

@@ -227,6 +227,8 @@ LIBRARY_DEFAULTS = {
     ("node2vec", "shared_negatives"): CompiledOptions().sharing == "position",
     ("deepwalk", "noise_reuse"): CompiledOptions().noise_reuse,
     ("node2vec", "noise_reuse"): CompiledOptions().noise_reuse,
+    ("deepwalk", "output_table"): CompiledOptions().output_dtype,
+    ("node2vec", "output_table"): CompiledOptions().output_dtype,
     **{
         (command, dest): library_default(function, parameter)
         for command in ("deepwalk", "node2vec")

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 import torch
 
 from ..._compiled import compiled_module, disabled
+from ..._native.skipgram import float24_width
 from ..corpus import Chunk
 from ..rate import LearningRate
 
@@ -47,7 +48,9 @@ class SkipGramBackend(Protocol):
         ...
 
 
-def initial_tables(num_nodes: int, dimensions: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+def initial_tables(
+    num_nodes: int, dimensions: int, seed: int, output_dtype: str = "float32"
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The rows every backend starts from: input rows uniform in
     ``[-INIT_RANGE / D, INIT_RANGE / D)``, output rows zero (gensim's start).
 
@@ -56,12 +59,18 @@ def initial_tables(num_nodes: int, dimensions: int, seed: int) -> tuple[torch.Te
 
     Returns
     -------
-    syn0, syn1 : Tensor of float32, shape (N, D), on the CPU
+    syn0 : Tensor of float32, shape (N, D), on the CPU
+    syn1 : Tensor, on the CPU
+        In ``output_dtype`` (:attr:`~graphemb.skipgram.CompiledOptions.output_dtype`):
+        float32 or bfloat16 of shape (N, D), or float24 as the kernel packs it, uint8 of
+        shape (N, ``float24_width(D)``).
     """
     generator = torch.Generator().manual_seed(seed)
     syn0 = torch.rand(num_nodes, dimensions, generator=generator).sub_(0.5)
     syn0.mul_(2 * INIT_RANGE / dimensions)
-    return syn0, torch.zeros(num_nodes, dimensions)
+    if output_dtype == "float24":
+        return syn0, torch.zeros(num_nodes, float24_width(dimensions), dtype=torch.uint8)
+    return syn0, torch.zeros(num_nodes, dimensions, dtype=getattr(torch, output_dtype))
 
 
 def compiled_kernel() -> Any:

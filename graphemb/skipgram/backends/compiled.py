@@ -5,8 +5,10 @@ word2vec.c and gensim's ``sg=1`` do: per walk, frequent nodes subsampled, then f
 position a reduced window drawn in ``1 .. window``, and every context's input row trained
 against the position's output row (label 1) and ``negatives`` noise nodes (label 0) from
 the alias table of ``frequency ** 0.75``, one pair at a time (past a 32 MiB output table,
-each fresh draw serves 10 noise nodes by default: ``CompiledOptions.noise_reuse``).
-Threads take contiguous shares of a chunk's walks and write the shared float32 tables
+each fresh draw serves 10 noise nodes by default: ``CompiledOptions.noise_reuse``). The
+output table may be held narrower than float32, with float32 arithmetic
+(``CompiledOptions.output_dtype``).
+Threads take contiguous shares of a chunk's walks and write the shared tables
 without locks; a :class:`~.governor.ThreadGovernor` trains a chunk on one thread while that
 is faster.
 """
@@ -64,7 +66,9 @@ class CompiledBackend:
         self._noise_pool = compiled_options.noise_pool(options.dimensions)
         self._alias = tuple(t.cpu().contiguous() for t in corpus.noise.alias_table)
         self._keep = corpus.keep.cpu().contiguous()
-        self._syn0, self._syn1 = initial_tables(corpus.num_nodes, options.dimensions, options.seed)
+        self._syn0, self._syn1 = initial_tables(
+            corpus.num_nodes, options.dimensions, options.seed, compiled_options.output_dtype
+        )
         self._governor = ThreadGovernor(workers, chunks)
 
     def __enter__(self) -> CompiledBackend:
