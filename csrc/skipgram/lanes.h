@@ -124,27 +124,36 @@ struct LaneKernels {
   // train_context for exactly N distinct targets and dim a multiple of kLanes: the loops
   // over the targets unroll, the scores' accumulators and gradient factors stay in
   // registers (two accumulators a target, so each chain of dependent additions is half as
-  // long). Same updates as train_context; the dot products add in another order.
+  // long). Same updates as train_context; the dot products add in another order. Narrow
+  // rows are converted once: the scores' pass keeps them as floats in `wide` (N * dim
+  // floats of scratch) for the updates' pass.
   template <int N>
   GE_INLINE int64_t train_targets(float* in, const Row* out, int64_t dim, float alpha,
-                                  Writes& shared) {
+                                  float* wide, Writes& shared) {
+    constexpr bool kNarrow = !std::is_same_v<Format, Float32Rows>;
     Writes writes = shared;  // a local copy stays in registers (see output_rows.h)
     writes.refresh();
     // Accumulators a target (16 vector registers; narrow rows need some to convert).
-    constexpr int kSplit = N <= 6 && std::is_same_v<Format, Float32Rows> ? 2 : 1;
+    constexpr int kSplit = N <= 6 && !kNarrow ? 2 : 1;
     Row row[N];
     for (int j = 0; j < N; ++j) row[j] = out[j];
     Lanes acc[kSplit][N] = {};
     int64_t d = 0;
+    // Target j's values d .. d + kLanes, kept for the updates when narrow.
+    auto read = [&](int j, int64_t at) __attribute__((always_inline)) {
+      const Lanes r = Io::load(row[j], at);
+      if constexpr (kNarrow) store_lanes(wide + j * dim + at, r);
+      return r;
+    };
     for (; d + kSplit * kLanes <= dim; d += kSplit * kLanes) {
       for (int s = 0; s < kSplit; ++s) {
         const Lanes x = load_lanes(in + d + s * kLanes);
-        for (int j = 0; j < N; ++j) acc[s][j] += x * Io::load(row[j], d + s * kLanes);
+        for (int j = 0; j < N; ++j) acc[s][j] += x * read(j, d + s * kLanes);
       }
     }
     for (; d < dim; d += kLanes) {
       const Lanes x = load_lanes(in + d);
-      for (int j = 0; j < N; ++j) acc[0][j] += x * Io::load(row[j], d);
+      for (int j = 0; j < N; ++j) acc[0][j] += x * read(j, d);
     }
     float g[N];
     int64_t nonfinite = 0;
@@ -159,7 +168,7 @@ struct LaneKernels {
       const Lanes x = load_lanes(in + d);
       Lanes change = {};
       for (int j = 0; j < N; ++j) {
-        const Lanes r = Io::load(row[j], d);
+        const Lanes r = kNarrow ? load_lanes(wide + j * dim + d) : Io::load(row[j], d);
         change += g[j] * r;
         Io::store(row[j], d, r + g[j] * x, writes);
       }
@@ -170,19 +179,19 @@ struct LaneKernels {
   }
 
   // train_targets<count> where count is 1 .. 8 and dim a multiple of kLanes, else
-  // train_context.
+  // train_context. g: count * dim floats of scratch.
   GE_INLINE int64_t train_distinct(float* in, const Row* out, int count, int64_t dim, float alpha,
                                    float* g, Writes& r) {
     if (dim % kLanes == 0) {
       switch (count) {
-        case 1: return train_targets<1>(in, out, dim, alpha, r);
-        case 2: return train_targets<2>(in, out, dim, alpha, r);
-        case 3: return train_targets<3>(in, out, dim, alpha, r);
-        case 4: return train_targets<4>(in, out, dim, alpha, r);
-        case 5: return train_targets<5>(in, out, dim, alpha, r);
-        case 6: return train_targets<6>(in, out, dim, alpha, r);
-        case 7: return train_targets<7>(in, out, dim, alpha, r);
-        case 8: return train_targets<8>(in, out, dim, alpha, r);
+        case 1: return train_targets<1>(in, out, dim, alpha, g, r);
+        case 2: return train_targets<2>(in, out, dim, alpha, g, r);
+        case 3: return train_targets<3>(in, out, dim, alpha, g, r);
+        case 4: return train_targets<4>(in, out, dim, alpha, g, r);
+        case 5: return train_targets<5>(in, out, dim, alpha, g, r);
+        case 6: return train_targets<6>(in, out, dim, alpha, g, r);
+        case 7: return train_targets<7>(in, out, dim, alpha, g, r);
+        case 8: return train_targets<8>(in, out, dim, alpha, g, r);
         default: break;
       }
     }

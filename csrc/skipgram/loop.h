@@ -72,7 +72,7 @@ struct Loop {
   using Writes = typename Rows::Writes;
 
   // Trains the contexts of `plan` at rate alpha; rows: width pointers, scratch: at least
-  // max(dim, width) floats.
+  // dim * width floats.
   GE_INLINE void train_walk(const Tables& t, const WalkPlan& plan, const WalkPlan* following,
                             PrefetchCursor& cursor, float alpha, Row* rows, float* scratch,
                             Writes& writes, Counts& counts) {
@@ -100,7 +100,7 @@ struct Loop {
     WalkPlan plans[2];
     for (auto& plan : plans) plan.reserve(t.length, t.window, width);
     std::vector<Row> rows(width);
-    std::vector<float> scratch(std::max<int64_t>(t.dim, width));
+    std::vector<float> scratch(std::max<int64_t>(t.dim, 1) * width);
     // Writes' own stream (output_rows.h): the thread's draws stay those of float32 rows.
     Writes writes(mix(~seed ^ (static_cast<uint64_t>(thread) * kGamma)));
     PrefetchCursor cursor;

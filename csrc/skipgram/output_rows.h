@@ -163,6 +163,7 @@ typedef uint8_t Bytes32 __attribute__((vector_size(32)));
 typedef uint16_t Halves8 __attribute__((vector_size(16)));
 typedef uint16_t Halves16 __attribute__((vector_size(32)));
 typedef float Floats8 __attribute__((vector_size(32)));
+typedef uint32_t Words8 __attribute__((vector_size(32)));
 
 __attribute__((always_inline)) inline Floats8 load_block(const uint8_t* block) {
   Halves8 high;
@@ -180,11 +181,14 @@ __attribute__((always_inline)) inline Floats8 load_block(const uint8_t* block) {
 }
 
 __attribute__((always_inline)) inline void store_block(uint8_t* block, Bytes32 bits) {
-  const Bytes16 high = __builtin_shufflevector(bits, bits, 2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22,
-                                               23, 26, 27, 30, 31);
-  const Bytes8 third = __builtin_shufflevector(bits, bits, 1, 5, 9, 13, 17, 21, 25, 29);
-  std::memcpy(block, &high, sizeof high);
-  std::memcpy(block + 16, &third, sizeof third);
+  // Within each 16-byte half (one byte shuffle): its 4 high halves, then its 4 third bytes;
+  // then the halves' pieces side by side (one 32-bit permute): the block's 24 bytes.
+  const Bytes32 grouped = __builtin_shufflevector(
+      bits, bits, 2, 3, 6, 7, 10, 11, 14, 15, 1, 5, 9, 13, 0, 0, 0, 0,  //
+      18, 19, 22, 23, 26, 27, 30, 31, 17, 21, 25, 29, 16, 16, 16, 16);
+  const Words8 words = bit_cast<Words8>(grouped);
+  const Words8 block_words = __builtin_shufflevector(words, words, 0, 1, 4, 5, 2, 6, 3, 7);
+  std::memcpy(block, &block_words, 24);
 }
 }  // namespace float24
 
