@@ -68,7 +68,8 @@ def train(walks, syn0, syn1, keep, alias, *, window, negatives, lr, seed, vector
 
 def test_the_float24_layout_round_trips():
     values = torch.tensor([[1.0, -2.5, 3.0e-3, 7.0, 0.0, -1.0e5, 0.125, 9.0, 11.0, -0.5]])
-    values = torch.from_numpy(values.numpy().view(np.uint32) & ~np.uint32(0xFF)).view(torch.float32)
+    # (numpy's uint32: torch before 2.3 has no uint32 tensors)
+    values = torch.from_numpy((values.numpy().view(np.uint32) & ~np.uint32(0xFF)).view(np.float32))
     table = encode(values, "float24")
     assert table.shape == (1, float24_width(10)) == (1, 48)
     assert torch.equal(decode(table, 10), values.double())
