@@ -17,26 +17,30 @@
 //   divisor       the world size (gradients are averaged over ranks)
 //   hyper         the formula's hyper-parameters, in the table's order
 // The caller (graphemb/_native/optimizer.py) checks dtypes, shapes and contiguity; this
-// file checks, in one serial pass before any row is written, that index is sorted and
-// inside the table and that order points into the gradients. Runs of distinct rows are
-// updated in parallel without races. Float computations happen in the compute type C;
-// the weight may be stored in a narrower type W.
+// file checks, in one pass before any row is written, that index is sorted and inside the
+// table and that order points into the gradients. Runs of distinct rows are updated in
+// parallel without races, each row's arithmetic in optim/row_math.h. Float computations
+// happen in the compute type C; the weight may be stored in a narrower type W.
 
 #include "common/errors.h"
 #include "common/floats.h"
 #include "graphemb_kernels.h"
 #include "optim/formulas.h"
 #include "optim/row_loop.h"
+#include "optim/row_math.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 namespace ge {
 namespace {
+
+constexpr int64_t kCheckGrain = int64_t{1} << 16;  // positions a thread checks, at least
 
 struct Call {
   void* weight;
@@ -49,11 +53,7 @@ void sgd(const Call& call, const StepRows<C>& step) {
   W* w = static_cast<W*>(call.weight);
   const int64_t dim = step.dim;
   const C lr = static_cast<C>(call.hyper[0]);
-  auto update = [&](int64_t row, const C* __restrict__ g) {
-    W* __restrict__ wr = w + row * dim;
-#pragma omp simd
-    for (int64_t j = 0; j < dim; ++j) wr[j] = store<W>(load<C>(wr[j]) - lr * g[j]);
-  };
+  auto update = [&](int64_t row, const C* g) { sgd_row(w + row * dim, g, dim, lr); };
   auto prefetch_row = [&](int64_t row) { prefetch_bytes(w + row * dim, dim * sizeof(W)); };
   for_each_row<C>(step, [&] { return update; }, prefetch_row);
 }
@@ -64,15 +64,8 @@ void adagrad(const Call& call, const StepRows<C>& step) {
   C* s = static_cast<C*>(call.state[0]);
   const int64_t dim = step.dim;
   const C lr = static_cast<C>(call.hyper[0]), eps = static_cast<C>(call.hyper[1]);
-  auto update = [&](int64_t row, const C* __restrict__ g) {
-    W* __restrict__ wr = w + row * dim;
-    C* __restrict__ sr = s + row * dim;
-#pragma omp simd
-    for (int64_t j = 0; j < dim; ++j) {
-      const C sum = sr[j] + g[j] * g[j];
-      sr[j] = sum;
-      wr[j] = store<W>(load<C>(wr[j]) - lr * g[j] / (std::sqrt(sum) + eps));
-    }
+  auto update = [&](int64_t row, const C* g) {
+    adagrad_row(w + row * dim, s + row * dim, g, dim, lr, eps);
   };
   auto prefetch_row = [&](int64_t row) {
     prefetch_bytes(w + row * dim, dim * sizeof(W));
@@ -97,9 +90,7 @@ void rowwise_adagrad(const Call& call, const StepRows<C>& step) {
     const C sum = s[row] + squares / static_cast<C>(dim);
     s[row] = sum;
     const C multiplier = static_cast<C>(lr) / (std::sqrt(sum) + static_cast<C>(eps));
-    W* __restrict__ wr = w + row * dim;
-#pragma omp simd
-    for (int64_t j = 0; j < dim; ++j) wr[j] = store<W>(load<C>(wr[j]) - multiplier * g[j]);
+    sgd_row(w + row * dim, g, dim, multiplier);
   };
   for_each_row<C>(step, [&] { return update; }, prefetch_row);
 }
@@ -141,9 +132,12 @@ void adam(const Call& call, const StepRows<C>& step) {
   int64_t* t = static_cast<int64_t*>(call.state[2]);
   const int64_t dim = step.dim;
   const double lr = call.hyper[0], beta1 = call.hyper[1], beta2 = call.hyper[2];
-  const C b2 = static_cast<C>(beta2);
-  const C one_minus_b1 = static_cast<C>(1.0 - beta1), one_minus_b2 = static_cast<C>(1.0 - beta2);
-  const C eps = static_cast<C>(call.hyper[3]);
+  AdamCoefficients<C> constants{};
+  constants.one_minus_beta1 = static_cast<C>(1.0 - beta1);
+  constants.beta2 = static_cast<C>(beta2);
+  constants.one_minus_beta2 = static_cast<C>(1.0 - beta2);
+  constants.eps = static_cast<C>(call.hyper[3]);
+  constants.moments_only = lr == 0.0;
   auto prefetch_row = [&](int64_t row) {
     prefetch_bytes(w + row * dim, dim * sizeof(W));
     prefetch_bytes(m + row * dim, dim * sizeof(C));
@@ -151,64 +145,55 @@ void adam(const Call& call, const StepRows<C>& step) {
     prefetch_bytes(t + row, sizeof(int64_t));
   };
   auto make_update = [&] {  // one cache of bias corrections per thread
-    return [&, corrections = BiasCorrections<C>(lr, beta1, beta2)](
-               int64_t row, const C* __restrict__ g) mutable {
-      const int64_t count = ++t[row];
-      C* __restrict__ mr = m + row * dim;
-      C* __restrict__ vr = v + row * dim;
-      W* __restrict__ wr = w + row * dim;
-      if (lr == 0.0) {  // moments only, as functional.adam_rows_
-#pragma omp simd
-        for (int64_t j = 0; j < dim; ++j) {
-          mr[j] += one_minus_b1 * (g[j] - mr[j]);
-          vr[j] = vr[j] * b2 + one_minus_b2 * g[j] * g[j];
-        }
-        return;
-      }
-      const auto [step_size, inv_bc2_sqrt] = corrections(count);
-#pragma omp simd
-      for (int64_t j = 0; j < dim; ++j) {  // one pass over m, v and w
-        const C mj = mr[j] + one_minus_b1 * (g[j] - mr[j]);  // lerp, as torch's Adam
-        const C vj = vr[j] * b2 + one_minus_b2 * g[j] * g[j];
-        mr[j] = mj;
-        vr[j] = vj;
-        const C denom = std::sqrt(vj) * inv_bc2_sqrt + eps;
-        wr[j] = store<W>(load<C>(wr[j]) - step_size * mj / denom);
-      }
+    return [&, corrections = BiasCorrections<C>(lr, beta1, beta2)](int64_t row,
+                                                                   const C* g) mutable {
+      AdamCoefficients<C> a = constants;
+      std::tie(a.step_size, a.inv_bias_correction2_sqrt) = corrections(++t[row]);
+      adam_row(w + row * dim, m + row * dim, v + row * dim, g, dim, a);
     };
   };
   for_each_row<C>(step, make_update, prefetch_row);
 }
 
-// Start of every run of equal values in sorted `index`, plus a final `n` -- after checking,
-// in the same single pass, that `index` is sorted and inside the table and that `order`
-// points into the gradients: a bad row raises here instead of becoming an out-of-bounds
-// write (or a race between two runs of the same row) further down.
-std::vector<int64_t> checked_run_starts(const char* kernel, const int64_t* idx,
-                                        const int64_t* ord, int64_t n, int64_t table_rows,
-                                        int64_t grad_rows) {
-  std::vector<int64_t> starts;
-  starts.reserve(n + 1);
-  for (int64_t i = 0; i < n; ++i) {
+// The first position in [begin, end) whose gradient row is outside the gradients or
+// whose row is below the one before it; end if none.
+int64_t first_bad_position(const int64_t* idx, const int64_t* ord, int64_t begin, int64_t end,
+                           int64_t grad_rows) {
+  for (int64_t i = begin; i < end; ++i) {
     // one unsigned comparison catches negative and too large values alike
+    if (static_cast<uint64_t>(ord[i]) >= static_cast<uint64_t>(grad_rows)) return i;
+    if (i > 0 && idx[i] < idx[i - 1]) return i;
+  }
+  return end;
+}
+
+// Checks, before any row is written, that `index` is sorted and inside the table and that
+// `order` points into the gradients: a bad row raises here, naming the first bad position,
+// instead of becoming an out-of-bounds write (or a race between two runs of the same row)
+// further down. The positions are read in parallel, in contiguous shares.
+void check_step_rows(const char* kernel, const int64_t* idx, const int64_t* ord, int64_t n,
+                     int64_t table_rows, int64_t grad_rows) {
+  std::vector<int64_t> first_bad(std::max(1, num_threads()), n);
+  parallel_chunks(0, n, kCheckGrain, [&](int64_t chunk, int64_t begin, int64_t end) {
+    const int64_t bad = first_bad_position(idx, ord, begin, end, grad_rows);
+    if (bad < end) first_bad[chunk] = bad;
+  });
+  const int64_t i = *std::min_element(first_bad.begin(), first_bad.end());
+  if (i < n) {
     require(static_cast<uint64_t>(ord[i]) < static_cast<uint64_t>(grad_rows), GE_INDEX_ERROR,
             "graphemb_kernels.", kernel, ": order[", i, "] = ", ord[i],
             " is out of range for grads of ", grad_rows, " rows");
-    if (i == 0 || idx[i] != idx[i - 1]) {
-      require(i == 0 || idx[i] > idx[i - 1], GE_VALUE_ERROR, "graphemb_kernels.", kernel,
-              ": index must be sorted ascending, got index[", i - 1, "] = ", idx[i - 1],
-              " > index[", i, "] = ", idx[i]);
-      starts.push_back(i);
-    }
+    throw KernelError(GE_VALUE_ERROR,
+                      message("graphemb_kernels.", kernel,
+                              ": index must be sorted ascending, got index[", i - 1,
+                              "] = ", idx[i - 1], " > index[", i, "] = ", idx[i]));
   }
-  starts.push_back(n);
   if (n > 0) {  // sorted: the first and the last value bound all others
     require(idx[0] >= 0, GE_INDEX_ERROR, "graphemb_kernels.", kernel, ": index[0] = ", idx[0],
             " is out of range for a table of ", table_rows, " rows");
     require(idx[n - 1] < table_rows, GE_INDEX_ERROR, "graphemb_kernels.", kernel, ": index[",
             n - 1, "] = ", idx[n - 1], " is out of range for a table of ", table_rows, " rows");
   }
-  return starts;
 }
 
 template <typename W, typename C>
@@ -249,7 +234,7 @@ extern "C" int ge_fused_update(int formula, void* weight, int weight_dtype, int6
             spec.name, ": divisor must be a positive finite number, got ", divisor);
     int64_t grad_rows = 0;
     for (int64_t p = 0; p < num_parts; ++p) grad_rows += grad_part_rows[p];
-    const auto starts = checked_run_starts(spec.name, index, order, count, rows, grad_rows);
+    check_step_rows(spec.name, index, order, count, rows, grad_rows);
     // The compute type is float64 for float64 tables and float32 for every other.
     const bool wide = weight_dtype == GE_FLOAT64;
     require(compute_dtype == (wide ? GE_FLOAT64 : GE_FLOAT32), GE_TYPE_ERROR,
@@ -260,7 +245,7 @@ extern "C" int ge_fused_update(int formula, void* weight, int weight_dtype, int6
       using W = decltype(w);
       using C = std::conditional_t<std::is_same_v<W, double>, double, float>;
       const GradRows<C> grads(grad_parts, grad_part_rows, num_parts, dim);
-      const StepRows<C> step{index, order, starts, grads, dim, divisor};
+      const StepRows<C> step{index, order, count, grads, dim, divisor};
       dispatch_formula<W, C>(formula, call, step);
     });
   });

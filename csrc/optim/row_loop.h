@@ -19,8 +19,10 @@ inline void prefetch_bytes(const void* p, int64_t nbytes) {
   for (int64_t offset = 0; offset < nbytes; offset += 64) __builtin_prefetch(bytes + offset, 1);
 }
 
-constexpr int64_t kPrefetchRuns = 4;     // rows ahead
-constexpr int64_t kRunsPerBlock = 1024;  // rows a thread takes at a time
+// Positions ahead: a row of each of the formula's tables (and the gradient's) in flight for
+// each, enough to keep the memory busy while the rows at hand are computed.
+constexpr int64_t kPrefetchPositions = 16;
+constexpr int64_t kPositionsPerBlock = 1024;  // positions a thread takes at a time
 
 // The gradient parts read as one table: row k of their concatenation, found by a scan of
 // the few part ends (one part per sender rank at most).
@@ -49,44 +51,51 @@ class GradRows {
   std::vector<int64_t> starts_, ends_;
 };
 
-// One step's rows: `starts` the first position of each run of equal rows in `index`
-// (plus a final end), `order` the gradient row of each position.
+// One step's rows: `index` (count,) sorted, runs of equal rows being duplicates, and
+// `order` the gradient row of each position.
 template <typename C>
 struct StepRows {
   const int64_t* index;
   const int64_t* order;
-  const std::vector<int64_t>& starts;
+  int64_t count;
   const GradRows<C>& grads;
   int64_t dim;
   double divisor;
 };
 
-// Calls update(row, summed_grad) once per distinct row, in parallel over blocks of rows
-// taken from a shared counter, with update = make_update() made once per thread (it may
-// keep per-thread state); prefetch_row(row) runs a few rows ahead of update(row, ...).
+// The first position at or after p where a run of equal rows starts (count if none).
+inline int64_t run_start_from(const int64_t* index, int64_t count, int64_t p) {
+  while (p > 0 && p < count && index[p] == index[p - 1]) ++p;
+  return std::min(p, count);
+}
+
+// Calls update(row, summed_grad) once per distinct row, in parallel over blocks of
+// positions taken from a shared counter (a block updates the runs that start in it), with
+// update = make_update() made once per thread (it may keep per-thread state);
+// prefetch_row(row) runs a few positions ahead of update(row, ...).
 template <typename C, typename MakeUpdate, typename Prefetch>
 void for_each_row(const StepRows<C>& step, MakeUpdate make_update, Prefetch prefetch_row) {
   const int64_t dim = step.dim;
   const int64_t* idx = step.index;
   const int64_t* ord = step.order;
-  const auto& starts = step.starts;
+  const int64_t count = step.count;
   const GradRows<C>& g = step.grads;
-  const int64_t runs = static_cast<int64_t>(starts.size()) - 1;
-  if (runs <= 0) return;
+  if (count <= 0) return;
   const double divisor = step.divisor;
   const C div = static_cast<C>(divisor);
-  const int64_t blocks = (runs + kRunsPerBlock - 1) / kRunsPerBlock;
+  const int64_t blocks = (count + kPositionsPerBlock - 1) / kPositionsPerBlock;
   for_each_task_with(blocks, [&] {
     return [&, sum = std::vector<C>(dim), update = make_update()](int64_t block) mutable {
-      const int64_t begin = block * kRunsPerBlock;
-      const int64_t end = std::min(runs, begin + kRunsPerBlock);
-      for (int64_t k = begin; k < end; ++k) {
-        if (k + kPrefetchRuns < runs) {
-          const int64_t ahead = starts[k + kPrefetchRuns];
+      const int64_t end = run_start_from(idx, count, (block + 1) * kPositionsPerBlock);
+      int64_t first = run_start_from(idx, count, block * kPositionsPerBlock);
+      while (first < end) {
+        const int64_t ahead = first + kPrefetchPositions;
+        if (ahead < count) {
           prefetch_bytes(g.row(ord[ahead]), dim * static_cast<int64_t>(sizeof(C)));
           prefetch_row(idx[ahead]);
         }
-        const int64_t first = starts[k], last = starts[k + 1];
+        int64_t last = first + 1;
+        while (last < count && idx[last] == idx[first]) ++last;
         const C* row_grad = g.row(ord[first]);
         if (last - first > 1 || divisor != 1.0) {  // else: the gradient row as it is
           for (int64_t j = 0; j < dim; ++j) sum[j] = row_grad[j];
@@ -100,6 +109,7 @@ void for_each_row(const StepRows<C>& step, MakeUpdate make_update, Prefetch pref
           row_grad = sum.data();
         }
         update(idx[first], row_grad);
+        first = last;
       }
     };
   });

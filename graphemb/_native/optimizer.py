@@ -199,13 +199,32 @@ def fused_update(
         )
 
 
-def sort_rows(ids: torch.Tensor, num_rows: int) -> tuple[torch.Tensor, torch.Tensor]:
+def sort_rows(
+    ids: torch.Tensor,
+    num_rows: int,
+    out: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``torch.sort(ids, stable=True)`` of row ids in ``[0, num_rows)`` by a radix sort:
-    ``(sorted ids, their positions in ids)``."""
+    ``(sorted ids, their positions in ids)``, written to ``out`` when given."""
     check_tensor("sort_rows", ids, "ids", 1)
     check_dtype("sort_rows", ids, "ids", torch.int64, "row numbers")
-    index = torch.empty_like(ids)
-    order = torch.empty_like(ids)
+    if out is None:
+        index, order = torch.empty_like(ids), torch.empty_like(ids)
+    else:
+        index, order = out
+        for name, tensor in (("out[0]", index), ("out[1]", order)):
+            check_tensor("sort_rows", tensor, name, 1)
+            check_dtype("sort_rows", tensor, name, torch.int64, "row numbers")
+            if tensor.numel() != ids.numel():
+                raise ValueError(
+                    f"graphemb_kernels.sort_rows: {name} must hold {ids.numel()} ids, as ids "
+                    f"does, got {tensor.numel()}"
+                )
+        if index.data_ptr() == order.data_ptr() or ids.data_ptr() in (
+            index.data_ptr(),
+            order.data_ptr(),
+        ):
+            raise ValueError("graphemb_kernels.sort_rows: ids, out[0] and out[1] must not overlap")
     with span("graphemb_kernels::sort_rows"):
         library().call(
             "ge_sort_rows",

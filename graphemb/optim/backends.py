@@ -40,6 +40,7 @@ __all__ = [
     "FusedBackend",
     "KernelFallbackWarning",
     "FusedUpdate",
+    "RowSort",
     "TorchBackend",
     "UpdateBackend",
     "select_backend",
@@ -141,9 +142,20 @@ class TorchBackend(UpdateBackend):
             scatter_rows(t, index, state_rows[key])
 
 
-def stable_sort(ids: torch.Tensor, num_rows: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``torch.sort(ids, stable=True)``: ``(index, order)`` for a fused kernel."""
-    return torch.sort(ids, stable=True)
+RowSort = Callable[..., tuple[torch.Tensor, torch.Tensor]]
+"""``sort(ids, num_rows, out=(index, order)) -> (index, order)``, as
+``torch.sort(ids, stable=True)``: the interface of :func:`stable_sort` and
+:func:`graphemb.optim.kernels.sort_rows`."""
+
+
+def stable_sort(
+    ids: torch.Tensor, num_rows: int, out: tuple[torch.Tensor, torch.Tensor] | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``torch.sort(ids, stable=True)``: ``(index, order)`` for a fused kernel, written to
+    ``out`` when given."""
+    if out is None:
+        return torch.sort(ids, stable=True)
+    return torch.sort(ids, stable=True, out=out)
 
 
 class FusedBackend(UpdateBackend):
@@ -154,27 +166,39 @@ class FusedBackend(UpdateBackend):
     ----------
     name : str
     kernel : FusedUpdate
-    sort : callable
-        ``sort(ids, num_rows) -> (index, order)``, as ``torch.sort(ids, stable=True)``.
+    sort : RowSort
+        ``sort(ids, num_rows, out=(index, order)) -> (index, order)``, as
+        ``torch.sort(ids, stable=True)``.
     takes_parts : bool
         Whether ``kernel`` takes ``grads`` as a list of tensors whose concatenation
         ``order`` indexes (else one tensor).
+    workspace : Workspace, optional
+        Where the sorted rows go, reused from step to step (else fresh tensors each step).
     """
 
     def __init__(
         self,
         name: str,
         kernel: FusedUpdate,
-        sort: Callable[[torch.Tensor, int], tuple[torch.Tensor, torch.Tensor]] = stable_sort,
+        sort: RowSort = stable_sort,
         takes_parts: bool = False,
+        workspace: Workspace | None = None,
     ) -> None:
         self.name = name
         self._kernel = kernel
         self._sort = sort
         self._takes_parts = takes_parts
+        self._workspace = workspace
 
     def update_(self, formula, weight, state, ids, grads, divisor, hyper):
-        index, order = self._sort(ids, weight.shape[0])
+        out = None
+        if self._workspace is not None:  # pages mapped once, not at every step
+            take, count = self._workspace.take, ids.numel()
+            out = tuple(
+                take(purpose, count, (), torch.int64, ids.device)
+                for purpose in ("sorted rows", "sorted rows' positions")
+            )
+        index, order = self._sort(ids, weight.shape[0], out=out)
         if isinstance(grads, RowParts) and self._takes_parts:
             order = grads.positions[order]  # rows of the parts' concatenation
             grads = [part.contiguous() for part in grads.parts]
@@ -205,12 +229,16 @@ def select_backend(
     if contiguous and kernels.usable_for(weight):
         if kernels.supports(formula.name):
             return FusedBackend(
-                "cpu-kernels", kernels.fused_update, kernels.sort_rows, takes_parts=True
+                "cpu-kernels",
+                kernels.fused_update,
+                kernels.sort_rows,
+                takes_parts=True,
+                workspace=workspace,
             )
         _fall_back(formula, kernels.unavailable_reason(formula.name))
     elif contiguous and weight.device.type == "cuda" and triton_update.available(weight):
         if triton_update.supports(formula.name):
-            return FusedBackend("triton", triton_update.fused_update)
+            return FusedBackend("triton", triton_update.fused_update, workspace=workspace)
         _fall_back(formula, f"the Triton kernel has no branch for {formula.name!r}")
     return TorchBackend(workspace)
 

@@ -129,18 +129,27 @@ def module() -> ModuleType:
     return _module
 
 
-def sort_rows(ids: torch.Tensor, num_rows: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``torch.sort(ids, stable=True)`` for row ids of a table of ``num_rows`` rows, serially.
+def sort_rows(
+    ids: torch.Tensor,
+    num_rows: int,
+    out: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``torch.sort(ids, stable=True)`` for row ids of a table of ``num_rows`` rows.
 
-    A radix sort over the bits ``num_rows`` needs, in one thread: a step's ids sort in about
-    a millisecond, without the parallel regions of ``torch.sort`` that cost far more on a
-    busy machine (measured: ~120 ms of a 400 ms step at N=1M, B=100k, 2 threads, 2 cores).
+    A radix sort over the bits ``num_rows`` needs (two passes for a million rows), on one
+    thread below 65,536 ids: a step's ids sort in about a millisecond, without the
+    parallel regions of ``torch.sort`` that cost far more on a busy machine (measured:
+    ~120 ms of a 400 ms step at N=1M, B=100k, 2 threads, 2 cores). Larger steps sort on
+    the library's threads.
 
     Parameters
     ----------
     ids : Tensor of int64 (M,), CPU
         Every id in ``[0, num_rows)`` (else ``IndexError`` naming the first bad one).
     num_rows : int
+    out : pair of Tensor of int64 (M,), optional
+        Where to write ``index`` and ``order`` (contiguous, CPU, neither one ``ids``): a
+        buffer reused from step to step spares the pages a fresh one maps and zeroes.
 
     Returns
     -------
@@ -156,7 +165,7 @@ def sort_rows(ids: torch.Tensor, num_rows: int) -> tuple[torch.Tensor, torch.Ten
     >>> index.tolist(), order.tolist()
     ([0, 1, 3, 3], [3, 1, 0, 2])
     """
-    return module().sort_rows(ids.contiguous(), int(num_rows))
+    return module().sort_rows(ids.contiguous(), int(num_rows), out)
 
 
 def fused_update(

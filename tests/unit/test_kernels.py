@@ -24,18 +24,20 @@ KERNELS = ("sgd", "adagrad", "rowwise_adagrad", "adam")
 HYPER = {"lr": LR, "eps": EPS, "beta1": BETAS[0], "beta2": BETAS[1]}
 
 
-def make_tables(kernel: str, seed: int = 0) -> dict[str, torch.Tensor]:
+def make_tables(
+    kernel: str, seed: int = 0, rows: int = N, dim: int = D, dtype: torch.dtype = torch.float32
+) -> dict[str, torch.Tensor]:
     """The weight and the kernel's state tables, with nonzero state."""
     gen = torch.Generator().manual_seed(seed)
-    tables = {"weight": torch.randn(N, D, generator=gen)}
+    tables = {"weight": torch.randn(rows, dim, generator=gen, dtype=dtype)}
     if kernel == "adagrad":
-        tables["sum"] = torch.rand(N, D, generator=gen)
+        tables["sum"] = torch.rand(rows, dim, generator=gen, dtype=dtype)
     elif kernel == "rowwise_adagrad":
-        tables["sum"] = torch.rand(N, generator=gen)
+        tables["sum"] = torch.rand(rows, generator=gen, dtype=dtype)
     elif kernel == "adam":
-        tables["exp_avg"] = 0.1 * torch.randn(N, D, generator=gen)
-        tables["exp_avg_sq"] = torch.rand(N, D, generator=gen)
-        tables["step"] = torch.randint(0, 5, (N,), generator=gen)
+        tables["exp_avg"] = 0.1 * torch.randn(rows, dim, generator=gen, dtype=dtype)
+        tables["exp_avg_sq"] = torch.rand(rows, dim, generator=gen, dtype=dtype)
+        tables["step"] = torch.randint(0, 5, (rows,), generator=gen)
     return tables
 
 
@@ -64,7 +66,8 @@ def reference(kernel: str, tables: dict, ids, grads, divisor: float) -> dict:
     """float64 update of the rows of ``ids`` (any order, duplicates summed)."""
     t = {k: v.double().clone() if v.is_floating_point() else v.clone() for k, v in tables.items()}
     rows = torch.unique(ids)
-    g = torch.zeros(N, D, dtype=torch.float64).index_add_(0, ids, grads.double())[rows] / divisor
+    g = torch.zeros(t["weight"].shape, dtype=torch.float64)
+    g = g.index_add_(0, ids, grads.double())[rows] / divisor
     w = t["weight"]
     if kernel == "sgd":
         w[rows] -= LR * g
@@ -102,6 +105,57 @@ def test_kernel_matches_float64_reference(kernel, divisor):
             torch.testing.assert_close(value.double(), expected[key], rtol=1e-5, atol=1e-6)
         else:
             assert torch.equal(value, expected[key]), key
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("dim", [37, 64])
+def test_wide_rows_of_many_blocks_match_float64_reference(kernel, dtype, dim):
+    """Rows as wide as the vector loops' bodies and tails (16 float32 lanes of AVX-512,
+    37 = 2 x 16 + 5), several blocks of positions for the threads, duplicates: the row
+    arithmetic of every vector width the CPU runs against the float64 reference."""
+    rows, count = 3000, 5000
+    gen = torch.Generator().manual_seed(dim)
+    tables = make_tables(kernel, rows=rows, dim=dim, dtype=dtype)
+    ids = torch.randint(0, rows, (count,), generator=gen)
+    grads = torch.randn(count, dim, generator=gen, dtype=dtype)
+    expected = reference(kernel, tables, ids, grads, 2.0)
+    call(kernel, tables, *sorted_args(ids), grads, 2.0)
+    tolerance = {"rtol": 1e-5, "atol": 1e-6} if dtype == torch.float32 else {}
+    for key, value in tables.items():
+        if value.is_floating_point():
+            torch.testing.assert_close(value.double(), expected[key], **tolerance)
+        else:
+            assert torch.equal(value, expected[key]), key
+
+
+@pytest.mark.parametrize(
+    "spoil, message",
+    [
+        ({"order": 30_000, "index": 190_000}, r"order\[30000\] = -1 is out of range"),
+        ({"order": 150_000, "index": 60_000},
+         r"index must be sorted ascending, got index\[59999\] = 59999 > index\[60000\] = 0"),
+        ({"order": 70_000, "index": 70_000}, r"order\[70000\] = -1 is out of range"),
+    ],
+)  # fmt: skip
+def test_first_bad_position_of_a_large_step_is_named(spoil, message):
+    """The positions are checked on the library's threads, in shares (two here, split at
+    100,000): whichever share finds its bad position first, the error names the first bad
+    position of the step, and nothing changes."""
+    count = 200_000
+    tables = make_tables("sgd", rows=count, dim=2)
+    index, order = torch.arange(count), torch.arange(count)
+    order[spoil["order"]] = -1
+    index[spoil["index"]] = 0
+    before = tables["weight"].clone()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)  # more than one share, on any machine
+    try:
+        with pytest.raises((IndexError, ValueError), match=message):
+            call("sgd", tables, index, order, torch.ones(count, 2))
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(tables["weight"], before)
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
@@ -360,10 +414,13 @@ def test_bfloat16_table_long_runs_and_many_rows(divisor):
 # ---------------------------------------------------------------------------- sort_rows
 @pytest.mark.parametrize(
     "num_rows, count",
-    [(1, 5), (2, 40), (1000, 3000), (2**20, 5000), (2**40 + 7, 2000), (10, 0)],
-)
+    [(1, 5), (2, 40), (1000, 3000), (2**20, 5000), (2**20, 300_000), (2**33, 100_000),
+     (2**40 + 7, 2000), (2**62, 3000), (10, 0)],
+)  # fmt: skip
 def test_sort_rows_equals_torch_stable_sort(num_rows, count):
-    """Oracle: torch.sort(stable=True); 0 to 4 radix passes, many duplicates."""
+    """Oracle: torch.sort(stable=True); 0 to 4 radix passes (an odd and an even count of
+    them, the result ending in either output), ids and positions beyond one 64-bit word
+    (2^62 rows), many duplicates."""
     gen = torch.Generator().manual_seed(num_rows % 1000 + count)
     high = min(num_rows, 2**62)
     ids = torch.randint(0, high, (count,), generator=gen, dtype=torch.int64)
@@ -389,3 +446,34 @@ def test_sort_rows_equals_torch_stable_sort(num_rows, count):
 def test_sort_rows_bad_input_names_the_value(ids, num_rows, error, message):
     with pytest.raises(error, match=rf"graphemb_kernels\.sort_rows: {message}"):
         graphemb_kernels.sort_rows(ids, num_rows)
+
+
+def test_sort_rows_writes_into_out():
+    gen = torch.Generator().manual_seed(3)
+    ids = torch.randint(0, 5000, (20_000,), generator=gen)
+    out = (torch.full_like(ids, -7), torch.full_like(ids, -7))
+    index, order = graphemb_kernels.sort_rows(ids, 5000, out)
+    assert index is out[0] and order is out[1]
+    expected_index, expected_order = torch.sort(ids, stable=True)
+    assert torch.equal(index, expected_index) and torch.equal(order, expected_order)
+
+
+@pytest.mark.parametrize(
+    "make_out, message",
+    [
+        (lambda ids: (torch.zeros(3), torch.empty_like(ids)), r"out\[0\] must be int64"),
+        (lambda ids: (torch.empty_like(ids), torch.empty(4, dtype=torch.int64)),
+         r"out\[1\] must hold 3 ids, as ids does, got 4"),
+        (lambda ids: (ids, torch.empty_like(ids)), r"ids, out\[0\] and out\[1\] must not overlap"),
+        (lambda ids: (torch.empty(3, 2, dtype=torch.int64)[:, 0], torch.empty_like(ids)),
+         r"out\[0\] must be contiguous"),
+    ],
+)  # fmt: skip
+def test_sort_rows_bad_out_names_it_and_changes_nothing(make_out, message):
+    ids = torch.tensor([2, 0, 1])
+    out = make_out(ids)
+    before = [ids.clone(), *(t.clone() for t in out)]
+    with pytest.raises((TypeError, ValueError), match=rf"graphemb_kernels\.sort_rows: {message}"):
+        graphemb_kernels.sort_rows(ids, 3, out)
+    for tensor, old in zip([ids, *out], before, strict=True):
+        assert torch.equal(tensor, old)
