@@ -211,7 +211,13 @@ struct LaneKernels {
       dots<1>(in, out + j, dim, &f);
       nonfinite += !std::isfinite(f);
       const float g = gradient(j, f, alpha);
-      for (int64_t d = 0; d < dim; ++d) {
+      int64_t d = 0;
+      for (; d + kLanes <= dim; d += kLanes) {  // the same arithmetic, kLanes values at once
+        const Lanes row = Io::load(out[j], d);
+        store_lanes(neu1e + d, load_lanes(neu1e + d) + g * row);
+        Io::store(out[j], d, row + g * load_lanes(in + d), writes);
+      }
+      for (; d < dim; ++d) {
         const float row = Io::get(out[j], d);
         neu1e[d] += g * row;
         Io::put(out[j], d, row + g * in[d], writes);
