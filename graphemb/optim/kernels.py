@@ -136,11 +136,10 @@ def sort_rows(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``torch.sort(ids, stable=True)`` for row ids of a table of ``num_rows`` rows.
 
-    A radix sort over the bits ``num_rows`` needs (two passes for a million rows), on one
-    thread below 65,536 ids: a step's ids sort in about a millisecond, without the
-    parallel regions of ``torch.sort`` that cost far more on a busy machine (measured:
-    ~120 ms of a 400 ms step at N=1M, B=100k, 2 threads, 2 cores). Larger steps sort on
-    the library's threads.
+    A radix sort over the bits ``num_rows`` needs (two passes for a million rows), on the
+    calling thread: a step's ids sort in one to two milliseconds, without the parallel
+    regions of ``torch.sort`` that cost far more on a busy machine (measured: ~120 ms of a
+    400 ms step at N=1M, B=100k, 2 threads, 2 cores).
 
     Parameters
     ----------
