@@ -68,13 +68,16 @@ class FakeFusedKernel:
 
 @pytest.fixture
 def fake_fused(monkeypatch):
-    """Route every step through a fused backend other than the C++ kernels."""
+    """Route every step through a fused backend other than the C++ kernels, sorting with
+    ``torch.sort`` into the optimizer's reused buffers as the GPU backend does."""
     from graphemb.optim import backends
 
     fake = FakeFusedKernel()
-    monkeypatch.setattr(
-        backends, "select_backend", lambda *_: backends.FusedBackend("fake", fake.fused_update)
-    )
+
+    def select(weight, state, workspace, formula):
+        return backends.FusedBackend("fake", fake.fused_update, workspace=workspace)
+
+    monkeypatch.setattr(backends, "select_backend", select)
     return fake
 
 
