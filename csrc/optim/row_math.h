@@ -30,14 +30,14 @@ struct AdamCoefficients {
 };
 
 template <typename W, typename C>
-inline void sgd_elements(W* __restrict__ w, const C* __restrict__ g, int64_t dim, C lr) {
+inline void sgd_row(W* __restrict__ w, const C* __restrict__ g, int64_t dim, C lr) {
 #pragma omp simd
   for (int64_t j = 0; j < dim; ++j) w[j] = store<W>(load<C>(w[j]) - lr * g[j]);
 }
 
 template <typename W, typename C>
-inline void adagrad_elements(W* __restrict__ w, C* __restrict__ s, const C* __restrict__ g,
-                             int64_t dim, C lr, C eps) {
+inline void adagrad_row(W* __restrict__ w, C* __restrict__ s, const C* __restrict__ g,
+                        int64_t dim, C lr, C eps) {
 #pragma omp simd
   for (int64_t j = 0; j < dim; ++j) {
     const C sum = s[j] + g[j] * g[j];
@@ -47,8 +47,8 @@ inline void adagrad_elements(W* __restrict__ w, C* __restrict__ s, const C* __re
 }
 
 template <typename W, typename C>
-inline void adam_elements(W* __restrict__ w, C* __restrict__ m, C* __restrict__ v,
-                          const C* __restrict__ g, int64_t dim, const AdamCoefficients<C>& a) {
+inline void adam_row(W* __restrict__ w, C* __restrict__ m, C* __restrict__ v,
+                     const C* __restrict__ g, int64_t dim, const AdamCoefficients<C>& a) {
   if (a.moments_only) {  // as functional.adam_rows_ with lr == 0
 #pragma omp simd
     for (int64_t j = 0; j < dim; ++j) {
@@ -68,31 +68,18 @@ inline void adam_elements(W* __restrict__ w, C* __restrict__ m, C* __restrict__ 
   }
 }
 
-// The rows' entry points: templates for every storage type, and overloads in clones for
-// float32 and float64 tables (overload resolution prefers them to the templates).
-template <typename W, typename C>
-void sgd_row(W* w, const C* g, int64_t dim, C lr) {
-  sgd_elements(w, g, dim, lr);
-}
-template <typename W, typename C>
-void adagrad_row(W* w, C* s, const C* g, int64_t dim, C lr, C eps) {
-  adagrad_elements(w, s, g, dim, lr, eps);
-}
-template <typename W, typename C>
-void adam_row(W* w, C* m, C* v, const C* g, int64_t dim, const AdamCoefficients<C>& a) {
-  adam_elements(w, m, v, g, dim, a);
-}
-
-#define GE_ROW_CLONES(T)                                                                       \
+// The float32 and float64 tables' overloads, in clones (overload resolution prefers them to
+// the templates, which the 16-bit storage types run).
+#define GE_ROW_CLONES(T)                                                                      \
   GE_FLOAT_CLONES inline void sgd_row(T* w, const T* g, int64_t dim, T lr) {                  \
-    sgd_elements(w, g, dim, lr);                                                               \
-  }                                                                                            \
+    sgd_row<T, T>(w, g, dim, lr);                                                             \
+  }                                                                                           \
   GE_FLOAT_CLONES inline void adagrad_row(T* w, T* s, const T* g, int64_t dim, T lr, T eps) { \
-    adagrad_elements(w, s, g, dim, lr, eps);                                                   \
-  }                                                                                            \
+    adagrad_row<T, T>(w, s, g, dim, lr, eps);                                                 \
+  }                                                                                           \
   GE_FLOAT_CLONES inline void adam_row(T* w, T* m, T* v, const T* g, int64_t dim,             \
                                        const AdamCoefficients<T>& a) {                        \
-    adam_elements(w, m, v, g, dim, a);                                                         \
+    adam_row<T, T>(w, m, v, g, dim, a);                                                       \
   }
 GE_ROW_CLONES(float)
 GE_ROW_CLONES(double)
