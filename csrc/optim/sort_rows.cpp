@@ -10,6 +10,15 @@
 // two milliseconds, and in a process where torch's threads have just run, a parallel
 // region of the library's own costs more than it saves (measured: 2.5 ms on one thread,
 // 4.1 ms on two, for 288k ids of a million rows on 2 cores).
+//
+// A step's ids are mostly sorted already: a sampled block lists its destination nodes
+// first and the sources it adds after them in ascending order, so the ids of a 3-layer
+// batch end in a long ascending run (about 85 % of them) after a few shorter ones. Where
+// the ascending tail holds at least half of the ids, the head is sorted (the same way,
+// recursively) and merged with the tail in one sweep from the back, in place in the
+// outputs: a radix pass scatters every id to one of a thousand buckets, the merge only
+// reads and writes in order (measured inside a GraphSAGE training step, 288k ids of a
+// million rows: 4.2 ms radix sorted, 1.5 ms merged).
 
 #include "common/errors.h"
 #include "graphemb_kernels.h"
@@ -88,14 +97,39 @@ void sort_words(const int64_t* in, int64_t n, int id_bits, int position_bits,
   }
 }
 
-void sort_rows(const int64_t* in, int64_t n, int64_t num_rows, int64_t* out_keys,
-               int64_t* out_positions) {
-  ge::require(num_rows >= 0, GE_VALUE_ERROR,
-              "graphemb_kernels.sort_rows: num_rows must be >= 0, got ", num_rows);
-  for (int64_t i = 0; i < n; ++i) {
-    ge::require(static_cast<uint64_t>(in[i]) < static_cast<uint64_t>(num_rows), GE_INDEX_ERROR,
-                "graphemb_kernels.sort_rows: ids[", i, "] = ", in[i],
-                " is out of range for a table of ", num_rows, " rows");
+// in[0, n) sorted by one of the paths below (the header comment); ids are in range.
+void sort_checked(const int64_t* in, int64_t n, int64_t num_rows, int64_t* out_keys,
+                  int64_t* out_positions);
+
+// The head in[0, head) sorted into the outputs' first `head` slots, then merged from the
+// back with the ascending tail in[head, n) (its positions head .. n - 1). Writing slot
+// w = i + j + 1 - head (i, j: the head's and the tail's next elements from the back)
+// never overwrites a head element not yet read, since w >= i. On equal ids the tail's
+// element goes last: its position is the larger (stable).
+void merge_ascending_tail(const int64_t* in, int64_t n, int64_t head, int64_t num_rows,
+                          int64_t* out_keys, int64_t* out_positions) {
+  sort_checked(in, head, num_rows, out_keys, out_positions);
+  int64_t i = head - 1, j = n - 1;
+  for (int64_t w = n - 1; j >= head; --w) {
+    if (i >= 0 && out_keys[i] > in[j]) {
+      out_keys[w] = out_keys[i];
+      out_positions[w] = out_positions[i];
+      --i;
+    } else {
+      out_keys[w] = in[j];
+      out_positions[w] = j;
+      --j;
+    }
+  }
+}
+
+void sort_checked(const int64_t* in, int64_t n, int64_t num_rows, int64_t* out_keys,
+                  int64_t* out_positions) {
+  int64_t head = n > 0 ? n - 1 : 0;  // where the ascending tail starts
+  while (head > 0 && in[head - 1] <= in[head]) --head;
+  if (n > 0 && n - head >= n / 2) {
+    merge_ascending_tail(in, n, head, num_rows, out_keys, out_positions);
+    return;
   }
   const int id_bits = bits_below(static_cast<uint64_t>(num_rows));
   const int position_bits = bits_below(static_cast<uint64_t>(n));
@@ -110,6 +144,18 @@ void sort_rows(const int64_t* in, int64_t n, int64_t num_rows, int64_t* out_keys
                      [&](int64_t a, int64_t b) { return in[a] < in[b]; });
     for (int64_t i = 0; i < n; ++i) out_keys[i] = in[out_positions[i]];
   }
+}
+
+void sort_rows(const int64_t* in, int64_t n, int64_t num_rows, int64_t* out_keys,
+               int64_t* out_positions) {
+  ge::require(num_rows >= 0, GE_VALUE_ERROR,
+              "graphemb_kernels.sort_rows: num_rows must be >= 0, got ", num_rows);
+  for (int64_t i = 0; i < n; ++i) {
+    ge::require(static_cast<uint64_t>(in[i]) < static_cast<uint64_t>(num_rows), GE_INDEX_ERROR,
+                "graphemb_kernels.sort_rows: ids[", i, "] = ", in[i],
+                " is out of range for a table of ", num_rows, " rows");
+  }
+  sort_checked(in, n, num_rows, out_keys, out_positions);
 }
 
 }  // namespace

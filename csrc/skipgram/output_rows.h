@@ -28,6 +28,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include <immintrin.h>
+
 #define GE_ROWS_INLINE __attribute__((always_inline)) static inline
 
 namespace ge::skipgram {
@@ -154,32 +156,26 @@ struct OutputLanes<kLanes, BFloat16Rows> {
 };
 
 // A whole float24 block as 8 float32s, and back (given the float32s' bits with their
-// random addend), in byte shuffles: GCC turns conversions of 8-bit vectors into scalar code,
-// shuffles into a few vector instructions of the caller's target.
+// random addend). Reading is two zero-extending loads (the 16-bit high halves and the third
+// bytes to 32 bits, one shuffle each), two shifts and an or; GCC turns conversions of
+// 8-bit vectors into scalar code, so they are spelled as intrinsics, compiled for AVX2:
+// only the 8-lane loop reads whole blocks, inside functions compiled for AVX2 (train.cpp),
+// where the call is inlined. Writing is byte shuffles, which GCC compiles into a few vector
+// instructions of the caller's target.
 namespace float24 {
-typedef uint8_t Bytes8 __attribute__((vector_size(8)));
-typedef uint8_t Bytes16 __attribute__((vector_size(16)));
 typedef uint8_t Bytes32 __attribute__((vector_size(32)));
-typedef uint16_t Halves8 __attribute__((vector_size(16)));
-typedef uint16_t Halves16 __attribute__((vector_size(32)));
 typedef float Floats8 __attribute__((vector_size(32)));
 typedef uint32_t Words8 __attribute__((vector_size(32)));
 typedef uint32_t Words4 __attribute__((vector_size(16)));
 typedef uint32_t Words2 __attribute__((vector_size(8)));
 
-__attribute__((always_inline)) inline Floats8 load_block(const uint8_t* block) {
-  Halves8 high;
-  Bytes8 third;
-  std::memcpy(&high, block, sizeof high);
-  std::memcpy(&third, block + 16, sizeof third);
-  const Bytes16 wide = __builtin_shufflevector(third, third, 0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3,
-                                               4, 5, 6, 7);
-  const Bytes16 zero = {};
-  // The low half of value i: its third byte above a zero byte.
-  const Halves8 low = bit_cast<Halves8>(__builtin_shufflevector(
-      zero, wide, 0, 16, 0, 17, 0, 18, 0, 19, 0, 20, 0, 21, 0, 22, 0, 23));
-  return bit_cast<Floats8>(__builtin_shufflevector(low, high, 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5,
-                                                   13, 6, 14, 7, 15));
+__attribute__((target("avx2"))) inline Floats8 load_block(const uint8_t* block) {
+  const __m256i high =
+      _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block)));
+  const __m256i third =
+      _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + 16)));
+  return bit_cast<Floats8>(
+      _mm256_or_si256(_mm256_slli_epi32(high, 16), _mm256_slli_epi32(third, 8)));
 }
 
 __attribute__((always_inline)) inline void store_block(uint8_t* block, Bytes32 bits) {
