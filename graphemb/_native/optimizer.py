@@ -204,8 +204,9 @@ def sort_rows(
     num_rows: int,
     out: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``torch.sort(ids, stable=True)`` of row ids in ``[0, num_rows)`` by a radix sort:
-    ``(sorted ids, their positions in ids)``, written to ``out`` when given."""
+    """``torch.sort(ids, stable=True)`` of row ids in ``[0, num_rows)`` (a merge onto their
+    ascending tail, or a radix sort; ``csrc/optim/sort_rows.cpp``): ``(sorted ids, their
+    positions in ids)``, written to ``out`` when given."""
     check_tensor("sort_rows", ids, "ids", 1)
     check_dtype("sort_rows", ids, "ids", torch.int64, "row numbers")
     if out is None:
