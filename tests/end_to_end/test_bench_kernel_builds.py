@@ -1,0 +1,54 @@
+"""``benchmarks/bench_kernel_builds.py`` runs two kernel libraries chunk by chunk in one
+process and reports the ratio of their tokens per second. The installed library against
+itself: both halves train, the pairs are counted as the docstring says. No timing is
+asserted (the ratio of a library to itself is noise)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from graphemb._native.library import library_path
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+SCRIPT = BENCHMARKS / "bench_kernel_builds.py"
+
+pytestmark = pytest.mark.skipif(library_path() is None, reason="the kernels were not built")
+
+
+def run(*arguments: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *arguments], cwd=BENCHMARKS, capture_output=True,
+        text=True, timeout=300,
+    )  # fmt: skip
+
+
+def test_two_builds_take_the_chunks_in_turn(tmp_path):
+    built = str(library_path())
+    out = tmp_path / "ab.json"
+    done = run(built, built, "--nodes", "4000", "--chunk-walks", "400", "--chunks", "6",
+               "--output-table", "float24", "--json", str(out))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(out.read_text())
+    rates = summary["tokens_per_second"]
+    assert len(rates["base"]) == len(rates["candidate"]) == 3  # 6 chunks in turn
+    assert len(summary["ratios"]) == 2  # the first pair warms the tables
+    assert all(r > 0 for r in rates["base"] + rates["candidate"])
+    assert "median" in summary["line"] and "over 2 chunk pairs" in summary["line"]
+    assert summary["line"] in done.stdout
+
+
+def test_an_odd_or_small_chunk_count_is_refused():
+    built = str(library_path())
+    done = run(built, built, "--chunks", "5")
+    assert done.returncode == 2 and "--chunks must be even and at least 4, got 5" in done.stderr
+
+
+def test_a_graph_with_too_few_chunks_is_refused():
+    built = str(library_path())
+    done = run(built, built, "--nodes", "2000", "--chunk-walks", "1000", "--chunks", "8")
+    assert done.returncode == 1 and "only 1 chunk pair(s) ran" in done.stderr
