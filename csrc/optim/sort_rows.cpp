@@ -125,9 +125,10 @@ void merge_ascending_tail(const int64_t* in, int64_t n, int64_t head, int64_t nu
 
 void sort_checked(const int64_t* in, int64_t n, int64_t num_rows, int64_t* out_keys,
                   int64_t* out_positions) {
-  int64_t head = n > 0 ? n - 1 : 0;  // where the ascending tail starts
+  if (n == 0) return;
+  int64_t head = n - 1;  // where the ascending tail starts
   while (head > 0 && in[head - 1] <= in[head]) --head;
-  if (n > 0 && n - head >= n / 2) {
+  if (n - head >= n / 2) {
     merge_ascending_tail(in, n, head, num_rows, out_keys, out_positions);
     return;
   }
