@@ -24,9 +24,6 @@ class OutAdjacency:
     indices : Tensor of int64 (E,)
         Node ``v``'s out-neighbours are ``indices[indptr[v]:indptr[v + 1]]`` (each row
         sorted when built with ``sort_rows``).
-    degrees : Tensor of int64 (N,)
-        Out-edges a walk can follow from each node: its out-degree, or 0 where every
-        out-edge weighs 0.
     cumulative : Tensor of float64 (E + 1,) or None
         Prefix sums of the weights in the order of ``indices``, with a leading 0: row
         ``v``'s edge ``e`` spans ``[cumulative[e], cumulative[e + 1])``. None if unweighted.
@@ -37,9 +34,18 @@ class OutAdjacency:
 
     indptr: torch.Tensor
     indices: torch.Tensor
-    degrees: torch.Tensor
     cumulative: torch.Tensor | None = None
     last: torch.Tensor | None = None
+
+    @property
+    def degrees(self) -> torch.Tensor:
+        """Out-edges a walk can follow from each node: int64 (N,), its out-degree, or 0
+        where every out-edge weighs 0 (weighted). Computed on each access from
+        :attr:`indptr` (and :attr:`last`): nothing per node is stored for it."""
+        degrees = self.indptr[1:] - self.indptr[:-1]
+        if self.last is None:
+            return degrees
+        return torch.where(self.last >= self.indptr[:-1], degrees, 0)
 
 
 def build_out_adjacency(
@@ -51,23 +57,22 @@ def build_out_adjacency(
 ) -> OutAdjacency:
     """:class:`OutAdjacency` of CSR arrays ``indptr`` (N + 1,), ``indices`` (E,) and
     ``weight`` (E,) or None; rows sorted if ``sort_rows`` (the weights permuted alike)."""
-    degrees = indptr[1:] - indptr[:-1]
     if not sort_rows and weight is None:
-        return OutAdjacency(indptr, indices, degrees)
+        return OutAdjacency(indptr, indices)
+    degrees = indptr[1:] - indptr[:-1]
     # the row of every edge, which both the sort and the last positive edge need
     rows = torch.repeat_interleave(torch.arange(degrees.numel(), device=indices.device), degrees)
     if sort_rows:
         indices, weight = _rows_sorted(indices, rows, degrees.numel(), weight)
     if weight is None:
-        return OutAdjacency(indptr, indices, degrees)
+        return OutAdjacency(indptr, indices)
     cumulative = torch.zeros(weight.numel() + 1, dtype=torch.float64, device=weight.device)
     torch.cumsum(weight.to(torch.float64), 0, out=cumulative[1:])
     positions = torch.arange(weight.numel(), device=weight.device)
     positive = weight > 0
     last = (indptr[:-1] - 1).scatter_reduce(0, rows[positive], positions[positive], reduce="amax")
-    # Walks stop at nodes whose out-edges all weigh 0: their "degree" is 0.
-    degrees = torch.where(last >= indptr[:-1], degrees, 0)
-    return OutAdjacency(indptr, indices, degrees, cumulative, last)
+    # Walks stop at nodes whose out-edges all weigh 0 (last < indptr): their "degree" is 0.
+    return OutAdjacency(indptr, indices, cumulative, last)
 
 
 def _rows_sorted(

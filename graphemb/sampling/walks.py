@@ -117,7 +117,9 @@ class RandomWalker:
             )
         # node2vec's "is t -> x an edge?" bisects t's neighbour list, which must be sorted.
         out = graph.out_adjacency(sorted_rows=not self.uniform, weighted=weighted)
-        self._indptr, self._indices, self._degrees = out.indptr, out.indices, out.degrees
+        # No per-node array beyond the graph's: a step reads its degrees off indptr (and,
+        # weighted, off the last edge of positive weight, which the step needs anyway).
+        self._indptr, self._indices = out.indptr, out.indices
         self._cumulative, self._last = out.cumulative, out.last
 
     @property
@@ -190,10 +192,10 @@ class RandomWalker:
         previous = start
         alive = torch.ones_like(start, dtype=torch.bool)
         for step in range(1, walk_length + 1):
-            degree = self._degrees.index_select(0, current)  # index_select: faster than []
-            alive &= degree > 0
+            row = self._rows(current)
+            alive &= self._walkable(current, row)
             if self.uniform or step == 1:
-                following = self._first_order_step(current, degree, generator)
+                following = self._first_order_step(current, row, generator)
             else:
                 following = self._node2vec_step(previous, current, alive, generator)
             walks[:, step] = torch.where(alive, following, PAD)
@@ -202,28 +204,51 @@ class RandomWalker:
         return walks
 
     # ------------------------------------------------------------------ one step
+    def _rows(self, nodes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Where each node's row of out-edges starts and ends in ``indices``: int64 (W,)
+        twice, ``indptr[nodes]`` and ``indptr[nodes + 1]``."""
+        # index_select: faster than []
+        return self._indptr.index_select(0, nodes), self._indptr.index_select(0, nodes + 1)
+
+    def _walkable(
+        self, nodes: torch.Tensor, row: tuple[torch.Tensor, torch.Tensor]
+    ) -> torch.Tensor:
+        """bool (W,): whether a walk can leave each node, i.e. it has an out-edge (of
+        positive weight, weighted); ``row`` is :meth:`_rows` of ``nodes``."""
+        begin, end = row
+        if self._last is None:
+            return end > begin
+        # the last edge of positive weight lies in the row (it is begin - 1 if none does)
+        return self._last.index_select(0, nodes) >= begin
+
     def _first_order_step(
-        self, current: torch.Tensor, degree: torch.Tensor, generator: torch.Generator | None
+        self,
+        current: torch.Tensor,
+        row: tuple[torch.Tensor, torch.Tensor],
+        generator: torch.Generator | None,
     ) -> torch.Tensor:
         """An out-neighbour of each ``current`` node, uniform or in proportion to the
-        weights (garbage where degree is 0)."""
+        weights (garbage where it has none); ``row`` is :meth:`_rows` of ``current``."""
         if self._weighted:
-            return self._weighted_step(current, generator)
-        return self._uniform_step(current, degree, generator)
+            return self._weighted_step(current, row, generator)
+        return self._uniform_step(row, generator)
 
     def _weighted_step(
-        self, current: torch.Tensor, generator: torch.Generator | None
+        self,
+        current: torch.Tensor,
+        row: tuple[torch.Tensor, torch.Tensor],
+        generator: torch.Generator | None,
     ) -> torch.Tensor:
         """An out-neighbour of each ``current`` node drawn in proportion to the edge
-        weights (garbage where every out-weight is 0)."""
+        weights (garbage where every out-weight is 0); ``row`` is :meth:`_rows` of it."""
         assert self._cumulative is not None and self._last is not None  # built if weighted
         uniform = torch.rand(
             current.numel(), dtype=torch.float64, device=current.device, generator=generator
         )
         # The edge e whose cumulative interval [C[e-1], C[e]) holds low + u * (high - low):
         # a weight-0 edge has an empty interval and is never found.
-        low = self._cumulative.index_select(0, self._indptr.index_select(0, current))
-        high = self._cumulative.index_select(0, self._indptr.index_select(0, current + 1))
+        low = self._cumulative.index_select(0, row[0])
+        high = self._cumulative.index_select(0, row[1])
         target = uniform.mul_(high - low).add_(low)
         edge = torch.searchsorted(self._cumulative, target, right=True).sub_(1)
         # Rounding may reach the row's end: the last edge of positive weight then.
@@ -231,16 +256,18 @@ class RandomWalker:
         return self._indices.index_select(0, edge)
 
     def _uniform_step(
-        self, current: torch.Tensor, degree: torch.Tensor, generator: torch.Generator | None
+        self, row: tuple[torch.Tensor, torch.Tensor], generator: torch.Generator | None
     ) -> torch.Tensor:
-        """A uniform out-neighbour of each ``current`` node (garbage where degree is 0)."""
+        """A uniform out-neighbour of each node whose row of out-edges is ``row``
+        (:meth:`_rows`; garbage where the row is empty)."""
+        begin, end = row
         # float64: floor(u * degree) is uniform on [0, degree) up to 2**-53, and below degree
         # (u < 1 and the rounding of u * degree cannot reach degree).
         uniform = torch.rand(
-            current.numel(), dtype=torch.float64, device=current.device, generator=generator
+            begin.numel(), dtype=torch.float64, device=begin.device, generator=generator
         )
-        offset = uniform.mul_(degree).long()
-        edge = self._indptr.index_select(0, current).add_(offset)
+        offset = uniform.mul_(end - begin).long()
+        edge = begin + offset
         # A node without out-edges may start at indptr = E: keep the gather in range.
         return self._indices.index_select(0, edge.clamp_(max=self._graph.num_edges - 1))
 
@@ -267,7 +294,7 @@ class RandomWalker:
             tried = pending.repeat(trials)  # trial r of walker i at r * count + i
             here = current.index_select(0, tried)
             came_from = previous.index_select(0, tried)
-            proposal = self._first_order_step(here, self._degrees.index_select(0, here), generator)
+            proposal = self._first_order_step(here, self._rows(here), generator)
             threshold = torch.rand(
                 tried.numel(), dtype=torch.float64, device=current.device, generator=generator
             ).mul_(envelope)

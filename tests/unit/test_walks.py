@@ -108,6 +108,43 @@ def test_degenerate_inputs():
     assert walker(torch.tensor([1, 2], dtype=torch.int32), 2).dtype == torch.int64
 
 
+def graph_storages(graph: Graph) -> set[int]:
+    """Where the graph's own arrays live: its CSC arrays and, for a directed graph, the CSR
+    it caches (built here, as a walker would)."""
+    arrays = [graph.indptr, graph.indices, graph.edge_ids]
+    if not graph.symmetric:
+        arrays += list(graph.csr())
+    return {array.untyped_storage().data_ptr() for array in arrays}
+
+
+@pytest.mark.parametrize("undirected", [False, True])
+def test_an_unweighted_walker_holds_nothing_per_node_beyond_the_graph(undirected):
+    """DeepWalk on 10M nodes: each (N,) array a walker keeps costs 80 MB. A uniform walker
+    holds only the graph's own arrays; a node2vec walker holds a sorted copy of the (E,)
+    neighbour ids, but still nothing per node of its own."""
+    src, dst = edge_list(directed_graph())
+    graph = Graph.from_edges(src, dst, 30, undirected=undirected)
+    assert graph.symmetric == undirected
+    assert graph.num_edges not in (graph.num_nodes, graph.num_nodes + 1)  # sizes tell apart
+    own = graph_storages(graph)
+    for p, q in [(1.0, 1.0), (0.5, 2.0)]:
+        walker = RandomWalker(graph, p, q)
+        held = [value for value in vars(walker).values() if isinstance(value, torch.Tensor)]
+        assert held
+        if walker.uniform:
+            kept = held
+        else:
+            kept = [t for t in held if t.numel() in (graph.num_nodes, graph.num_nodes + 1)]
+        for tensor in kept:
+            assert tensor.untyped_storage().data_ptr() in own, (p, q, tuple(tensor.shape))
+        # and the walks still stop where the out-degree is 0
+        walks = walker(torch.arange(30), 5, generator=seeded("cpu"))
+        out_degree = Counter(src if not undirected else src + dst)
+        for row in walks.tolist():
+            steps = [v for v in row if v != PAD]
+            assert len(steps) == 6 or out_degree[steps[-1]] == 0
+
+
 @pytest.mark.parametrize(
     "call, error, message",
     [
