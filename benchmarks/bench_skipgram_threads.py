@@ -42,7 +42,6 @@ from graphemb.skipgram import (
     FINAL_RATE,
     LearningRate,
     NegativeSampler,
-    keep_probabilities,
     train_node_embeddings,
 )
 from graphemb.skipgram.backends import compiled_kernel
@@ -90,7 +89,7 @@ def kernel_rounds(graph, args) -> dict[str, list[float]]:
     walks = walker(starts, 39, generator=generator).contiguous()
     counts = graph.in_degrees().to(torch.float64)  # the unweighted walks' token counts
     alias = tuple(t.contiguous() for t in NegativeSampler(counts).alias_table)
-    keep = keep_probabilities(counts, 1e-3).contiguous()
+    threshold = 1e-3 * float(counts.sum())  # subsampling at sample 1e-3
     halves = walks.tensor_split(2)
     tables = [initial_tables(graph.num_nodes, 128, seed) for seed in range(2)]
     hold_walks = LearningRate.of_run(0.025, 1, 40).hold_walks
@@ -98,7 +97,8 @@ def kernel_rounds(graph, args) -> dict[str, list[float]]:
     def train(part: torch.Tensor, table: int, threads: int, seed: int) -> int:
         total = 10**9  # a constant rate: every round does the same work
         args_ = (10, 5, 0.025, FINAL_RATE, 0, total, hold_walks, threads, seed, 0)
-        return int(kernel(part, *tables[table], keep, *alias, *args_)[1])
+        return int(kernel(part, *tables[table], counts, alias, *args_,
+                          subsample_threshold=threshold)[1])  # fmt: skip
 
     def own_tables(seed: int) -> int:
         done = [0, 0]

@@ -23,7 +23,7 @@ extern "C" {
 #define GE_API __attribute__((visibility("default")))
 
 /* Raised by the Python bindings when the library and the bindings disagree. */
-#define GE_ABI_VERSION 3
+#define GE_ABI_VERSION 4
 
 typedef enum {
   GE_OK = 0,
@@ -144,11 +144,23 @@ typedef struct {
   void* syn1;  /* (num_nodes, dim) output rows in syn1_format */
   int64_t num_nodes;
   int64_t dim;
-  const double* keep;        /* (num_nodes,): subsampling's keep probability */
-  const int64_t* noise_node; /* (columns,): the alias table of the noise distribution */
+  /* Each node's count in the walks (up to a constant): count_indptr's differences (a
+     graph's in-degrees; (num_nodes + 1,)), or count_values ((num_nodes,)) if it is NULL */
+  const int64_t* count_indptr;
+  const double* count_values;
+  double subsample_threshold; /* keep a token of count c w.p. min(1, (sqrt(c/s) + 1) s/c); 0: all */
+  /* The noise distribution, count ** 0.75 (skipgram/tables.h): an alias table (noise_node,
+     noise_keep, noise_alias; noise_columns); or noise_slot_count slots holding each node
+     count(v) times, a slot's node accepted w.p. min(1, (noise_floor / count(v)) ** 0.25),
+     and the alias table (possibly empty) drawn instead w.p. noise_alias_share */
+  const int64_t* noise_node;
   const double* noise_keep;
   const int64_t* noise_alias;
   int64_t noise_columns;
+  const int64_t* noise_slots; /* or NULL */
+  int64_t noise_slot_count;
+  double noise_floor;
+  double noise_alias_share;
   int64_t window;
   int64_t negatives;
   double lr;

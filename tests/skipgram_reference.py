@@ -38,29 +38,80 @@ class SplitMix64:
         return (self.next() >> 11) * 2.0**-53
 
 
-def alias_draw(rng: SplitMix64, alias: tuple[list, list, list]) -> int:
-    """One draw of the alias table: a column, then its coin."""
-    nodes, coins, aliases = alias
-    column = rng.below(len(nodes))
-    return nodes[column] if rng.uniform() < coins[column] else aliases[column]
+class Slots:
+    """The noise distribution ``count ** 0.75`` as slots (the kernel's ``SlotNoise``): node
+    ``v`` appears ``count(v)`` times in ``slots``; a slot's node is accepted with
+    probability ``min(1, (floor / count(v)) ** 0.25)``, tested as
+    ``coin^4 * count < floor``; with probability ``share`` the alias table ``alias``
+    (``(nodes, coins, aliases)``) is drawn instead."""
+
+    def __init__(self, slots, floor: float, counts, alias, share: float) -> None:
+        self.slots, self.floor, self.counts = list(slots), float(floor), list(counts)
+        self.alias, self.share = alias, float(share)
+
+
+def node_of_key(key: int, noise) -> int:
+    """The node of a fresh draw of key ``key``, read from the stream ``SplitMix64(key)``:
+    with slots, first a uniform that picks the alias table below ``share``; then attempts,
+    each an index below the table's size, then a coin. An alias table ``(nodes, coins,
+    aliases)`` decides at the first attempt, slots accept or try again."""
+    stream = SplitMix64(key)
+    if isinstance(noise, Slots):
+        if not stream.uniform() < noise.share:
+            while True:
+                index, coin = stream.below(len(noise.slots)), stream.uniform()
+                node = noise.slots[index]
+                if (coin * coin) * (coin * coin) * noise.counts[node] < noise.floor:
+                    return node
+        noise = noise.alias
+    nodes, coins, aliases = noise
+    column = stream.below(len(nodes))
+    return nodes[column] if stream.uniform() < coins[column] else aliases[column]
+
+
+def counts_of(counts: torch.Tensor) -> list:
+    """Per node counts from the kernel's ``counts``: an int64 indptr's differences, or the
+    float64 values."""
+    if counts.dtype == torch.int64:
+        return (counts[1:] - counts[:-1]).double().tolist()
+    return counts.tolist()
+
+
+def keep_of(counts: list, threshold: float) -> list:
+    """word2vec's keep probability of each count: ``min(1, (sqrt(c / t) + 1) * t / c)``; a
+    threshold of 0 keeps everything."""
+    if threshold == 0:
+        return [1.0] * len(counts)
+    safe = [max(c, 1e-300) for c in counts]
+    return [min((math.sqrt(c / threshold) + 1) * threshold / c, 1.0) for c in safe]
 
 
 class NoisePool:
     """Noise nodes as the kernel documents them (``csrc/skipgram/noise.h``): without a pool
-    (``size`` 0) every one a fresh draw; with one, ``size`` fresh draws first, then each
-    noise node the content of a uniform slot, the next slot in turn refreshed before every
-    ``reuse``-th."""
+    (``size`` 0) every one a fresh draw (one key of the stream); with one, ``size`` fresh
+    draws first, then each noise node the content of a uniform slot; before every
+    ``reuse``-th, a fresh draw is made for the next slot in turn, which takes it
+    ``DELAY`` fresh draws later."""
 
-    def __init__(self, rng: SplitMix64, alias: tuple[list, list, list], size: int, reuse: int):
-        self.rng, self.alias, self.reuse, self.left, self.next = rng, alias, reuse, reuse, 0
-        self.slots = [alias_draw(rng, alias) for _ in range(size)]
+    DELAY = 16
+
+    def __init__(self, rng: SplitMix64, noise, size: int, reuse: int):
+        self.rng, self.noise, self.reuse, self.left, self.next = rng, noise, reuse, reuse, 0
+        self.slots = [self.fresh() for _ in range(size)]
+        self.queue: list[tuple[int, int]] = []  # (slot, key) of the fresh draws on their way
+
+    def fresh(self) -> int:
+        return node_of_key(self.rng.next(), self.noise)
 
     def draw(self) -> int:
         if not self.slots:
-            return alias_draw(self.rng, self.alias)
+            return self.fresh()
         self.left -= 1
         if self.left == 0:
-            self.slots[self.next] = alias_draw(self.rng, self.alias)
+            if len(self.queue) == self.DELAY:
+                slot, key = self.queue.pop(0)
+                self.slots[slot] = node_of_key(key, self.noise)
+            self.queue.append((self.next, self.rng.next()))
             self.next = (self.next + 1) % len(self.slots)
             self.left = self.reuse
         return self.slots[self.rng.below(len(self.slots))]
@@ -78,8 +129,8 @@ def _noise(pool: NoisePool, word: int, count: int) -> list:
 
 
 def reference(
-    walks, syn0, syn1, keep, alias, window, negatives, lr, before, total, seed, hold=1,
-    sharing="pair", pool=0, reuse=1,
+    walks, syn0, syn1, counts, noise, window, negatives, lr, before, total, seed, hold=1,
+    sharing="pair", pool=0, reuse=1, threshold=0.0,
 ):  # fmt: skip
     """word2vec's skip-gram with negative sampling in float64, one thread; the rate is
     recomputed at the start of every block of ``hold`` walks of the run.
@@ -91,11 +142,16 @@ def reference(
     changed after the last. ``pool`` and ``reuse``: where noise nodes come from
     (:class:`NoisePool`).
     """
-    alias = tuple(t.tolist() for t in alias)
+    count = counts_of(counts)
+    if isinstance(noise, tuple):
+        noise = tuple(t.tolist() for t in noise)
+    else:  # the kernel's SlotNoise
+        alias = tuple(t.tolist() for t in noise.alias)
+        noise = Slots(noise.slots.tolist(), noise.floor, count, alias, noise.alias_share)
     syn0, syn1 = syn0.double().numpy().copy(), syn1.double().numpy().copy()
-    keep = keep.tolist()
+    keep = keep_of(count, threshold)
     rng = SplitMix64(mix(seed))
-    noise = NoisePool(rng, alias, pool, reuse)
+    noise = NoisePool(rng, noise, pool, reuse)
     for index, walk in enumerate(walks.tolist()):
         block_start = (before + index) - (before + index) % hold
         alpha = lr * max(1.0 - (1.0 - 1.0 / 250) * block_start / total, 1.0 / 250)

@@ -5,7 +5,7 @@
 // The draws come from the thread's stream in word2vec's order, walk after walk:
 //   1. one uniform draw per token whose keep probability is < 1 (subsampling);
 //   2. per position t of the kept walk: the reduced window r (one draw below `window`), then
-//      the noise nodes, K of them (a column below the alias table's size, then its coin):
+//      the noise nodes, K of them (one fresh draw each, noise.h):
 //        sharing kPair      K per context c of the window, drawn before c is planned
 //                           (word2vec.c, gensim: a pair's negatives are its own);
 //        sharing kPosition  K per position, drawn once after r when the window holds a
@@ -92,7 +92,7 @@ inline int64_t subsample(const Tables& t, SplitMix64& rng, int64_t w, WalkPlan& 
   const int64_t* walk = t.walks + w * t.length;
   int64_t size = 0;
   for (int64_t i = 0; i < t.length && walk[i] >= 0; ++i) {
-    const double keep = t.keep[walk[i]];
+    const double keep = keep_probability(t, walk[i]);
     if (keep >= 1.0 || rng.uniform() < keep) plan.kept[size++] = walk[i];
   }
   return size;

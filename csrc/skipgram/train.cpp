@@ -2,15 +2,14 @@
 //
 // What word2vec.c (and gensim's sg=1, negative=K path) does, one walk at a time:
 //
-//   1. the walk's tokens are subsampled: a node is kept with probability keep[node]
-//      (graphemb.skipgram.keep_probabilities, gensim's formula); one uniform draw per
-//      token whose keep < 1, none otherwise; the kept tokens are closed up;
+//   1. the walk's tokens are subsampled: a node is kept with probability keep(node), from
+//      its count (graphemb.skipgram.keep_probabilities, gensim's formula); one uniform draw
+//      per token whose keep < 1, none otherwise; the kept tokens are closed up;
 //   2. for each position t of the kept walk (the predicted node w, output row syn1[w]):
 //      a reduced window r uniform in 1..window (one draw), then for each context c at
 //      t - r .. t + r (c != t, inside the walk), in that order, the input row syn0[c] is
-//      trained against syn1[w] (label 1) and K noise nodes (label 0) drawn from the alias
-//      table of unigram ** 0.75 (two draws each: a column, then its coin, the uniform
-//      draw below the column's keep); a noise node equal to w is skipped, as in
+//      trained against syn1[w] (label 1) and K noise nodes (label 0) drawn from
+//      unigram ** 0.75 (one key each, noise.h); a noise node equal to w is skipped, as in
 //      word2vec.c. For each (target, label):
 //          f = syn0[c] . syn1[target];  g = (label - sigmoid(f)) * alpha
 //          neu1e += g * syn1[target];   syn1[target] += g * syn0[c]
@@ -144,14 +143,16 @@ void check_ids(const int64_t* ids, int64_t count, int64_t low, int64_t num_nodes
           *largest, "], outside [0, ", num_nodes, ")", low < 0 ? " (or -1)" : "");
 }
 
+void check_noise(const ge_skipgram_config& c);
+
 void check(const ge_skipgram_config& c) {
   require(c.window >= 1 && c.negatives >= 0 && c.threads >= 1 && c.total_walks >= 1 &&
-              c.walks_before >= 0 && c.hold_walks >= 1 && c.noise_columns > 0 && c.dim >= 1,
+              c.walks_before >= 0 && c.hold_walks >= 1 && c.dim >= 1,
           GE_VALUE_ERROR,
           "graphemb_kernels.skipgram_train: need window >= 1, negatives >= 0, threads >= 1, "
-          "total_walks >= 1, walks_before >= 0, hold_walks >= 1, noise columns >= 1, dim >= 1; "
+          "total_walks >= 1, walks_before >= 0, hold_walks >= 1, dim >= 1; "
           "got ", c.window, ", ", c.negatives, ", ", c.threads, ", ", c.total_walks, ", ",
-          c.walks_before, ", ", c.hold_walks, ", ", c.noise_columns, ", ", c.dim);
+          c.walks_before, ", ", c.hold_walks, ", ", c.dim);
   require(c.noise_pool >= 0 && c.noise_reuse >= 1 && (c.noise_pool > 0 || c.noise_reuse == 1),
           GE_VALUE_ERROR,
           "graphemb_kernels.skipgram_train: need noise_pool >= 0 and noise_reuse >= 1 (1 "
@@ -164,9 +165,34 @@ void check(const ge_skipgram_config& c) {
           "got ", c.sharing);
   require(c.final_rate > 0.0 && c.final_rate <= 1.0, GE_VALUE_ERROR,
           "graphemb_kernels.skipgram_train: final_rate must be in (0, 1], got ", c.final_rate);
+  require((c.count_indptr != nullptr) != (c.count_values != nullptr) &&
+              c.subsample_threshold >= 0.0,
+          GE_VALUE_ERROR,
+          "graphemb_kernels.skipgram_train: need the counts as an indptr or as values (one of "
+          "them) and a subsample threshold >= 0, got threshold ", c.subsample_threshold);
   check_ids(c.walks, c.num_walks * c.length, -1, c.num_nodes, "walks");
-  check_ids(c.noise_node, c.noise_columns, 0, c.num_nodes, "noise_nodes");
-  check_ids(c.noise_alias, c.noise_columns, 0, c.num_nodes, "noise_alias");
+  check_noise(c);
+}
+
+// The noise as tables.h describes it. Slots are a graph's neighbour lists, checked when the
+// caller built them (one pass over the edges per run, not per call).
+void check_noise(const ge_skipgram_config& c) {
+  const bool slots = c.noise_slots != nullptr;
+  const bool alias = c.noise_columns > 0 && c.noise_node != nullptr && c.noise_keep != nullptr &&
+                     c.noise_alias != nullptr;
+  require(slots ? c.noise_slot_count > 0 && c.count_indptr != nullptr && c.noise_floor > 0.0 &&
+                      c.noise_alias_share >= 0.0 && c.noise_alias_share < 1.0 &&
+                      (alias || c.noise_alias_share == 0.0)
+                : alias,
+          GE_VALUE_ERROR,
+          "graphemb_kernels.skipgram_train: need the noise as an alias table of columns >= 1, or "
+          "as slots >= 1 with the counts as an indptr, a floor > 0 and an alias share in [0, 1) "
+          "(0 without an alias table); got ", c.noise_columns, " columns, ", c.noise_slot_count,
+          " slots, floor ", c.noise_floor, ", share ", c.noise_alias_share);
+  if (alias) {
+    check_ids(c.noise_node, c.noise_columns, 0, c.num_nodes, "noise_nodes");
+    check_ids(c.noise_alias, c.noise_columns, 0, c.num_nodes, "noise_alias");
+  }
 }
 
 int64_t syn1_row_bytes(int64_t format, int64_t dim) {
@@ -177,13 +203,17 @@ int64_t syn1_row_bytes(int64_t format, int64_t dim) {
 
 void train(const ge_skipgram_config& c, int64_t* result) {
   check(c);
+  const NodeCounts node_counts{c.count_indptr, c.count_values};
+  const NoiseTable noise{c.noise_node,        c.noise_keep,
+                         c.noise_alias,       static_cast<uint64_t>(c.noise_columns),
+                         c.noise_slots,       static_cast<uint64_t>(c.noise_slot_count),
+                         c.noise_floor,       c.noise_alias_share};
   const Tables tables{c.walks,        c.length,        c.syn0,
-                      c.syn1,         syn1_row_bytes(c.syn1_format, c.dim), c.dim, c.keep,
-                      c.noise_node,   c.noise_keep,    c.noise_alias,
-                      static_cast<uint64_t>(c.noise_columns), c.window, c.negatives,
-                      c.lr,           c.final_rate,    c.walks_before,
-                      c.total_walks,  c.hold_walks,    static_cast<Sharing>(c.sharing),
-                      c.noise_pool,   c.noise_reuse};
+                      c.syn1,         syn1_row_bytes(c.syn1_format, c.dim), c.dim, node_counts,
+                      c.subsample_threshold, noise,    c.window,
+                      c.negatives,    c.lr,            c.final_rate,
+                      c.walks_before, c.total_walks,   c.hold_walks,
+                      static_cast<Sharing>(c.sharing), c.noise_pool, c.noise_reuse};
   const int64_t count = c.num_walks;
   const int64_t used = std::max<int64_t>(1, std::min<int64_t>(c.threads, count));
   const TrainRange train_range = train_range_for(c.vector_width, c.syn1_format);

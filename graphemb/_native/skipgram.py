@@ -5,6 +5,8 @@ threads updating the two tables in place (the compiled backend of
 from __future__ import annotations
 
 import ctypes
+import dataclasses
+import math
 from ctypes import c_double, c_int64, c_uint64, c_void_p
 
 import torch
@@ -12,7 +14,7 @@ import torch
 from .library import library, span
 from .tensors import dtype_name
 
-__all__ = ["SHARING", "float24_width", "skipgram_train"]
+__all__ = ["SHARING", "SlotNoise", "float24_width", "skipgram_train"]
 
 
 class _Config(ctypes.Structure):
@@ -26,11 +28,17 @@ class _Config(ctypes.Structure):
         ("syn1", c_void_p),
         ("num_nodes", c_int64),
         ("dim", c_int64),
-        ("keep", c_void_p),
+        ("count_indptr", c_void_p),
+        ("count_values", c_void_p),
+        ("subsample_threshold", c_double),
         ("noise_node", c_void_p),
         ("noise_keep", c_void_p),
         ("noise_alias", c_void_p),
         ("noise_columns", c_int64),
+        ("noise_slots", c_void_p),
+        ("noise_slot_count", c_int64),
+        ("noise_floor", c_double),
+        ("noise_alias_share", c_double),
         ("window", c_int64),
         ("negatives", c_int64),
         ("lr", c_double),
@@ -55,6 +63,67 @@ SHARING = {"pair": 0, "position": 1}
 _SYN1_FORMATS = {torch.float32: 0, torch.bfloat16: 1, torch.uint8: 2}
 
 
+@dataclasses.dataclass(frozen=True)
+class SlotNoise:
+    """The noise distribution ``count ** 0.75`` read mostly from a graph's neighbour lists
+    (``csrc/skipgram/tables.h``): every node ``v`` appears ``count(v)`` times in ``slots``
+    (once per in-edge), so a uniform slot draws ``v`` in proportion to its count; the kernel
+    accepts it with probability ``min(1, (floor / count(v)) ** 0.25)``, which gives every
+    node of count at least ``floor`` its share of ``count ** 0.75``. What the nodes below
+    ``floor`` lack comes from a small alias table, drawn instead of the slots with
+    probability ``alias_share``. No array of N entries is built.
+
+    Attributes
+    ----------
+    slots : Tensor of int64 (E,)
+        Node ids in ``[0, num_nodes)``, checked once here (the kernel, called once per
+        chunk of walks, does not read them all again).
+    floor : float
+        The count from which slot draws are thinned (> 0).
+    num_nodes : int
+        Nodes of the tables.
+    alias : tuple of Tensor
+        ``(nodes, keep, alias)`` (int64, float64, int64, each (C,)): the alias table of
+        what the nodes below ``floor`` lack; empty (C = 0) when ``alias_share`` is 0.
+    alias_share : float
+        The probability of a draw from ``alias``, in [0, 1).
+    """
+
+    slots: torch.Tensor
+    floor: float
+    num_nodes: int
+    alias: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+    alias_share: float
+
+    def __post_init__(self) -> None:
+        _check(self.slots, "noise slots", torch.int64, 1)
+        if self.slots.numel() == 0:
+            raise ValueError("graphemb_kernels.skipgram_train: noise slots must not be empty")
+        low, high = (int(v) for v in torch.aminmax(self.slots))
+        if low < 0 or high >= self.num_nodes:
+            raise IndexError(
+                f"graphemb_kernels.skipgram_train: noise slots hold ids in [{low}, {high}], "
+                f"outside [0, {self.num_nodes})"
+            )
+        if not (math.isfinite(self.floor) and self.floor > 0):
+            raise ValueError(
+                f"graphemb_kernels.skipgram_train: the noise floor must be > 0, got {self.floor}"
+            )
+        _check_alias(self.alias, empty=True)
+        columns = self.alias[0].shape[0]
+        if not (0 <= self.alias_share < 1) or (columns == 0) != (self.alias_share == 0):
+            raise ValueError(
+                "graphemb_kernels.skipgram_train: the noise's alias share must be in [0, 1), "
+                f"and 0 exactly when its alias table is empty; got {self.alias_share} with "
+                f"{columns} columns"
+            )
+
+
+#: The noise of :func:`skipgram_train`: slots, or an alias table ``(nodes, keep, alias)``
+#: (int64, float64, int64, each of shape (C,)) over any weights.
+Noise = SlotNoise | tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+
+
 def float24_width(dimensions: int) -> int:
     """Bytes of a row of ``dimensions`` float24 values (blocks of 8 values, 24 bytes each;
     ``csrc/skipgram/output_rows.h``): the columns of a uint8 ``syn1``."""
@@ -77,22 +146,13 @@ def _check(
 
 
 def _check_tables(
-    walks: torch.Tensor,
-    syn0: torch.Tensor,
-    syn1: torch.Tensor,
-    keep: torch.Tensor,
-    noise_nodes: torch.Tensor,
-    noise_keep: torch.Tensor,
-    noise_alias: torch.Tensor,
+    walks: torch.Tensor, syn0: torch.Tensor, syn1: torch.Tensor, counts: torch.Tensor, noise: Noise
 ) -> None:
     """Dtypes, layouts and matching shapes of everything the kernel reads or writes."""
     _check(walks, "walks", torch.int64, 2)
     _check(syn0, "syn0", torch.float32, 2)
     _check(syn1, "syn1", tuple(_SYN1_FORMATS), 2)
-    _check(keep, "keep", torch.float64, 1)
-    _check(noise_nodes, "noise_nodes", torch.int64, 1)
-    _check(noise_keep, "noise_keep", torch.float64, 1)
-    _check(noise_alias, "noise_alias", torch.int64, 1)
+    _check(counts, "counts", (torch.int64, torch.float64), 1)
     num_nodes, dim = syn0.shape
     want = (num_nodes, float24_width(dim) if syn1.dtype == torch.uint8 else dim)
     if tuple(syn1.shape) != want:
@@ -100,16 +160,36 @@ def _check_tables(
             f"graphemb_kernels.skipgram_train: syn1 of {dtype_name(syn1.dtype)} must have shape "
             f"{list(want)} for syn0 {list(syn0.shape)}, got {list(syn1.shape)}"
         )
-    if keep.shape[0] != num_nodes:
+    entries = num_nodes + 1 if counts.dtype == torch.int64 else num_nodes
+    if counts.shape[0] != entries:
+        kind = "an int64 indptr" if counts.dtype == torch.int64 else "float64 values"
         raise ValueError(
-            f"graphemb_kernels.skipgram_train: keep has {keep.shape[0]} entries for {num_nodes} "
-            "nodes"
+            f"graphemb_kernels.skipgram_train: counts as {kind} must have {entries} entries for "
+            f"{num_nodes} nodes, got {counts.shape[0]}"
         )
-    columns = noise_nodes.shape[0]
-    if not (columns > 0 and noise_keep.shape[0] == columns == noise_alias.shape[0]):
+    if isinstance(noise, SlotNoise):
+        if counts.dtype != torch.int64 or noise.num_nodes != num_nodes:
+            raise ValueError(
+                "graphemb_kernels.skipgram_train: noise slots need the counts as an int64 "
+                f"indptr and slots of {num_nodes} nodes, got {dtype_name(counts.dtype)} counts "
+                f"and slots of {noise.num_nodes} nodes"
+            )
+        return
+    _check_alias(noise, empty=False)
+
+
+def _check_alias(table: tuple[torch.Tensor, ...], *, empty: bool) -> None:
+    """An alias table ``(nodes, keep, alias)``: types, layouts, one length (0 if ``empty``
+    allows it)."""
+    nodes, keep, alias = table
+    _check(nodes, "noise_nodes", torch.int64, 1)
+    _check(keep, "noise_keep", torch.float64, 1)
+    _check(alias, "noise_alias", torch.int64, 1)
+    columns = nodes.shape[0]
+    if not ((columns > 0 or empty) and keep.shape[0] == columns == alias.shape[0]):
         raise ValueError(
             "graphemb_kernels.skipgram_train: the alias table's three arrays must have the same "
-            f"positive length, got {columns}, {noise_keep.shape[0]}, {noise_alias.shape[0]}"
+            f"positive length, got {columns}, {keep.shape[0]}, {alias.shape[0]}"
         )
 
 
@@ -117,10 +197,8 @@ def skipgram_train(
     walks: torch.Tensor,
     syn0: torch.Tensor,
     syn1: torch.Tensor,
-    keep: torch.Tensor,
-    noise_nodes: torch.Tensor,
-    noise_keep: torch.Tensor,
-    noise_alias: torch.Tensor,
+    counts: torch.Tensor,
+    noise: Noise,
     window: int,
     negatives: int,
     lr: float,
@@ -132,6 +210,7 @@ def skipgram_train(
     seed: int,
     vector_width: int = 0,
     *,
+    subsample_threshold: float = 0.0,
     sharing: str = "pair",
     noise_pool: int = 0,
     noise_reuse: int = 1,
@@ -148,10 +227,12 @@ def skipgram_train(
         ``csrc/skipgram/output_rows.h`` says. Narrow rows are read into float32, trained
         with the same arithmetic and written back with stochastic rounding: exact on
         average, so that updates below half a step are not lost.
-    keep : Tensor of float64 (N,)
-        Subsampling's keep probability of each node.
-    noise_nodes, noise_keep, noise_alias : Tensor (C,)
-        The alias table of the noise distribution (int64, float64, int64).
+    counts : Tensor of int64 (N + 1,) or of float64 (N,)
+        How often each node occurs in the walks, up to a constant: an indptr whose
+        differences are the counts (a graph's in-degrees, read in place), or the counts.
+    noise : SlotNoise or (Tensor, Tensor, Tensor)
+        The noise distribution ``counts ** 0.75``: :class:`SlotNoise` (with counts as an
+        indptr), or an alias table ``(nodes, keep, alias)`` (int64, float64, int64, (C,)).
     window, negatives : int
         word2vec's window (a reduced window uniform in 1..window is drawn per position) and
         noise nodes per (context, node) pair.
@@ -162,6 +243,10 @@ def skipgram_train(
     threads, seed, vector_width : int
         Hogwild threads, the seed of their random streams, and the vector width of the loop
         (0: the widest this CPU runs; 4 or 8).
+    subsample_threshold : float
+        ``sample`` times the counts' total: a token of count ``c`` is kept with probability
+        ``min(1, (sqrt(c / s) + 1) * s / c)``
+        (:func:`~graphemb.sampling.subsampling.keep_probabilities`); 0 (default) keeps all.
     sharing : {"pair", "position"}
         Which contexts share a draw of ``negatives`` noise nodes: ``"pair"`` (default,
         word2vec's algorithm) draws them for every (context, node) pair; ``"position"``
@@ -169,8 +254,8 @@ def skipgram_train(
         (HogBatch / BlazingText): the window's noise rows are read from memory once
         instead of once per context, each pair is still trained in word2vec's order.
     noise_pool, noise_reuse : int
-        0 and 1 (default): every noise node a fresh draw of the alias table. Else each
-        thread keeps a pool of ``noise_pool`` fresh draws and takes every noise node from a
+        0 and 1 (default): every noise node a fresh draw of ``noise``. Else each thread
+        keeps a pool of ``noise_pool`` fresh draws and takes every noise node from a
         uniform slot of it; before every ``noise_reuse``-th, the next slot in turn takes a
         fresh draw (``csrc/skipgram/noise.h``). Each noise node still follows the noise
         distribution; a fresh draw serves ``noise_reuse`` of them on average.
@@ -180,22 +265,34 @@ def skipgram_train(
     (int, int)
         Non-finite scores seen, and scores computed.
     """
-    _check_tables(walks, syn0, syn1, keep, noise_nodes, noise_keep, noise_alias)
+    _check_tables(walks, syn0, syn1, counts, noise)
     _check_noise_options(sharing, noise_pool, noise_reuse)
+    if not (math.isfinite(subsample_threshold) and subsample_threshold >= 0):
+        raise ValueError(
+            "graphemb_kernels.skipgram_train: subsample_threshold must be a finite number >= 0, "
+            f"got {subsample_threshold!r}"
+        )
     num_nodes, dim = syn0.shape
-    columns = noise_nodes.shape[0]
+    indptr = counts.data_ptr() if counts.dtype == torch.int64 else None
+    values = counts.data_ptr() if counts.dtype == torch.float64 else None
+    alias, slots = (noise.alias, noise) if isinstance(noise, SlotNoise) else (noise, None)
+    table = (
+        *(t.data_ptr() if t.numel() else None for t in alias),
+        alias[0].numel(),
+        *((None, 0, 1.0, 0.0) if slots is None else
+          (slots.slots.data_ptr(), slots.slots.numel(), slots.floor, slots.alias_share)),
+    )  # fmt: skip
     config = _Config(
         walks.data_ptr(), walks.shape[0], walks.shape[1], syn0.data_ptr(), syn1.data_ptr(),
-        num_nodes, dim, keep.data_ptr(), noise_nodes.data_ptr(), noise_keep.data_ptr(),
-        noise_alias.data_ptr(), columns, int(window), int(negatives), float(lr),
-        float(final_rate), int(walks_before), int(total_walks), int(hold_walks), int(threads),
-        int(seed) & ((1 << 64) - 1), int(vector_width), SHARING[sharing], int(noise_pool),
-        int(noise_reuse), _SYN1_FORMATS[syn1.dtype],
+        num_nodes, dim, indptr, values, float(subsample_threshold), *table, int(window),
+        int(negatives), float(lr), float(final_rate), int(walks_before), int(total_walks),
+        int(hold_walks), int(threads), int(seed) & ((1 << 64) - 1), int(vector_width),
+        SHARING[sharing], int(noise_pool), int(noise_reuse), _SYN1_FORMATS[syn1.dtype],
     )  # fmt: skip
-    counts = (c_int64 * 2)()
+    counts_out = (c_int64 * 2)()
     with span("graphemb_kernels::skipgram_train"):
-        library().call("ge_skipgram_train", ctypes.byref(config), counts)
-    return int(counts[0]), int(counts[1])
+        library().call("ge_skipgram_train", ctypes.byref(config), counts_out)
+    return int(counts_out[0]), int(counts_out[1])
 
 
 def _check_noise_options(sharing: str, noise_pool: int, noise_reuse: int) -> None:

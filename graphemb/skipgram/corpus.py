@@ -10,12 +10,14 @@ so memory holds one chunk whatever the graph's size.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterator
 
 import torch
 
 from ..graph import Graph
 from ..sampling.negatives import NegativeSampler
+from ..sampling.permutation import RandomOrder
 from ..sampling.subsampling import keep_probabilities
 from ..sampling.walks import RandomWalker
 from .options import SkipGramOptions
@@ -74,19 +76,34 @@ class Corpus:
         self.device = graph.device
         """Where the walks are drawn."""
         self._graph = graph
-        counts = self.token_counts
-        self.keep = keep_probabilities(counts, options.sample)
-        """Subsampling keep probability per node: float64 (N,)."""
-        self.noise = NegativeSampler(
-            counts if bool((counts > 0).any()) else torch.ones_like(counts)
-        )
-        """The noise distribution."""
         self._walker = RandomWalker(graph, options.p, options.q, weighted=options.weighted)
         per_round = -(-graph.num_nodes // options.chunk_walks)
         self.count = per_round * options.epochs * options.num_walks
         """Chunks in the run."""
         self.total_walks = options.epochs * options.num_walks * graph.num_nodes
         """Walks in the run (each trained ``passes`` times)."""
+
+    @property
+    def graph(self) -> Graph:
+        """The graph walked on."""
+        return self._graph
+
+    @property
+    def options(self) -> SkipGramOptions:
+        """What the run does."""
+        return self._options
+
+    @functools.cached_property
+    def keep(self) -> torch.Tensor:
+        """Subsampling keep probability per node: float64 (N,) (built on first use: a
+        backend that reads the counts in place never builds it)."""
+        return keep_probabilities(self.token_counts, self._options.sample)
+
+    @functools.cached_property
+    def noise(self) -> NegativeSampler:
+        """The noise distribution (built on first use, as :attr:`keep`)."""
+        counts = self.token_counts
+        return NegativeSampler(counts if bool((counts > 0).any()) else torch.ones_like(counts))
 
     @property
     def token_counts(self) -> torch.Tensor:
@@ -97,18 +114,24 @@ class Corpus:
         return counts.to(torch.float64)
 
     def chunks(self) -> Iterator[Chunk]:
-        """Every chunk of the run: each round a fresh permutation of the nodes, a walk from
-        each, ``chunk_walks`` walks at a time; seeded by the options' ``seed``."""
+        """Every chunk of the run: each round a fresh permutation of the nodes
+        (:class:`~graphemb.sampling.permutation.RandomOrder`), a walk from each,
+        ``chunk_walks`` walks at a time; seeded by the options' ``seed``."""
         options = self._options
-        order_generator = torch.Generator().manual_seed(options.seed)
         device = self.device
         stream = options.seed * 1_000_003 + 7_919 * self._rank
         generator = torch.Generator(device=device).manual_seed(stream)
         index = 0
-        for _ in range(options.epochs * options.num_walks):
-            order = torch.randperm(self.num_nodes, generator=order_generator)
-            for starts in order.split(options.chunk_walks):
+        for turn in range(options.epochs * options.num_walks):
+            # the round's order computed chunk by chunk: no permutation of N nodes is held
+            order = RandomOrder(self.num_nodes, seed=_round_seed(options.seed, turn))
+            for starts in order.chunks(options.chunk_walks):
                 mine = starts.tensor_split(self._world_size)[self._rank].to(device)
                 walks = self._walker(mine, options.walk_length - 1, generator=generator)
                 yield Chunk(index, self.count, walks, starts.numel())
                 index += 1
+
+
+def _round_seed(seed: int, turn: int) -> int:
+    """The key of round ``turn``'s order of start nodes in a run seeded ``seed``."""
+    return (seed * 0x9E3779B97F4A7C15 + turn) & 0xFFFFFFFFFFFFFFFF

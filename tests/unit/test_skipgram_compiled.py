@@ -8,20 +8,20 @@ import numpy as np
 import pytest
 import torch
 from scipy import stats
-from skipgram_reference import SplitMix64, reference
+from skipgram_reference import SplitMix64, keep_of, reference
 
-from graphemb._native.skipgram import skipgram_train
+from graphemb._native.skipgram import SlotNoise, skipgram_train
 from graphemb.graph import Graph
 from graphemb.skipgram import (
     FINAL_RATE,
     LearningRate,
     NegativeSampler,
     TrainingDiverged,
-    keep_probabilities,
     train_node_embeddings,
 )
 from graphemb.skipgram.backends import compiled_kernel
 from graphemb.skipgram.backends.compiled import chunk_seed
+from graphemb.skipgram.backends.kernel_inputs import slot_plan
 from graphemb.skipgram.guard import check_rows
 
 kernel = compiled_kernel()
@@ -41,8 +41,8 @@ def run(
     walks,
     syn0,
     syn1,
-    keep,
-    alias,
+    counts,
+    noise,
     *,
     window=2,
     negatives=3,
@@ -53,25 +53,28 @@ def run(
     threads=1,
     seed=7,
     vector_width=0,
+    threshold=0.0,
 ):
     """The kernel in place on the walks (its binding, as every backend calls it); the
     products computed. A non-finite score fails the test."""
-    nodes, coins, aliases = alias
     nonfinite, products = skipgram_train(
-        walks.contiguous(), syn0, syn1, keep, nodes, coins, aliases, window, negatives,
-        lr, FINAL_RATE, before, total or walks.shape[0], hold, threads, seed & (2**64 - 1),
-        vector_width,
+        walks.contiguous(), syn0, syn1, counts, noise, window, negatives, lr, FINAL_RATE,
+        before, total or walks.shape[0], hold, threads, seed & (2**64 - 1), vector_width,
+        subsample_threshold=threshold,
     )  # fmt: skip
     assert nonfinite == 0
     return products
 
 
-def check_against_reference(walks, syn0, syn1, keep, alias, *, hold=1, vector_width=0):
+def check_against_reference(
+    walks, syn0, syn1, counts, noise, *, hold=1, vector_width=0, threshold=0.0
+):
     """Train in place with the kernel (window 3, 4 negatives, lr 0.5, walks 5.. of 20,
     seed 11) and assert the float64 reference's result; return that result."""
-    expected = reference(walks, syn0, syn1, keep, alias, 3, 4, 0.5, 5, 20, 11, hold=hold)
-    run(walks, syn0, syn1, keep, alias, window=3, negatives=4, lr=0.5, before=5, total=20,
-        hold=hold, seed=11, vector_width=vector_width)  # fmt: skip
+    expected = reference(walks, syn0, syn1, counts, noise, 3, 4, 0.5, 5, 20, 11, hold=hold,
+                         threshold=threshold)  # fmt: skip
+    run(walks, syn0, syn1, counts, noise, window=3, negatives=4, lr=0.5, before=5, total=20,
+        hold=hold, seed=11, vector_width=vector_width, threshold=threshold)  # fmt: skip
     torch.testing.assert_close(syn0.double(), expected[0], rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(syn1.double(), expected[1], rtol=1e-4, atol=1e-5)
     return expected
@@ -89,14 +92,52 @@ def test_matches_a_float64_word2vec_reference(sample, num_nodes, dim, vector_wid
     gen = torch.Generator().manual_seed(3)
     walks = torch.randint(num_nodes, (6, 9), generator=gen)
     walks[1, 6:] = -1  # a short walk
-    weights = torch.tensor([3.0, 1, 4, 1, 5, 9, 2]).repeat(9)[:num_nodes]
+    weights = torch.tensor([3.0, 1, 4, 1, 5, 9, 2], dtype=torch.float64).repeat(9)[:num_nodes]
     alias = NegativeSampler(weights).alias_table
-    keep = keep_probabilities(weights, sample)
     syn0 = (torch.rand(num_nodes, dim, generator=gen) - 0.5) / dim
     syn1 = torch.rand(num_nodes, dim, generator=gen) * 0.1
     start = syn0.clone()
-    expected = check_against_reference(walks, syn0, syn1, keep, alias, vector_width=vector_width)
+    expected = check_against_reference(walks, syn0, syn1, weights, alias,
+                                       vector_width=vector_width,
+                                       threshold=sample * float(weights.sum()))  # fmt: skip
     assert (expected[0] - start.double()).abs().max() > 0.05  # the rows did move
+
+
+def slot_noise(degrees: list[int], floor: float | None = None) -> tuple[torch.Tensor, SlotNoise]:
+    """An indptr of ``degrees`` and the noise of slots holding node ``v`` ``degrees[v]``
+    times in a random order (a graph's neighbour lists hold each node once per in-edge),
+    thinned from ``floor`` (default: the backend's choice)."""
+    degrees_t = torch.tensor(degrees)
+    indptr = torch.cat([torch.zeros(1, dtype=torch.long), degrees_t.cumsum(0)])
+    slots = torch.repeat_interleave(torch.arange(len(degrees)), degrees_t)
+    slots = slots[torch.randperm(slots.numel(), generator=torch.Generator().manual_seed(0))]
+    plan = slot_plan(indptr, floor)
+    return indptr, SlotNoise(slots.contiguous(), plan.floor, len(degrees), plan.alias, plan.share)
+
+
+@needs_kernel
+@pytest.mark.parametrize("pool", [0, 8])
+@pytest.mark.parametrize("sample", [0.0, 0.2])
+def test_slot_noise_matches_the_reference(sample, pool):
+    """Noise drawn from slots (several attempts per draw: degrees 1 to 9), counts read from
+    an indptr, subsampling from those counts; with a pool, fresh draws resolved in steps."""
+    gen = torch.Generator().manual_seed(5)
+    degrees = [3, 1, 4, 1, 5, 9, 2, 6, 0, 5, 3, 5]
+    indptr, noise = slot_noise(degrees, floor=4.0)  # nodes of degree 1-3 from the alias table
+    assert noise.alias[0].numel() > 0 and noise.alias_share > 0.03
+    walks = torch.randint(len(degrees), (8, 9), generator=gen)
+    syn0 = (torch.rand(len(degrees), 16, generator=gen) - 0.5) / 16
+    syn1 = torch.rand(len(degrees), 16, generator=gen) * 0.1
+    threshold = sample * float(indptr[-1])
+    expected = reference(walks, syn0, syn1, indptr, noise, 3, 4, 0.5, 5, 20, 11, pool=pool,
+                         reuse=3 if pool else 1, threshold=threshold)  # fmt: skip
+    nonfinite, _ = skipgram_train(
+        walks, syn0, syn1, indptr, noise, 3, 4, 0.5, FINAL_RATE, 5, 20, 1, 1, 11,
+        subsample_threshold=threshold, noise_pool=pool, noise_reuse=3 if pool else 1,
+    )  # fmt: skip
+    assert nonfinite == 0
+    torch.testing.assert_close(syn0.double(), expected[0], rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(syn1.double(), expected[1], rtol=1e-4, atol=1e-5)
 
 
 def counting_tables(num_nodes):
@@ -141,42 +182,54 @@ def test_window_radius_is_uniform_in_1_to_window():
 
 @needs_kernel
 def test_subsampling_keeps_each_node_with_its_probability():
-    copies, lr = 4000, 1e-6
-    keep = torch.tensor([0.1, 0.3, 0.6, 0.9, 1.0], dtype=torch.float64)
+    """The kernel computes each node's keep probability from its count (word2vec's
+    formula, here from the reference's own implementation: about 0.10, 0.33, 0.69, 0.91
+    and 1 for counts of 120, 15, 4.5, 3 and 0.5 times the threshold)."""
+    copies, lr, threshold = 4000, 1e-6, 2.5
+    counts = torch.tensor([120, 15, 4.5, 3, 0.5], dtype=torch.float64) * threshold
+    keep = keep_of(counts.tolist(), threshold)
     walks = torch.tensor([[i, 4] for i in range(4)]).repeat(copies, 1)
     syn0, syn1 = counting_tables(5)
     run(
         walks,
         syn0,
         syn1,
-        keep,
+        counts,
         NegativeSampler(torch.ones(5)).alias_table,
         window=1,
         negatives=0,
         lr=lr,
         total=10**12,
+        threshold=threshold,
     )
     kept = (syn1[4, :4].double() / (0.5 * lr)).numpy()  # node 4 predicted from a kept i
     for i in range(4):
-        test = stats.binomtest(round(float(kept[i])), copies, float(keep[i]))
+        test = stats.binomtest(round(float(kept[i])), copies, keep[i])
         assert test.pvalue > 1e-4, (i, kept[i])
-    assert abs(kept[0] / copies - 0.1) < 0.03 and abs(kept[2] / copies - 0.6) < 0.04
+    assert abs(kept[0] / copies - 0.1) < 0.03 and abs(kept[2] / copies - 0.69) < 0.04
 
 
 @needs_kernel
-def test_negatives_follow_degree_to_the_power_three_quarters():
+@pytest.mark.parametrize("form", ["alias", "slots", "slots above a floor"])
+def test_negatives_follow_degree_to_the_power_three_quarters(form):
+    """From the alias table of degree ** 0.75; from slots of the degrees accepted with
+    probability (1 / degree) ** 0.25; and from slots thinned above degree 5, what degrees
+    1 to 4 lack drawn from an alias table."""
     lr, copies, negatives = 1e-7, 3000, 5
     # Walk nodes 0, 1 have weight 0 (never noise); nodes 2..9 have degrees 1..8.
     degrees = torch.tensor([0.0, 0.0, 1, 2, 3, 4, 5, 6, 7, 8])
-    sampler = NegativeSampler(degrees)
+    if form == "alias":
+        counts, noise = torch.ones(10, dtype=torch.float64), NegativeSampler(degrees).alias_table
+    else:
+        counts, noise = slot_noise(degrees.long().tolist(), 5.0 if "floor" in form else None)
     walks = torch.tensor([[0, 1]]).repeat(copies, 1)
     syn0, syn1 = counting_tables(10)
     run(
         walks,
         syn0,
         syn1,
-        torch.ones(10, dtype=torch.float64),
-        sampler.alias_table,
+        counts,
+        noise,
         window=1,
         negatives=negatives,
         lr=lr,
@@ -291,11 +344,10 @@ def test_unknown_vector_width_is_refused():
 def test_a_final_rate_outside_zero_one_is_refused(final_rate):
     walks = torch.zeros(1, 3, dtype=torch.long)
     syn0, syn1 = torch.ones(2, 4), torch.zeros(2, 4)
-    nodes, coins, aliases = NegativeSampler(torch.ones(2)).alias_table
+    alias = NegativeSampler(torch.ones(2)).alias_table
     keep = torch.ones(2, dtype=torch.float64)
     with pytest.raises(ValueError, match="final_rate must be in \\(0, 1\\], got"):
-        skipgram_train(walks, syn0, syn1, keep, nodes, coins, aliases, 2, 3, 0.025, final_rate,
-               0, 1, 1, 1, 7, 0)  # fmt: skip
+        skipgram_train(walks, syn0, syn1, keep, alias, 2, 3, 0.025, final_rate, 0, 1, 1, 1, 7, 0)
     assert (syn0 == 1).all() and (syn1 == 0).all()
 
 
@@ -305,6 +357,34 @@ def test_bad_ids_raise_before_any_write():
     alias = NegativeSampler(torch.ones(4)).alias_table
     with pytest.raises(IndexError, match=r"walks holds ids in \[0, 4\]"):
         run(torch.tensor([[0, 4]]), syn0, syn1, torch.ones(4, dtype=torch.float64), alias)
+    assert torch.equal(syn0, torch.ones(4, 3)) and torch.equal(syn1, torch.ones(4, 3))
+
+
+def test_slot_noise_refuses_what_the_kernel_could_not_read():
+    none = (torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.float64)) * 2
+    alias = (torch.tensor([1]), torch.tensor([0.5], dtype=torch.float64), torch.tensor([2]))
+    with pytest.raises(IndexError, match=r"noise slots hold ids in \[0, 4\], outside \[0, 4\)"):
+        SlotNoise(torch.tensor([0, 4, 1]), 1.0, 4, none[:3], 0.0)
+    with pytest.raises(ValueError, match="noise slots must not be empty"):
+        SlotNoise(torch.zeros(0, dtype=torch.long), 1.0, 4, none[:3], 0.0)
+    with pytest.raises(ValueError, match="noise floor must be > 0, got 0.0"):
+        SlotNoise(torch.tensor([0, 1]), 0.0, 4, none[:3], 0.0)
+    with pytest.raises(TypeError, match="noise slots must be int64, got float32"):
+        SlotNoise(torch.tensor([0.0, 1.0]), 1.0, 4, none[:3], 0.0)
+    with pytest.raises(ValueError, match="0 exactly when its alias table is empty; got 0.2 with 0"):
+        SlotNoise(torch.tensor([0, 1]), 1.0, 4, none[:3], 0.2)
+    with pytest.raises(ValueError, match="in \\[0, 1\\).* got 1.0 with 1 columns"):
+        SlotNoise(torch.tensor([0, 1]), 1.0, 4, alias, 1.0)
+
+
+@needs_kernel
+def test_slot_noise_needs_counts_as_an_indptr():
+    syn0, syn1 = torch.ones(4, 3), torch.ones(4, 3)
+    _, noise = slot_noise([1, 1, 1, 1])
+    with pytest.raises(ValueError, match="noise slots need the counts as an int64 indptr"):
+        run(torch.tensor([[0, 1]]), syn0, syn1, torch.ones(4, dtype=torch.float64), noise)
+    with pytest.raises(ValueError, match=r"counts as an int64 indptr must have 5 entries .* got 4"):
+        run(torch.tensor([[0, 1]]), syn0, syn1, torch.arange(4), noise)
     assert torch.equal(syn0, torch.ones(4, 3)) and torch.equal(syn1, torch.ones(4, 3))
 
 

@@ -58,10 +58,9 @@ def decode(table: torch.Tensor, dim: int) -> torch.Tensor:
 
 def train(walks, syn0, syn1, keep, alias, *, window, negatives, lr, seed, vector_width):
     """The kernel in place, one thread, the rate over exactly these walks."""
-    nodes, coins, aliases = alias
     nonfinite, _ = skipgram_train(
-        walks, syn0, syn1, keep, nodes, coins, aliases, window, negatives, lr, FINAL_RATE, 0,
-        walks.shape[0], 1, 1, seed, vector_width,
+        walks, syn0, syn1, keep, alias, window, negatives, lr, FINAL_RATE, 0, walks.shape[0], 1,
+        1, seed, vector_width,
     )  # fmt: skip
     assert nonfinite == 0
 

@@ -11,7 +11,7 @@ from skipgram_reference import reference
 
 from graphemb._native.skipgram import skipgram_train
 from graphemb.graph import Graph
-from graphemb.skipgram import FINAL_RATE, CompiledOptions, NegativeSampler, keep_probabilities
+from graphemb.skipgram import FINAL_RATE, CompiledOptions, NegativeSampler
 from graphemb.skipgram.backends import compiled_kernel
 from graphemb.skipgram.options import NOISE_POOL_BYTES
 
@@ -21,15 +21,15 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def train(walks, syn0, syn1, keep, alias, *, sharing, pool, reuse, **kw):
+def train(walks, syn0, syn1, counts, noise, *, sharing, pool, reuse, **kw):
     """The kernel on one thread, in place: window 3, 4 negatives, lr 0.5, walks 5.. of 20,
-    seed 11 unless ``kw`` says otherwise; returns the products computed."""
-    o = dict(window=3, negatives=4, lr=0.5, walks_before=5, total_walks=20, seed=11)
+    seed 11, no subsampling unless ``kw`` says otherwise; returns the products computed."""
+    o = dict(window=3, negatives=4, lr=0.5, walks_before=5, total_walks=20, seed=11, threshold=0)
     o.update(kw)
     nonfinite, products = skipgram_train(
-        walks.contiguous(), syn0, syn1, keep, *alias, o["window"], o["negatives"], o["lr"],
+        walks.contiguous(), syn0, syn1, counts, noise, o["window"], o["negatives"], o["lr"],
         FINAL_RATE, o["walks_before"], o["total_walks"], 1, 1, o["seed"], 0,
-        sharing=sharing, noise_pool=pool, noise_reuse=reuse,
+        subsample_threshold=o["threshold"], sharing=sharing, noise_pool=pool, noise_reuse=reuse,
     )  # fmt: skip
     assert nonfinite == 0
     return products
@@ -44,13 +44,14 @@ def test_a_noise_pool_matches_its_float64_reference(sharing, pool, reuse):
     walks[1, 6:] = -1  # a short walk
     syn0 = (torch.rand(num_nodes, dim, generator=gen) - 0.5) / dim
     syn1 = torch.rand(num_nodes, dim, generator=gen) * 0.1
-    weights = torch.tensor([3.0, 1, 4, 1, 5, 9, 2]).repeat(9)[:num_nodes]
+    weights = torch.tensor([3.0, 1, 4, 1, 5, 9, 2], dtype=torch.float64).repeat(9)[:num_nodes]
     alias = NegativeSampler(weights).alias_table
-    keep = keep_probabilities(weights, 0.2)
-    args = (walks, syn0, syn1, keep, alias, 3, 4, 0.5, 5, 20, 11)
-    expected = reference(*args, sharing=sharing, pool=pool, reuse=reuse)
-    fresh = reference(*args, sharing=sharing)
-    train(walks, syn0, syn1, keep, alias, sharing=sharing, pool=pool, reuse=reuse)
+    threshold = 0.2 * float(weights.sum())
+    args = (walks, syn0, syn1, weights, alias, 3, 4, 0.5, 5, 20, 11)
+    expected = reference(*args, sharing=sharing, pool=pool, reuse=reuse, threshold=threshold)
+    fresh = reference(*args, sharing=sharing, threshold=threshold)
+    train(walks, syn0, syn1, weights, alias, sharing=sharing, pool=pool, reuse=reuse,
+          threshold=threshold)  # fmt: skip
     torch.testing.assert_close(syn0.double(), expected[0], rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(syn1.double(), expected[1], rtol=1e-4, atol=1e-5)
     assert (expected[1] - fresh[1]).abs().max() > 1e-2  # the pool gives other noise nodes

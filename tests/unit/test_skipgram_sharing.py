@@ -13,7 +13,7 @@ from skipgram_reference import reference
 from graphemb._native.skipgram import SHARING, skipgram_train
 from graphemb.graph import Graph
 from graphemb.sampling.walks import RandomWalker
-from graphemb.skipgram import FINAL_RATE, NegativeSampler, keep_probabilities
+from graphemb.skipgram import FINAL_RATE, NegativeSampler
 from graphemb.skipgram.backends import compiled_kernel
 
 pytestmark = pytest.mark.skipif(
@@ -22,15 +22,16 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def train(walks, syn0, syn1, keep, alias, *, sharing, threads=1, vector_width=0, **kw):
+def train(walks, syn0, syn1, counts, noise, *, sharing, threads=1, vector_width=0, **kw):
     """The kernel with ``sharing``, in place: window 3, 4 negatives, lr 0.5, walks 5.. of
-    20, seed 11 unless ``kw`` says otherwise; returns the products computed."""
-    o = dict(window=3, negatives=4, lr=0.5, walks_before=5, total_walks=20, seed=11)
+    20, seed 11, no subsampling unless ``kw`` says otherwise; returns the products
+    computed."""
+    o = dict(window=3, negatives=4, lr=0.5, walks_before=5, total_walks=20, seed=11, threshold=0)
     o.update(kw)
     nonfinite, products = skipgram_train(
-        walks.contiguous(), syn0, syn1, keep, *alias, o["window"], o["negatives"], o["lr"],
+        walks.contiguous(), syn0, syn1, counts, noise, o["window"], o["negatives"], o["lr"],
         FINAL_RATE, o["walks_before"], o["total_walks"], 1, threads, o["seed"], vector_width,
-        sharing=sharing,
+        subsample_threshold=o["threshold"], sharing=sharing,
     )  # fmt: skip
     assert nonfinite == 0
     return products
@@ -52,12 +53,15 @@ def tables(num_nodes, dim, seed):
 @pytest.mark.parametrize("sample", [0.0, 0.2])
 def test_position_sharing_matches_its_float64_reference(sample, num_nodes, dim, vector_width):
     walks, syn0, syn1 = tables(num_nodes, dim, seed=3)
-    weights = torch.tensor([3.0, 1, 4, 1, 5, 9, 2]).repeat(9)[:num_nodes]
+    weights = torch.tensor([3.0, 1, 4, 1, 5, 9, 2], dtype=torch.float64).repeat(9)[:num_nodes]
     alias = NegativeSampler(weights).alias_table
-    keep = keep_probabilities(weights, sample)
-    expected = reference(walks, syn0, syn1, keep, alias, 3, 4, 0.5, 5, 20, 11, sharing="position")
-    per_pair = reference(walks, syn0, syn1, keep, alias, 3, 4, 0.5, 5, 20, 11)
-    train(walks, syn0, syn1, keep, alias, sharing="position", vector_width=vector_width)
+    threshold = sample * float(weights.sum())
+    expected = reference(walks, syn0, syn1, weights, alias, 3, 4, 0.5, 5, 20, 11,
+                         sharing="position", threshold=threshold)  # fmt: skip
+    per_pair = reference(walks, syn0, syn1, weights, alias, 3, 4, 0.5, 5, 20, 11,
+                         threshold=threshold)  # fmt: skip
+    train(walks, syn0, syn1, weights, alias, sharing="position", vector_width=vector_width,
+          threshold=threshold)  # fmt: skip
     torch.testing.assert_close(syn0.double(), expected[0], rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(syn1.double(), expected[1], rtol=1e-4, atol=1e-5)
     assert (expected[1] - per_pair[1]).abs().max() > 1e-2  # the two draw different nodes
@@ -101,11 +105,11 @@ def test_position_sharing_reads_each_noise_node_once_per_window():
 def test_unknown_sharing_is_refused():
     walks = torch.zeros(1, 3, dtype=torch.long)
     syn0, syn1 = torch.ones(2, 4), torch.zeros(2, 4)
-    nodes, coins, aliases = NegativeSampler(torch.ones(2)).alias_table
+    alias = NegativeSampler(torch.ones(2)).alias_table
     keep = torch.ones(2, dtype=torch.float64)
     with pytest.raises(ValueError, match="sharing must be one of .'pair', 'position'., got 'walk'"):
-        skipgram_train(walks, syn0, syn1, keep, nodes, coins, aliases, 2, 3, 0.025, 0.5,
-                       0, 1, 1, 1, 7, sharing="walk")  # fmt: skip
+        skipgram_train(walks, syn0, syn1, keep, alias, 2, 3, 0.025, 0.5, 0, 1, 1, 1, 7,
+                       sharing="walk")  # fmt: skip
     assert (syn0 == 1).all() and (syn1 == 0).all()
 
 
@@ -121,9 +125,9 @@ def test_two_threads_sharing_per_position_separate_two_communities():
     syn0 = (torch.rand(120, 16, generator=gen) - 0.5) / 16
     syn1 = torch.zeros(120, 16)
     train(
-        walks, syn0, syn1, keep_probabilities(counts, 1e-3), NegativeSampler(counts).alias_table,
-        sharing="position", threads=2, window=5, negatives=5, lr=0.025, walks_before=0,
-        total_walks=walks.shape[0],
+        walks, syn0, syn1, counts, NegativeSampler(counts).alias_table, sharing="position",
+        threads=2, window=5, negatives=5, lr=0.025, walks_before=0, total_walks=walks.shape[0],
+        threshold=1e-3 * float(counts.sum()),
     )  # fmt: skip
     unit = torch.nn.functional.normalize(syn0 - syn0.mean(dim=0), dim=1)
     similarity = (unit @ unit.t()).numpy()

@@ -4,7 +4,8 @@ The kernel (``skipgram_train`` of :mod:`graphemb._native`, ``csrc/skipgram/``) d
 word2vec.c and gensim's ``sg=1`` do: per walk, frequent nodes subsampled, then for every
 position a reduced window drawn in ``1 .. window``, and every context's input row trained
 against the position's output row (label 1) and ``negatives`` noise nodes (label 0) from
-the alias table of ``frequency ** 0.75``, one pair at a time (past a 32 MiB output table,
+``frequency ** 0.75`` (drawn from the graph's own neighbour lists where it can:
+:mod:`.kernel_inputs`), one pair at a time (past a 32 MiB output table,
 each fresh draw serves 10 noise nodes by default: ``CompiledOptions.noise_reuse``). The
 output table may be held narrower than float32, with float32 arithmetic
 (``CompiledOptions.output_dtype``).
@@ -27,6 +28,7 @@ from ..options import CompiledOptions, SkipGramOptions
 from ..rate import FINAL_RATE, LearningRate
 from .base import initial_tables
 from .governor import ThreadGovernor
+from .kernel_inputs import kernel_inputs
 
 __all__ = ["CompiledBackend", "chunk_seed"]
 
@@ -64,8 +66,7 @@ class CompiledBackend:
         self._sharing = compiled_options.sharing
         self._noise_reuse = compiled_options.noise_reuse
         self._noise_pool = compiled_options.noise_pool(options.dimensions)
-        self._alias = tuple(t.cpu().contiguous() for t in corpus.noise.alias_table)
-        self._keep = corpus.keep.cpu().contiguous()
+        self._inputs = kernel_inputs(corpus)  # before the tables: its temporaries are freed
         self._syn0, self._syn1 = initial_tables(
             corpus.num_nodes, options.dimensions, options.seed, compiled_options.output_dtype
         )
@@ -87,14 +88,14 @@ class CompiledBackend:
         options = self._options
         threads = self._governor.threads()
         started = time.perf_counter()
-        nodes, coins, aliases = self._alias
+        inputs = self._inputs
         nonfinite, products = self._kernel(
-            chunk.walks.contiguous(), self._syn0, self._syn1, self._keep, nodes, coins,
-            aliases, options.window, options.negatives, rate.lr, FINAL_RATE, walks_before,
+            chunk.walks.contiguous(), self._syn0, self._syn1, inputs.counts, inputs.noise,
+            options.window, options.negatives, rate.lr, FINAL_RATE, walks_before,
             rate.total_walks, rate.hold_walks, threads,
             chunk_seed(options.seed, chunk.index + repeat * chunk.count),
-            vector_width=self._vector_width, sharing=self._sharing,
-            noise_pool=self._noise_pool, noise_reuse=self._noise_reuse,
+            vector_width=self._vector_width, subsample_threshold=inputs.subsample_threshold,
+            sharing=self._sharing, noise_pool=self._noise_pool, noise_reuse=self._noise_reuse,
         )  # fmt: skip
         self._governor.record(threads, products, time.perf_counter() - started)
         if nonfinite:
