@@ -9,7 +9,8 @@ import torch
 
 from graphemb._native.skipgram import SlotNoise
 from graphemb.graph import Graph
-from graphemb.skipgram import SkipGramOptions
+from graphemb.skipgram import CompiledOptions, SkipGramOptions, train_node_embeddings
+from graphemb.skipgram.backends import compiled_kernel
 from graphemb.skipgram.backends.kernel_inputs import (
     MIN_SLOT_ACCEPTANCE,
     kernel_inputs,
@@ -132,3 +133,22 @@ def test_a_graph_without_edges_draws_uniform_noise():
     torch.testing.assert_close(
         alias_probabilities(inputs.noise, 7), torch.full((7,), 1 / 7.0, dtype=torch.float64)
     )
+
+
+def test_without_a_pool_the_alias_table_serves():
+    """Draws resolved where they are needed: no dependent reads of slots."""
+    inputs = kernel_inputs(Corpus(ring_of_cliques(), SkipGramOptions()), pooled=False)
+    assert isinstance(inputs.noise, tuple)
+
+
+@pytest.mark.skipif(compiled_kernel() is None, reason="the compiled kernels are disabled")
+@pytest.mark.parametrize("noise_reuse, slots", [(1, False), (10, True)])
+def test_the_trainer_reads_slots_only_with_a_pool(skipgram_kernel_calls, noise_reuse, slots):
+    graph = ring_of_cliques()
+    train_node_embeddings(
+        graph, dimensions=8, walk_length=5, num_walks=1, backend="compiled",
+        compiled_options=CompiledOptions(noise_reuse=noise_reuse),
+    )  # fmt: skip
+    assert skipgram_kernel_calls
+    assert all(isinstance(c["noise"], SlotNoise) == slots for c in skipgram_kernel_calls)
+    assert all(c["counts"].data_ptr() == graph.indptr.data_ptr() for c in skipgram_kernel_calls)

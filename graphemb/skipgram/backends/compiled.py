@@ -66,7 +66,8 @@ class CompiledBackend:
         self._sharing = compiled_options.sharing
         self._noise_reuse = compiled_options.noise_reuse
         self._noise_pool = compiled_options.noise_pool(options.dimensions)
-        self._inputs = kernel_inputs(corpus)  # before the tables: its temporaries are freed
+        # before the tables, so that its temporaries are freed
+        self._inputs = kernel_inputs(corpus, pooled=self._noise_pool > 0)
         self._syn0, self._syn1 = initial_tables(
             corpus.num_nodes, options.dimensions, options.seed, compiled_options.output_dtype
         )
