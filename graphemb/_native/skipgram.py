@@ -275,13 +275,7 @@ def skipgram_train(
     num_nodes, dim = syn0.shape
     indptr = counts.data_ptr() if counts.dtype == torch.int64 else None
     values = counts.data_ptr() if counts.dtype == torch.float64 else None
-    alias, slots = (noise.alias, noise) if isinstance(noise, SlotNoise) else (noise, None)
-    table = (
-        *(t.data_ptr() if t.numel() else None for t in alias),
-        alias[0].numel(),
-        *((None, 0, 1.0, 0.0) if slots is None else
-          (slots.slots.data_ptr(), slots.slots.numel(), slots.floor, slots.alias_share)),
-    )  # fmt: skip
+    table = _noise_fields(noise)
     config = _Config(
         walks.data_ptr(), walks.shape[0], walks.shape[1], syn0.data_ptr(), syn1.data_ptr(),
         num_nodes, dim, indptr, values, float(subsample_threshold), *table, int(window),
@@ -293,6 +287,19 @@ def skipgram_train(
     with span("graphemb_kernels::skipgram_train"):
         library().call("ge_skipgram_train", ctypes.byref(config), counts_out)
     return int(counts_out[0]), int(counts_out[1])
+
+
+def _noise_fields(noise: Noise) -> tuple[int | float | None, ...]:
+    """The noise's fields of ``ge_skipgram_config``, in order: the alias table's three
+    arrays and its columns, then the slots, their count, the floor and the alias share."""
+    slots: tuple[int | float | None, ...]
+    if isinstance(noise, SlotNoise):
+        slots = (noise.slots.data_ptr(), noise.slots.numel(), noise.floor, noise.alias_share)
+        alias = noise.alias
+    else:
+        slots, alias = (None, 0, 1.0, 0.0), noise
+    arrays = tuple(t.data_ptr() if t.numel() else None for t in alias)
+    return (*arrays, alias[0].numel(), *slots)
 
 
 def _check_noise_options(sharing: str, noise_pool: int, noise_reuse: int) -> None:
