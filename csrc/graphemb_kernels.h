@@ -23,7 +23,7 @@ extern "C" {
 #define GE_API __attribute__((visibility("default")))
 
 /* Raised by the Python bindings when the library and the bindings disagree. */
-#define GE_ABI_VERSION 4
+#define GE_ABI_VERSION 5
 
 typedef enum {
   GE_OK = 0,
@@ -152,7 +152,9 @@ typedef struct {
   /* The noise distribution, count ** 0.75 (skipgram/tables.h): an alias table (noise_node,
      noise_keep, noise_alias; noise_columns); or noise_slot_count slots holding each node
      count(v) times, a slot's node accepted w.p. min(1, (noise_floor / count(v)) ** 0.25),
-     and the alias table (possibly empty) drawn instead w.p. noise_alias_share */
+     and what the nodes below the floor lack drawn instead w.p. noise_alias_share: from the
+     alias table, or (noise_lack_bound > 0, no alias table) by rejection from uniform nodes,
+     a node of count c in (0, floor) accepted w.p. (c ** 0.75 floor ** 0.25 - c) / bound */
   const int64_t* noise_node;
   const double* noise_keep;
   const int64_t* noise_alias;
@@ -161,6 +163,7 @@ typedef struct {
   int64_t noise_slot_count;
   double noise_floor;
   double noise_alias_share;
+  double noise_lack_bound; /* 0: the alias table */
   int64_t window;
   int64_t negatives;
   double lr;

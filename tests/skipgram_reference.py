@@ -42,12 +42,14 @@ class Slots:
     """The noise distribution ``count ** 0.75`` as slots (the kernel's ``SlotNoise``): node
     ``v`` appears ``count(v)`` times in ``slots``; a slot's node is accepted with
     probability ``min(1, (floor / count(v)) ** 0.25)``, tested as
-    ``coin^4 * count < floor``; with probability ``share`` the alias table ``alias``
-    (``(nodes, coins, aliases)``) is drawn instead."""
+    ``coin^4 * count < floor``; with probability ``share`` the nodes below the floor are
+    drawn instead: from the alias table ``alias`` (``(nodes, coins, aliases)``), or, with
+    ``bound`` above 0, uniform nodes until one of count ``c`` in ``(0, floor)`` passes
+    ``coin * bound < c ** 0.75 * floor ** 0.25 - c``."""
 
-    def __init__(self, slots, floor: float, counts, alias, share: float) -> None:
+    def __init__(self, slots, floor: float, counts, alias, share: float, bound: float) -> None:
         self.slots, self.floor, self.counts = list(slots), float(floor), list(counts)
-        self.alias, self.share = alias, float(share)
+        self.alias, self.share, self.bound = alias, float(share), float(bound)
 
 
 def node_of_key(key: int, noise) -> int:
@@ -63,6 +65,12 @@ def node_of_key(key: int, noise) -> int:
                 node = noise.slots[index]
                 if (coin * coin) * (coin * coin) * noise.counts[node] < noise.floor:
                     return node
+        while noise.bound > 0:
+            node, coin = stream.below(len(noise.counts)), stream.uniform()
+            count = noise.counts[node]
+            lack = count**0.75 * noise.floor**0.25 - count
+            if 0 < count < noise.floor and coin * noise.bound < lack:
+                return node
         noise = noise.alias
     nodes, coins, aliases = noise
     column = stream.below(len(nodes))
@@ -147,7 +155,9 @@ def reference(
         noise = tuple(t.tolist() for t in noise)
     else:  # the kernel's SlotNoise
         alias = tuple(t.tolist() for t in noise.alias)
-        noise = Slots(noise.slots.tolist(), noise.floor, count, alias, noise.alias_share)
+        noise = Slots(
+            noise.slots.tolist(), noise.floor, count, alias, noise.alias_share, noise.lack_bound
+        )
     syn0, syn1 = syn0.double().numpy().copy(), syn1.double().numpy().copy()
     keep = keep_of(count, threshold)
     rng = SplitMix64(mix(seed))

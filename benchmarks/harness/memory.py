@@ -5,6 +5,8 @@ Linux only (``/proc``). Sizes in bytes.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 from collections.abc import Sequence
 
@@ -47,6 +49,25 @@ def process_memory(pid: int | str = "self") -> dict:
             maps[key] = max(maps.get(key, 0), end - start)
     out["shm_maps"] = maps  # type: ignore[assignment]
     return out
+
+
+def release_free_heap() -> bool:
+    """Hand the C allocator's free pages back to the system (glibc's ``malloc_trim``): what
+    earlier work freed but the allocator kept stops counting as resident. False where the
+    C library has no ``malloc_trim``."""
+    name = ctypes.util.find_library("c")
+    trim = getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None
+    if trim is None:
+        return False
+    trim(0)
+    return True
+
+
+def reset_peak() -> None:
+    """Restart this process's peak resident memory (``VmHWM``, ``ru_maxrss``) from its
+    resident memory now (Linux: ``/proc/self/clear_refs``)."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
 
 
 def shm_mapped(samples: Sequence[dict]) -> tuple[int, int]:

@@ -3,11 +3,12 @@
 //
 // A fresh draw is one 64-bit key from the thread's stream; its node is a function of the
 // key alone (resolve), read from the stream SplitMix64{key}. With slots (tables.h), its
-// first uniform picks the alias table with probability alias_share; then each attempt is an
-// index (below the alias table's columns or the slots), then a coin. The alias table decides
-// at once (the column's node if the coin is below its keep, else its alias); a slot's node
-// is accepted if coin^4 * count < floor (the coin below (floor / count) ** 0.25), else the
-// next attempt. Because the node depends on the key only, resolving it early, late or in
+// first uniform picks the nodes below the floor with probability alias_share; then each
+// attempt is an index (below the alias table's columns, the slots, or the nodes), then a
+// coin. The alias table decides at once (the column's node if the coin is below its keep,
+// else its alias); a slot's node is accepted if coin^4 * count < floor (the coin below
+// (floor / count) ** 0.25), a uniform node if its count c is in (0, floor) and
+// coin * lack_bound < lack(c); else the next attempt. Because the node depends on the key only, resolving it early, late or in
 // steps gives the same node: a pool resolves its fresh draws in steps, between other draws,
 // so that each step's read has arrived from memory by the time it is needed.
 //
@@ -35,11 +36,14 @@ namespace ge::skipgram {
 
 constexpr int64_t kPendingNode = -1;
 
-// A fresh draw on its way to a node: the key's stream, which table it reads, the current
-// attempt's index and coin, and (slots) the node read from its slot.
+// Where a fresh draw's attempts come from.
+enum class Source { kAlias, kSlots, kUniform };
+
+// A fresh draw on its way to a node: the key's stream, where its attempts come from, the
+// current attempt's index and coin, and (slots) the node read from its slot.
 struct PendingDraw {
   uint64_t state;
-  bool from_alias = true;
+  Source source = Source::kAlias;
   uint64_t index = 0;
   double coin = 0.0;
   int64_t candidate = kPendingNode;
@@ -49,24 +53,28 @@ struct PendingDraw {
 // prefetched.
 inline void start_attempt(const NoiseTable& n, PendingDraw& draw) {
   SplitMix64 stream{draw.state};
-  draw.index = stream.below(draw.from_alias ? n.columns : n.slot_count);
+  const uint64_t size = draw.source == Source::kAlias   ? n.columns
+                        : draw.source == Source::kSlots ? n.slot_count
+                                                        : n.num_nodes;
+  draw.index = stream.below(size);
   draw.coin = stream.uniform();
   draw.state = stream.state;
   draw.candidate = kPendingNode;
-  if (!draw.from_alias) {
+  if (draw.source == Source::kSlots) {
     __builtin_prefetch(n.slots + draw.index, 0, 3);
-  } else {
+  } else if (draw.source == Source::kAlias) {
     __builtin_prefetch(n.keep + draw.index, 0, 3);
     __builtin_prefetch(n.node + draw.index, 0, 3);
     __builtin_prefetch(n.alias + draw.index, 0, 3);
-  }
+  }  // a uniform node's count is prefetched by its first step (advance)
 }
 
 inline PendingDraw fresh_draw(const NoiseTable& n, SplitMix64& rng) {
   PendingDraw draw{rng.next()};
   if (n.slots != nullptr) {
     SplitMix64 stream{draw.state};
-    draw.from_alias = stream.uniform() < n.alias_share;
+    const bool below = stream.uniform() < n.alias_share;
+    draw.source = !below ? Source::kSlots : n.lack_bound > 0.0 ? Source::kUniform : Source::kAlias;
     draw.state = stream.state;
   }
   start_attempt(n, draw);
@@ -76,15 +84,21 @@ inline PendingDraw fresh_draw(const NoiseTable& n, SplitMix64& rng) {
 // One step of `draw`: its node once decided, else kPendingNode (the next read prefetched).
 inline int64_t advance(const Tables& t, PendingDraw& draw) {
   const NoiseTable& n = t.noise;
-  if (draw.from_alias)
+  if (draw.source == Source::kAlias)
     return draw.coin < n.keep[draw.index] ? n.node[draw.index] : n.alias[draw.index];
   if (draw.candidate == kPendingNode) {
-    draw.candidate = n.slots[draw.index];
+    draw.candidate = draw.source == Source::kSlots ? n.slots[draw.index]
+                                                   : static_cast<int64_t>(draw.index);
     __builtin_prefetch(t.counts.address(draw.candidate), 0, 3);
     return kPendingNode;
   }
-  const double square = draw.coin * draw.coin;
-  if (square * square * t.counts.count(draw.candidate) < n.floor) return draw.candidate;
+  const double count = t.counts.count(draw.candidate);
+  if (draw.source == Source::kSlots) {
+    const double square = draw.coin * draw.coin;
+    if (square * square * count < n.floor) return draw.candidate;
+  } else if (count > 0.0 && count < n.floor && draw.coin * n.lack_bound < n.lack(count)) {
+    return draw.candidate;
+  }
   start_attempt(n, draw);
   return kPendingNode;
 }

@@ -42,10 +42,14 @@ struct NodeCounts {
 //     is v with probability count(v) / total. Accepting it with probability
 //     min(1, (floor / count(v)) ** 0.25) leaves v in proportion to count(v) ** 0.75 times
 //     floor ** 0.25 for every count >= floor, and to count(v) below it; the alias table then
-//     holds only what those nodes lack (count ** 0.75 * floor ** 0.25 - count), drawn
+//     holds only what those nodes lack, lack(c) = c ** 0.75 * floor ** 0.25 - c, drawn
 //     instead of the slots with probability alias_share. With floor at a low quantile of the
 //     counts most draws are accepted at the first slot, and the alias table has few columns.
-//     Read in place from the graph: nothing of N entries is built.
+//     Or no alias table at all (lack_bound > 0): a uniform node of count c in (0, floor) is
+//     accepted with probability lack(c) / lack_bound (lack_bound >= every such lack(c)),
+//     else another: the rare draws below the floor cost a few more reads, and the table's
+//     memory and its construction's are gone. Read in place from the graph: nothing of N
+//     entries is built.
 // The alias table is read in place too: packing its columns into one block each (one cache
 // line a draw) took a pass over the table per call, about 1 s a call on 10M nodes, where the
 // driver calls once per chunk of walks.
@@ -58,6 +62,12 @@ struct NoiseTable {
   uint64_t slot_count;
   double floor;
   double alias_share;
+  uint64_t num_nodes;    // uniform candidates below the floor are drawn from [0, num_nodes)
+  double lack_bound;     // > 0: below the floor by rejection, no alias table
+  double floor_quarter;  // floor ** 0.25
+
+  // What a node of count c in (0, floor) lacks of c ** 0.75 * floor ** 0.25.
+  double lack(double count) const { return std::pow(count, 0.75) * floor_quarter - count; }
 };
 
 struct Tables {

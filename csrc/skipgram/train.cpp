@@ -180,15 +180,18 @@ void check_noise(const ge_skipgram_config& c) {
   const bool slots = c.noise_slots != nullptr;
   const bool alias = c.noise_columns > 0 && c.noise_node != nullptr && c.noise_keep != nullptr &&
                      c.noise_alias != nullptr;
+  const bool rejection = c.noise_lack_bound > 0.0;
   require(slots ? c.noise_slot_count > 0 && c.count_indptr != nullptr && c.noise_floor > 0.0 &&
                       c.noise_alias_share >= 0.0 && c.noise_alias_share < 1.0 &&
-                      (alias || c.noise_alias_share == 0.0)
-                : alias,
+                      !(alias && rejection) && std::isfinite(c.noise_lack_bound) &&
+                      (alias || rejection) == (c.noise_alias_share > 0.0)
+                : alias && c.noise_lack_bound == 0.0,
           GE_VALUE_ERROR,
           "graphemb_kernels.skipgram_train: need the noise as an alias table of columns >= 1, or "
-          "as slots >= 1 with the counts as an indptr, a floor > 0 and an alias share in [0, 1) "
-          "(0 without an alias table); got ", c.noise_columns, " columns, ", c.noise_slot_count,
-          " slots, floor ", c.noise_floor, ", share ", c.noise_alias_share);
+          "as slots >= 1 with the counts as an indptr, a floor > 0 and an alias share in [0, 1), "
+          "above 0 exactly with an alias table or a lack bound > 0 (not both); got ",
+          c.noise_columns, " columns, ", c.noise_slot_count, " slots, floor ", c.noise_floor,
+          ", share ", c.noise_alias_share, ", lack bound ", c.noise_lack_bound);
   if (alias) {
     check_ids(c.noise_node, c.noise_columns, 0, c.num_nodes, "noise_nodes");
     check_ids(c.noise_alias, c.noise_columns, 0, c.num_nodes, "noise_alias");
@@ -207,7 +210,9 @@ void train(const ge_skipgram_config& c, int64_t* result) {
   const NoiseTable noise{c.noise_node,        c.noise_keep,
                          c.noise_alias,       static_cast<uint64_t>(c.noise_columns),
                          c.noise_slots,       static_cast<uint64_t>(c.noise_slot_count),
-                         c.noise_floor,       c.noise_alias_share};
+                         c.noise_floor,       c.noise_alias_share,
+                         static_cast<uint64_t>(c.num_nodes), c.noise_lack_bound,
+                         std::pow(c.noise_floor, 0.25)};
   const Tables tables{c.walks,        c.length,        c.syn0,
                       c.syn1,         syn1_row_bytes(c.syn1_format, c.dim), c.dim, node_counts,
                       c.subsample_threshold, noise,    c.window,

@@ -39,6 +39,7 @@ class _Config(ctypes.Structure):
         ("noise_slot_count", c_int64),
         ("noise_floor", c_double),
         ("noise_alias_share", c_double),
+        ("noise_lack_bound", c_double),
         ("window", c_int64),
         ("negatives", c_int64),
         ("lr", c_double),
@@ -70,8 +71,10 @@ class SlotNoise:
     (once per in-edge), so a uniform slot draws ``v`` in proportion to its count; the kernel
     accepts it with probability ``min(1, (floor / count(v)) ** 0.25)``, which gives every
     node of count at least ``floor`` its share of ``count ** 0.75``. What the nodes below
-    ``floor`` lack comes from a small alias table, drawn instead of the slots with
-    probability ``alias_share``. No array of N entries is built.
+    ``floor`` lack, ``lack(c) = c ** 0.75 * floor ** 0.25 - c``, is drawn instead of the
+    slots with probability ``alias_share``: from a small alias table, or by rejection from
+    uniform nodes (``lack_bound > 0``: a node of count ``c`` in ``(0, floor)`` accepted with
+    probability ``lack(c) / lack_bound``). No array of N entries is built.
 
     Attributes
     ----------
@@ -84,9 +87,13 @@ class SlotNoise:
         Nodes of the tables.
     alias : tuple of Tensor
         ``(nodes, keep, alias)`` (int64, float64, int64, each (C,)): the alias table of
-        what the nodes below ``floor`` lack; empty (C = 0) when ``alias_share`` is 0.
+        what the nodes below ``floor`` lack; empty (C = 0) when ``alias_share`` is 0 or
+        ``lack_bound`` above 0.
     alias_share : float
-        The probability of a draw from ``alias``, in [0, 1).
+        The probability of a draw below the floor, in [0, 1).
+    lack_bound : float
+        0: draws below the floor come from ``alias``. Above 0: by rejection, at least
+        ``lack(c)`` for every count ``c`` in ``(0, floor)`` among the nodes.
     """
 
     slots: torch.Tensor
@@ -94,6 +101,7 @@ class SlotNoise:
     num_nodes: int
     alias: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
     alias_share: float
+    lack_bound: float = 0.0
 
     def __post_init__(self) -> None:
         _check(self.slots, "noise slots", torch.int64, 1)
@@ -111,11 +119,19 @@ class SlotNoise:
             )
         _check_alias(self.alias, empty=True)
         columns = self.alias[0].shape[0]
-        if not (0 <= self.alias_share < 1) or (columns == 0) != (self.alias_share == 0):
+        bound = self.lack_bound
+        if not (math.isfinite(bound) and bound >= 0) or (columns > 0 and bound > 0):
+            raise ValueError(
+                "graphemb_kernels.skipgram_train: the noise's lack bound must be a finite "
+                f"number >= 0, and 0 with an alias table; got {bound} with {columns} columns"
+            )
+        if not (0 <= self.alias_share < 1) or (columns == 0 and bound == 0) != (
+            self.alias_share == 0
+        ):
             raise ValueError(
                 "graphemb_kernels.skipgram_train: the noise's alias share must be in [0, 1), "
-                f"and 0 exactly when its alias table is empty; got {self.alias_share} with "
-                f"{columns} columns"
+                "and 0 exactly when it has neither an alias table nor a lack bound; got "
+                f"{self.alias_share} with {columns} columns and lack bound {bound}"
             )
 
 
@@ -291,13 +307,17 @@ def skipgram_train(
 
 def _noise_fields(noise: Noise) -> tuple[int | float | None, ...]:
     """The noise's fields of ``ge_skipgram_config``, in order: the alias table's three
-    arrays and its columns, then the slots, their count, the floor and the alias share."""
+    arrays and its columns, then the slots, their count, the floor, the alias share and the
+    lack bound."""
     slots: tuple[int | float | None, ...]
     if isinstance(noise, SlotNoise):
-        slots = (noise.slots.data_ptr(), noise.slots.numel(), noise.floor, noise.alias_share)
+        slots = (
+            noise.slots.data_ptr(), noise.slots.numel(), noise.floor, noise.alias_share,
+            noise.lack_bound,
+        )  # fmt: skip
         alias = noise.alias
     else:
-        slots, alias = (None, 0, 1.0, 0.0), noise
+        slots, alias = (None, 0, 1.0, 0.0, 0.0), noise
     arrays = tuple(t.data_ptr() if t.numel() else None for t in alias)
     return (*arrays, alias[0].numel(), *slots)
 

@@ -96,6 +96,7 @@ def train_node_embeddings(
                 trainer.train_chunk(chunk, repeat, done, rate)
                 done += chunk.size
                 advance(chunk.size)
+            del chunk  # before the next is walked: one chunk of walks held at a time
     rows = trainer.input_rows()
     check_rows(rows, options.lr, "by the end of training")
     return rows

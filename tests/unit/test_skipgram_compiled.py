@@ -4,6 +4,8 @@ of its windows, subsampling, negatives and learning rate, and divergence errors.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -103,28 +105,38 @@ def test_matches_a_float64_word2vec_reference(sample, num_nodes, dim, vector_wid
     assert (expected[0] - start.double()).abs().max() > 0.05  # the rows did move
 
 
-def slot_noise(degrees: list[int], floor: float | None = None) -> tuple[torch.Tensor, SlotNoise]:
+def slot_noise(
+    degrees: list[int], floor: float | None = None, rejection: bool | None = None
+) -> tuple[torch.Tensor, SlotNoise]:
     """An indptr of ``degrees`` and the noise of slots holding node ``v`` ``degrees[v]``
     times in a random order (a graph's neighbour lists hold each node once per in-edge),
-    thinned from ``floor`` (default: the backend's choice)."""
+    thinned from ``floor`` (default: the backend's choice), the nodes below it drawn by
+    ``rejection`` or from an alias table (default: the backend's choice)."""
     degrees_t = torch.tensor(degrees)
     indptr = torch.cat([torch.zeros(1, dtype=torch.long), degrees_t.cumsum(0)])
     slots = torch.repeat_interleave(torch.arange(len(degrees)), degrees_t)
     slots = slots[torch.randperm(slots.numel(), generator=torch.Generator().manual_seed(0))]
-    plan = slot_plan(indptr, floor)
-    return indptr, SlotNoise(slots.contiguous(), plan.floor, len(degrees), plan.alias, plan.share)
+    plan = slot_plan(indptr, floor, rejection=rejection)
+    noise = SlotNoise(
+        slots.contiguous(), plan.floor, len(degrees), plan.alias, plan.share, plan.lack_bound
+    )
+    return indptr, noise
 
 
 @needs_kernel
+@pytest.mark.parametrize("below", ["alias", "rejection"])
 @pytest.mark.parametrize("pool", [0, 8])
 @pytest.mark.parametrize("sample", [0.0, 0.2])
-def test_slot_noise_matches_the_reference(sample, pool):
-    """Noise drawn from slots (several attempts per draw: degrees 1 to 9), counts read from
-    an indptr, subsampling from those counts; with a pool, fresh draws resolved in steps."""
+def test_slot_noise_matches_the_reference(sample, pool, below):
+    """Noise drawn from slots (several attempts per draw: degrees 1 to 9), the nodes below
+    the floor from an alias table or by rejection, counts read from an indptr, subsampling
+    from those counts; with a pool, fresh draws resolved in steps."""
     gen = torch.Generator().manual_seed(5)
     degrees = [3, 1, 4, 1, 5, 9, 2, 6, 0, 5, 3, 5]
-    indptr, noise = slot_noise(degrees, floor=4.0)  # nodes of degree 1-3 from the alias table
-    assert noise.alias[0].numel() > 0 and noise.alias_share > 0.03
+    # nodes of degree 1-3 below the floor
+    indptr, noise = slot_noise(degrees, floor=4.0, rejection=below == "rejection")
+    assert noise.alias_share > 0.03
+    assert (noise.alias[0].numel() > 0) == (below == "alias") == (noise.lack_bound == 0)
     walks = torch.randint(len(degrees), (8, 9), generator=gen)
     syn0 = (torch.rand(len(degrees), 16, generator=gen) - 0.5) / 16
     syn1 = torch.rand(len(degrees), 16, generator=gen) * 0.1
@@ -210,18 +222,24 @@ def test_subsampling_keeps_each_node_with_its_probability():
 
 
 @needs_kernel
-@pytest.mark.parametrize("form", ["alias", "slots", "slots above a floor"])
+@pytest.mark.parametrize(
+    "form", ["alias", "slots", "slots above a floor", "slots above a floor, rejection below"]
+)
 def test_negatives_follow_degree_to_the_power_three_quarters(form):
     """From the alias table of degree ** 0.75; from slots of the degrees accepted with
     probability (1 / degree) ** 0.25; and from slots thinned above degree 5, what degrees
-    1 to 4 lack drawn from an alias table."""
+    1 to 4 lack drawn from an alias table, or by rejection from uniform nodes."""
     lr, copies, negatives = 1e-7, 3000, 5
     # Walk nodes 0, 1 have weight 0 (never noise); nodes 2..9 have degrees 1..8.
     degrees = torch.tensor([0.0, 0.0, 1, 2, 3, 4, 5, 6, 7, 8])
     if form == "alias":
         counts, noise = torch.ones(10, dtype=torch.float64), NegativeSampler(degrees).alias_table
     else:
-        counts, noise = slot_noise(degrees.long().tolist(), 5.0 if "floor" in form else None)
+        rejection = "rejection" in form
+        counts, noise = slot_noise(
+            degrees.long().tolist(), 5.0 if "floor" in form else None, rejection=rejection
+        )
+        assert (noise.lack_bound > 0) == rejection
     walks = torch.tensor([[0, 1]]).repeat(copies, 1)
     syn0, syn1 = counting_tables(10)
     run(
@@ -371,10 +389,16 @@ def test_slot_noise_refuses_what_the_kernel_could_not_read():
         SlotNoise(torch.tensor([0, 1]), 0.0, 4, none[:3], 0.0)
     with pytest.raises(TypeError, match="noise slots must be int64, got float32"):
         SlotNoise(torch.tensor([0.0, 1.0]), 1.0, 4, none[:3], 0.0)
-    with pytest.raises(ValueError, match="0 exactly when its alias table is empty; got 0.2 with 0"):
+    with pytest.raises(ValueError, match="neither an alias table nor a lack bound; got 0.2 with 0"):
         SlotNoise(torch.tensor([0, 1]), 1.0, 4, none[:3], 0.2)
     with pytest.raises(ValueError, match="in \\[0, 1\\).* got 1.0 with 1 columns"):
         SlotNoise(torch.tensor([0, 1]), 1.0, 4, alias, 1.0)
+    with pytest.raises(ValueError, match="lack bound .* and 0 with an alias table; got 0.5 with 1"):
+        SlotNoise(torch.tensor([0, 1]), 2.0, 4, alias, 0.1, 0.5)
+    with pytest.raises(ValueError, match="lack bound must be a finite number >= 0.* got nan"):
+        SlotNoise(torch.tensor([0, 1]), 2.0, 4, none[:3], 0.1, math.nan)
+    with pytest.raises(ValueError, match="neither an alias table nor a lack bound; got 0.0 with"):
+        SlotNoise(torch.tensor([0, 1]), 2.0, 4, none[:3], 0.0, 0.5)
 
 
 @needs_kernel

@@ -12,8 +12,10 @@ from graphemb.graph import Graph
 from graphemb.skipgram import CompiledOptions, SkipGramOptions, train_node_embeddings
 from graphemb.skipgram.backends import compiled_kernel
 from graphemb.skipgram.backends.kernel_inputs import (
+    MAX_UNIFORM_ATTEMPTS,
     MIN_SLOT_ACCEPTANCE,
     kernel_inputs,
+    lack_bound,
     slot_plan,
 )
 from graphemb.skipgram.corpus import Corpus
@@ -32,23 +34,33 @@ def alias_probabilities(table, num_nodes: int) -> torch.Tensor:
 def implied_noise(degrees: torch.Tensor, plan) -> torch.Tensor:
     """The distribution of a slot draw under ``plan``: a uniform slot (node v with
     probability degree / total) accepted with probability min(1, (floor / degree) ** 0.25),
-    retried until accepted; the alias table instead with probability ``plan.share``."""
+    retried until accepted; with probability ``plan.share`` instead the alias table, or
+    (``lack_bound`` > 0) a uniform node of degree d in (0, floor) accepted with probability
+    (d ** 0.75 floor ** 0.25 - d) / lack_bound, retried until accepted."""
     d = degrees.double()
     accept = torch.where(d > 0, (plan.floor / d.clamp(min=1)) ** 0.25, 0.0).clamp(max=1)
     slots = d * accept
     slots = slots / slots.sum()
+    if plan.lack_bound > 0:
+        below = (d > 0) & (d < plan.floor)
+        assert plan.alias[0].numel() == 0
+        assert bool((d.pow(0.75) * plan.floor**0.25 - d)[below].le(plan.lack_bound).all())
+        lack = torch.where(below, d.pow(0.75) * plan.floor**0.25 - d, 0.0) / plan.lack_bound
+        return (1 - plan.share) * slots + plan.share * lack / lack.sum()
     return (1 - plan.share) * slots + plan.share * alias_probabilities(plan.alias, d.numel())
 
 
+@pytest.mark.parametrize("rejection", [True, False])
 @pytest.mark.parametrize("floor", [None, 3.0, 8.0])
-def test_slot_plans_draw_degree_to_the_power_three_quarters(floor):
+def test_slot_plans_draw_degree_to_the_power_three_quarters(floor, rejection):
     gen = torch.Generator().manual_seed(0)
     degrees = torch.randint(0, 12, (500,), generator=gen)
     degrees[:5] = torch.tensor([40, 0, 1, 1, 2])  # a hub, isolated and rare nodes
     indptr = torch.cat([torch.zeros(1, dtype=torch.long), degrees.cumsum(0)])
-    plan = slot_plan(indptr, floor)
-    if floor is not None:
-        assert plan.floor == floor and plan.share > 0 and plan.alias[0].numel() > 0
+    plan = slot_plan(indptr, floor, rejection=rejection)
+    if floor is not None:  # (the default floor, 1, leaves nothing below it)
+        assert plan.floor == floor and plan.share > 0
+        assert (plan.lack_bound > 0) == rejection == (plan.alias[0].numel() == 0)
     expected = degrees.double() ** 0.75
     torch.testing.assert_close(implied_noise(degrees, plan), expected / expected.sum(),
                                rtol=1e-9, atol=1e-15)  # fmt: skip
@@ -58,12 +70,49 @@ def test_slot_plans_draw_degree_to_the_power_three_quarters(floor):
     assert implied_noise(degrees, plan).sum() == pytest.approx(1.0)
 
 
-def test_the_default_floor_leaves_few_nodes_to_the_alias_table():
-    degrees = torch.arange(1, 1001)
+def test_the_default_floor_leaves_few_nodes_below_it():
+    order = torch.randperm(1000, generator=torch.Generator().manual_seed(3))
+    degrees = torch.arange(1, 1001)[order]
     indptr = torch.cat([torch.zeros(1, dtype=torch.long), degrees.cumsum(0)])
-    plan = slot_plan(indptr)
+    plan = slot_plan(indptr, rejection=False)
     assert plan.floor == 31  # the 31st smallest of 1000 counts
     assert plan.alias[0].numel() == 30  # the nodes below it
+    assert sorted(plan.alias[0].tolist()) == sorted(torch.nonzero(degrees < 31).view(-1).tolist())
+
+
+def test_a_huge_count_shares_the_floors_top_bin():
+    """Counts from FLOOR_CAP up are binned together: the quantile is still the k-th."""
+    degrees = torch.tensor([1 << 20] * 40 + [3] * 2)
+    indptr = torch.cat([torch.zeros(1, dtype=torch.long), degrees.cumsum(0)])
+    assert slot_plan(indptr).floor == 3  # the first of 42
+    degrees = torch.tensor([1 << 20] * 40)
+    indptr = torch.cat([torch.zeros(1, dtype=torch.long), degrees.cumsum(0)])
+    assert slot_plan(indptr).floor == 1 << 16  # the cap: then nothing lies below it
+
+
+def test_the_lack_bound_is_the_largest_lack_below_the_floor():
+    for floor in (2.0, 5.0, 31.0, 1000.0):
+        lacks = [c**0.75 * floor**0.25 - c for c in range(1, int(floor))]
+        assert lack_bound(floor) == max(lacks) > 0
+    assert lack_bound(1.0) == 0.0  # no count lies below
+
+
+@pytest.mark.parametrize("isolated, rejection", [(0, True), (200_000, False)])
+def test_rejection_below_the_floor_unless_it_would_try_too_many_nodes(isolated, rejection):
+    """Twenty nodes of degree 1 below a floor of 2: by rejection from uniform nodes, unless
+    so many nodes have no in-edge that a noise draw would try more than
+    MAX_UNIFORM_ATTEMPTS of them (1.5 with 200,000 isolated nodes)."""
+    degrees = torch.tensor([1] * 20 + [2] * 20 + [64] * 960 + [0] * isolated)
+    indptr = torch.cat([torch.zeros(1, dtype=torch.long), degrees.cumsum(0)])
+    plan = slot_plan(indptr)
+    assert plan.floor == 2 and plan.share > 0
+    attempts = plan.share * degrees.numel() * plan.lack_bound / (20 * (2**0.25 - 1))
+    assert (plan.lack_bound > 0) == rejection
+    if rejection:
+        assert attempts <= MAX_UNIFORM_ATTEMPTS
+    expected = degrees.double() ** 0.75
+    torch.testing.assert_close(implied_noise(degrees, plan), expected / expected.sum(),
+                               rtol=1e-9, atol=1e-15)  # fmt: skip
 
 
 def ring_of_cliques(cliques: int = 20, size: int = 6) -> Graph:

@@ -5,6 +5,7 @@ schedule written out here, the options checked before any work, and which backen
 from __future__ import annotations
 
 import warnings
+import weakref
 
 import numpy as np
 import pytest
@@ -93,6 +94,24 @@ def test_every_node_starts_num_walks_walks_in_chunks_of_bounded_size(monkeypatch
         assert max(w.shape[0] for w in walks) == 32 and {w.shape[1] for w in walks} == {9}
         per_node = torch.bincount(torch.cat([w[:, 0] for w in walks]), minlength=100)
         assert bool((per_node == num_walks).all())
+
+
+def test_one_chunk_of_walks_is_held_at_a_time(monkeypatch):
+    """The chunk trained last is freed before the next one is walked: a run holds one
+    chunk of walks, as the memory bound of a run counts."""
+    held = []  # weak references to the walks of every chunk handed out so far
+    chunks = run_module.Corpus.chunks
+
+    def watched(corpus):
+        for chunk in chunks(corpus):
+            assert all(walks() is None for walks in held), "an earlier chunk is still held"
+            held.append(weakref.ref(chunk.walks))
+            yield chunk
+
+    monkeypatch.setattr(run_module.Corpus, "chunks", watched)
+    backend = recorded(monkeypatch, ring(), dimensions=4, walk_length=6, num_walks=1,
+                       chunk_walks=10)  # fmt: skip
+    assert len(held) == len(backend.calls) == 3
 
 
 @pytest.mark.parametrize(
