@@ -8,9 +8,10 @@
 // coin. The alias table decides at once (the column's node if the coin is below its keep,
 // else its alias); a slot's node is accepted if coin^4 * count < floor (the coin below
 // (floor / count) ** 0.25), a uniform node if its count c is in (0, floor) and
-// coin * lack_bound < lack(c); else the next attempt. Because the node depends on the key only, resolving it early, late or in
-// steps gives the same node: a pool resolves its fresh draws in steps, between other draws,
-// so that each step's read has arrived from memory by the time it is needed.
+// coin * lack_bound < lack(c); else the next attempt. Because the node depends on the key
+// only, resolving it early, late or in steps gives the same node: a pool resolves its fresh
+// draws in steps, between other draws, so that each step's read has arrived from memory by
+// the time it is needed.
 //
 // Without a pool (noise_pool 0, word2vec) every noise node is a fresh draw, resolved at
 // once: each names a random row of the output table, and once the tables outgrow the
