@@ -157,6 +157,7 @@ class RandomWalker:
         walk_length: int,
         *,
         generator: torch.Generator | None = None,
+        out: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """One walk from each node of ``start``.
 
@@ -169,20 +170,26 @@ class RandomWalker:
         generator : torch.Generator, optional
             Source of randomness, on the graph's device. Default: torch's default
             generator of that device.
+        out : Tensor of int64, shape (W, L + 1), optional
+            Where to write the walks (contiguous, on the graph's device): a caller that
+            draws walks repeatedly reuses one buffer instead of allocating one per call.
 
         Returns
         -------
         Tensor of int64, shape (W, L + 1), on the graph's device
             Row ``i`` is the walk ``start[i], v_1, ..., v_L``: each consecutive pair is an
             edge of the graph. A walk that reaches a node without out-neighbours stops;
-            its remaining entries are :data:`PAD` (-1).
+            its remaining entries are :data:`PAD` (-1). ``out`` when given.
         """
         start = self._checked_start(start)
         walk_length = as_size("walk_length", walk_length)
         check_generator(generator, self._graph.device)
-        walks = torch.full(
-            (start.numel(), walk_length + 1), PAD, dtype=torch.int64, device=start.device
-        )
+        shape = (start.numel(), walk_length + 1)
+        if out is None:
+            walks = torch.empty(shape, dtype=torch.int64, device=start.device)
+        else:
+            walks = _checked_out(out, shape, start.device)
+        walks.fill_(PAD)
         walks[:, 0] = start
         if walk_length == 0 or start.numel() == 0 or self._graph.num_edges == 0:
             return walks
@@ -387,6 +394,20 @@ def random_walks(
         Walks, :data:`PAD` after a node without out-neighbours.
     """
     return RandomWalker(graph, p, q, weighted)(start, walk_length, generator=generator)
+
+
+def _checked_out(out: object, shape: tuple[int, int], device: torch.device) -> torch.Tensor:
+    """``out`` if it can hold walks of ``shape`` on ``device``, else a clear error."""
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"out must be a torch.Tensor, got {type(out).__name__}")
+    if out.dtype != torch.int64 or tuple(out.shape) != shape or out.device != device:
+        raise ValueError(
+            f"out must be an int64 tensor of shape {shape} on {device}, got "
+            f"{out.dtype} {tuple(out.shape)} on {out.device}"
+        )
+    if not out.is_contiguous():
+        raise ValueError("out must be contiguous")
+    return out
 
 
 def _positive_number(name: str, value: object) -> float:

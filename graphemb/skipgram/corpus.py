@@ -4,7 +4,7 @@ subsampling keep probabilities.
 
 A run is ``epochs * num_walks`` rounds; each round starts one walk from every node, in a
 fresh random order, ``chunk_walks`` walks at a time. Walks are drawn as they are trained,
-so memory holds one chunk whatever the graph's size.
+into one buffer, so memory holds one chunk whatever the graph's size.
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ class Chunk:
         Its position among the run's chunks, and their number.
     walks : Tensor of int64 (W, walk_length)
         Node ids, -1 after the end of a walk that reached a node without out-edges: this
-        rank's share of the chunk's walks.
+        rank's share of the chunk's walks, valid until the next chunk is drawn (every chunk
+        of a run is written into the same buffer).
     size : int
         Walks in the chunk, over all ranks.
     """
@@ -116,18 +117,25 @@ class Corpus:
     def chunks(self) -> Iterator[Chunk]:
         """Every chunk of the run: each round a fresh permutation of the nodes
         (:class:`~graphemb.sampling.permutation.RandomOrder`), a walk from each,
-        ``chunk_walks`` walks at a time; seeded by the options' ``seed``."""
+        ``chunk_walks`` walks at a time; seeded by the options' ``seed``. A chunk's walks
+        live in one buffer that the next chunk overwrites: train a chunk before drawing the
+        next."""
         options = self._options
         device = self.device
         stream = options.seed * 1_000_003 + 7_919 * self._rank
         generator = torch.Generator(device=device).manual_seed(stream)
+        # One buffer for every chunk's walks: a fresh one per chunk would land beside the
+        # allocator's holes and hold several chunks' memory over a run.
+        most = -(-min(options.chunk_walks, self.num_nodes) // self._world_size)
+        buffer = torch.empty((most, options.walk_length), dtype=torch.int64, device=device)
         index = 0
         for turn in range(options.epochs * options.num_walks):
             # the round's order computed chunk by chunk: no permutation of N nodes is held
             order = RandomOrder(self.num_nodes, seed=_round_seed(options.seed, turn))
             for starts in order.chunks(options.chunk_walks):
                 mine = starts.tensor_split(self._world_size)[self._rank].to(device)
-                walks = self._walker(mine, options.walk_length - 1, generator=generator)
+                out = buffer[: mine.numel()]
+                walks = self._walker(mine, options.walk_length - 1, generator=generator, out=out)
                 yield Chunk(index, self.count, walks, starts.numel())
                 index += 1
 

@@ -5,7 +5,6 @@ schedule written out here, the options checked before any work, and which backen
 from __future__ import annotations
 
 import warnings
-import weakref
 
 import numpy as np
 import pytest
@@ -96,22 +95,25 @@ def test_every_node_starts_num_walks_walks_in_chunks_of_bounded_size(monkeypatch
         assert bool((per_node == num_walks).all())
 
 
-def test_one_chunk_of_walks_is_held_at_a_time(monkeypatch):
-    """The chunk trained last is freed before the next one is walked: a run holds one
-    chunk of walks, as the memory bound of a run counts."""
-    held = []  # weak references to the walks of every chunk handed out so far
+def test_every_chunk_of_walks_is_written_into_one_buffer(monkeypatch):
+    """A run holds one chunk of walks, as its memory bound counts: every chunk, the last
+    and shorter one too, is written into the same buffer (the walks of every chunk are
+    kept alive here, so that fresh allocations could not reuse an address)."""
+    held = []
     chunks = run_module.Corpus.chunks
 
     def watched(corpus):
         for chunk in chunks(corpus):
-            assert all(walks() is None for walks in held), "an earlier chunk is still held"
-            held.append(weakref.ref(chunk.walks))
+            held.append(chunk.walks)
             yield chunk
 
     monkeypatch.setattr(run_module.Corpus, "chunks", watched)
     backend = recorded(monkeypatch, ring(), dimensions=4, walk_length=6, num_walks=1,
-                       chunk_walks=10)  # fmt: skip
-    assert len(held) == len(backend.calls) == 3
+                       chunk_walks=12)  # fmt: skip
+    assert [walks.shape[0] for walks in held] == [12, 12, 6] and len(backend.calls) == 3
+    assert len({walks.untyped_storage().data_ptr() for walks in held}) == 1
+    # what each chunk trained (cloned by the recorder) differs: the buffer was rewritten
+    assert not torch.equal(backend.calls[0][3], backend.calls[1][3])
 
 
 @pytest.mark.parametrize(

@@ -170,6 +170,39 @@ def test_bad_input_is_refused(call, error, message):
         call(directed_graph())
 
 
+@pytest.mark.parametrize("p, q", [(1.0, 1.0), (0.5, 2.0)])
+def test_walks_written_into_out_are_the_walks_drawn_without_it(p, q):
+    """``out=`` is only where the walks go: the same walks from the same stream, every
+    entry overwritten (padding after sinks included), ``out`` itself returned."""
+    graph = directed_graph()
+    walker = RandomWalker(graph, p, q)
+    start = torch.arange(graph.num_nodes).repeat(3)
+    expected = walker(start, 7, generator=seeded("cpu", 3))
+    assert bool((expected == PAD).any())  # some walks reach a sink
+    buffer = torch.full((start.numel() + 5, 8), 12345, dtype=torch.int64)
+    out = buffer[: start.numel()]
+    walks = walker(start, 7, generator=seeded("cpu", 3), out=out)
+    assert walks is out and torch.equal(walks, expected)
+    assert bool((buffer[start.numel() :] == 12345).all())  # nothing written beyond out
+
+
+@pytest.mark.parametrize(
+    "out, error, message",
+    [
+        ([[0] * 4] * 2, TypeError, "out must be a torch.Tensor, got list"),
+        (torch.zeros(2, 4, dtype=torch.int32), ValueError, r"int64 tensor of shape \(2, 4\)"),
+        (torch.zeros(2, 5, dtype=torch.int64), ValueError, r"got torch.int64 \(2, 5\)"),
+        (torch.zeros(4, 2, dtype=torch.int64).t(), ValueError, "out must be contiguous"),
+    ],
+)
+def test_bad_out_is_refused_and_left_as_it_was(out, error, message):
+    before = out.clone() if isinstance(out, torch.Tensor) else None
+    with pytest.raises(error, match=message):
+        RandomWalker(directed_graph())(torch.tensor([0, 1]), 3, out=out)
+    if before is not None:
+        assert torch.equal(out, before)
+
+
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_generator_on_another_device_is_refused():
