@@ -23,7 +23,7 @@ extern "C" {
 #define GE_API __attribute__((visibility("default")))
 
 /* Raised by the Python bindings when the library and the bindings disagree. */
-#define GE_ABI_VERSION 5
+#define GE_ABI_VERSION 6
 
 typedef enum {
   GE_OK = 0,
@@ -117,20 +117,27 @@ typedef struct {
 } ge_dropout_mask;
 /* out (rows, features) = CSR (crow, col, values or NULL) x dense (dense_rows, features),
  * summed or averaged (mean) per row; dtype float32 or float64 for all. With mask (NULL:
- * none), dense's elements are dropped as they are read. */
+ * none), dense's elements are dropped as they are read; with relu, they are read as
+ * max(x, 0) first. With with_self, out is (rows, 2 features): each row's aggregate, then
+ * dense's row of the same index (read the same way); rows <= dense_rows. */
 GE_API int ge_csr_aggregate(const int64_t* crow, int64_t rows, const int64_t* col,
                             int64_t entries, const void* values, const void* dense,
                             int64_t dense_rows, int64_t features, int dtype, int mean,
-                            const ge_dropout_mask* mask, void* out);
+                            const ge_dropout_mask* mask, void* out, int with_self, int relu);
 /* Its backward: out (out_rows, features) = the transpose of that CSR matrix (values 1,
  * or 1 / the row's entry count with mean) x grad (rows, features), plus addend
  * (addend_rows, features; NULL for none) on the first addend_rows rows of out; with mask
- * (NULL: none), then dropped. */
+ * (NULL: none), then dropped. With paired, grad is (rows, 2 features), the gradient of a
+ * with_self output: its first half is multiplied as above and its second half added to
+ * the first rows of out (addend NULL, rows <= out_rows). With relu_input (out_rows,
+ * features; NULL for none), the values the forward read through a ReLU: out is then 0
+ * wherever relu_input is not above 0. */
 GE_API int ge_csr_aggregate_transposed(const int64_t* crow, int64_t rows, const int64_t* col,
                                        int64_t entries, const void* grad, int64_t features,
                                        int dtype, int mean, const void* addend,
                                        int64_t addend_rows, const ge_dropout_mask* mask,
-                                       void* out, int64_t out_rows);
+                                       void* out, int64_t out_rows, int paired,
+                                       const void* relu_input);
 /* out[i] = x[i] * scale where a hash of (key, i) >= threshold, else 0; n elements. */
 GE_API int ge_dropout_masked_scale(const void* x, void* out, int64_t n, int dtype,
                                    uint32_t threshold, double scale, uint64_t key);

@@ -24,6 +24,14 @@
 // row's sum is taken in increasing row order, from 0: the order of the transposed
 // matrix's own product, so both give the same floats.
 //
+// A GraphSAGE layer multiplies the aggregate and the destination's own row by two weight
+// matrices and sums them. With `with_self` the forward writes each output row as the pair
+// [aggregate | own row, dropped], so the layer takes one product of width 2F instead of two
+// of width F and a second pass over its output; the backward's `paired` gradient is the
+// same pair, whose second half is added to the own rows' gradient. With `relu` the rows are
+// read through the ReLU of the layer below (its output never written), and the backward
+// zeroes the gradient where that layer's output was not above 0.
+//
 // The loops are compiled in the clones of common/clones.h: AVX-512, AVX2 and baseline,
 // chosen at run time, all giving the same floats.
 
@@ -50,17 +58,49 @@ inline void prefetch_row(const char* row, int64_t bytes) {
   for (int64_t b = 0; b < bytes; b += kCacheLine) __builtin_prefetch(row + b);
 }
 
+// x where it is not below 0: ReLU, NaN kept (as torch's relu).
+template <typename T>
+inline T positive(T x) {
+  return x < T(0) ? T(0) : x;
+}
+
+// How the forward reads the dense rows: through a ReLU (relu), then dropped by the mask:
+// the activation and the dropout between two layers, applied as the rows are read, so
+// that neither is written out.
+template <typename T>
+struct Reading {
+  HashedMask<T> mask;
+  bool relu;
+
+  // body(f, element first + f of dense as read) for f in [0, F), d = that row.
+  template <typename Body>
+  inline __attribute__((always_inline)) void row(const T* d, int64_t first, int64_t F,
+                                                 Body body) const {
+    if (relu && mask.masked) {
+      mask.for_each_factor(first, F, [&](auto f, T factor) { body(f, positive(d[f]) * factor); });
+    } else if (relu) {
+      for (int64_t f = 0; f < F; ++f) body(f, positive(d[f]));
+    } else if (mask.masked) {
+      mask.for_each_factor(first, F, [&](auto f, T factor) { body(f, d[f] * factor); });
+    } else {
+      for (int64_t f = 0; f < F; ++f) body(f, d[f]);
+    }
+  }
+};
+
 // One task's rows [begin, end) of the aggregation; F columns.
 template <typename T>
 inline __attribute__((always_inline)) void aggregate_range(const int64_t* crow,
                                                            const int64_t* col, const T* values,
                                                            const T* dense, int64_t F, bool mean,
-                                                           const HashedMask<T>& mask, T* out,
+                                                           const Reading<T>& reading,
+                                                           bool with_self, T* out,
                                                            int64_t begin, int64_t end) {
   const int64_t last = crow[end];
   const int64_t row_bytes = F * static_cast<int64_t>(sizeof(T));
+  const int64_t stride = with_self ? 2 * F : F;
   for (int64_t r = begin; r < end; ++r) {
-    T* o = out + r * F;
+    T* o = out + r * stride;
     for (int64_t f = 0; f < F; ++f) o[f] = T(0);
     const int64_t e0 = crow[r], e1 = crow[r + 1];
     for (int64_t e = e0; e < e1; ++e) {
@@ -69,31 +109,31 @@ inline __attribute__((always_inline)) void aggregate_range(const int64_t* crow,
       }
       const T* d = dense + col[e] * F;
       const T w = values != nullptr ? values[e] : T(1);
-      if (mask.masked) {  // the dropout's output, d[f] * factor, as it is read
-        mask.for_each_factor(col[e] * F, F,
-                             [&](auto f, T factor) { o[f] += w * (d[f] * factor); });
-      } else {
-        for (int64_t f = 0; f < F; ++f) o[f] += w * d[f];
-      }
+      reading.row(d, col[e] * F, F, [&](auto f, T v) { o[f] += w * v; });
     }
     if (mean && e1 > e0) {
       const T count = static_cast<T>(e1 - e0);
       for (int64_t f = 0; f < F; ++f) o[f] /= count;
+    }
+    if (with_self) {  // the destination's own row: source r, read as the others
+      T* own = o + F;
+      reading.row(dense + r * F, r * F, F, [&](auto f, T v) { own[f] = v; });
     }
   }
 }
 
 GE_FLOAT_CLONES void aggregate_floats(
     const int64_t* crow, const int64_t* col, const float* values, const float* dense, int64_t F,
-    bool mean, const HashedMask<float>& mask, float* out, int64_t begin, int64_t end) {
-  aggregate_range(crow, col, values, dense, F, mean, mask, out, begin, end);
+    bool mean, const Reading<float>& reading, bool with_self, float* out, int64_t begin,
+    int64_t end) {
+  aggregate_range(crow, col, values, dense, F, mean, reading, with_self, out, begin, end);
 }
 
 GE_FLOAT_CLONES void aggregate_doubles(
     const int64_t* crow, const int64_t* col, const double* values, const double* dense,
-    int64_t F, bool mean, const HashedMask<double>& mask, double* out, int64_t begin,
-    int64_t end) {
-  aggregate_range(crow, col, values, dense, F, mean, mask, out, begin, end);
+    int64_t F, bool mean, const Reading<double>& reading, bool with_self, double* out,
+    int64_t begin, int64_t end) {
+  aggregate_range(crow, col, values, dense, F, mean, reading, with_self, out, begin, end);
 }
 
 // Task boundaries: rows [bounds[k], bounds[k + 1]) hold about equal shares of
@@ -114,15 +154,19 @@ std::vector<int64_t> balanced_bounds(const int64_t* crow, int64_t rows, int64_t 
   return bounds;
 }
 
-// out = the aggregation of rows [0, rows), in tasks of about equal work.
+// out = the aggregation of rows [0, rows) (with_self: beside each row's own), in tasks of
+// about equal work.
 template <typename T, typename Kernel>
 void aggregate(const int64_t* c, int64_t rows, const int64_t* k, const T* v, const T* d,
-               int64_t F, bool mean, const HashedMask<T>& mask, T* o, Kernel kernel) {
+               int64_t F, bool mean, const Reading<T>& reading, bool with_self, T* o,
+               Kernel kernel) {
   // many more tasks than threads, taken from a shared counter (common/parallel.h)
   const int64_t tasks = std::max<int64_t>(1, std::min<int64_t>(rows, 16 * num_threads()));
   const std::vector<int64_t> bounds = balanced_bounds(c, rows, tasks);
   for_each_task(tasks,
-                [&](int64_t t) { kernel(c, k, v, d, F, mean, mask, o, bounds[t], bounds[t + 1]); });
+                [&](int64_t t) {
+                  kernel(c, k, v, d, F, mean, reading, with_self, o, bounds[t], bounds[t + 1]);
+                });
 }
 
 // The transpose of A's pattern, (columns, rows): entries grouped by column, each column's
@@ -175,14 +219,29 @@ Transpose<I> transpose_pattern(const int64_t* crow, int64_t rows, const int64_t*
   return t;
 }
 
+// The gradient's rows and what is added to the first rows of the output: row r of the
+// gradient at grad + r * stride; row c of the addend at addend + c * addend_stride.
+// relu_input: the output rows' values before the ReLU the forward read them through
+// (columns, F), or null.
+template <typename T>
+struct GradientRows {
+  const T* grad;
+  int64_t stride;
+  const T* addend;
+  int64_t addend_stride;
+  int64_t addend_rows;
+  const T* relu_input;
+};
+
 // Output rows [begin, end) of out (columns, F) = A^T (w g) (+ addend on its first rows),
-// then dropped by the mask: each row summed over its column's rows in increasing order,
-// from 0, and finished while it is in the cache.
+// then dropped by the mask and kept where relu_input is above 0: each row summed over its
+// column's rows in increasing order, from 0, and finished while it is in the cache.
 template <typename T, typename I>
 inline __attribute__((always_inline)) void gather_columns(
-    const Transpose<I>& t, const int64_t* crow, const T* grad, int64_t F, bool mean,
-    const T* addend, int64_t addend_rows, const HashedMask<T>& mask, T* out, int64_t begin,
-    int64_t end) {
+    const Transpose<I>& t, const int64_t* crow, const GradientRows<T>& g_rows, int64_t F,
+    bool mean, const HashedMask<T>& mask, T* out, int64_t begin, int64_t end) {
+  const T* grad = g_rows.grad;
+  const int64_t stride = g_rows.stride;
   const int64_t row_bytes = F * static_cast<int64_t>(sizeof(T));
   const I* rows = t.rows.data();
   const int64_t last = t.starts[end];
@@ -191,28 +250,34 @@ inline __attribute__((always_inline)) void gather_columns(
     for (int64_t f = 0; f < F; ++f) o[f] = T(0);
     for (int64_t k = t.starts[c], stop = t.starts[c + 1]; k < stop; ++k) {
       if (k + kAhead < last) {
-        prefetch_row(reinterpret_cast<const char*>(grad + int64_t{rows[k + kAhead]} * F),
+        prefetch_row(reinterpret_cast<const char*>(grad + int64_t{rows[k + kAhead]} * stride),
                      row_bytes);
       }
       const int64_t r = rows[k];
       const T w = mean ? T(1) / static_cast<T>(crow[r + 1] - crow[r]) : T(1);  // A^T's values
-      const T* g = grad + r * F;
+      const T* g = grad + r * stride;
       for (int64_t f = 0; f < F; ++f) o[f] += w * g[f];
     }
-    if (c < addend_rows)
-      for (int64_t f = 0; f < F; ++f) o[f] += addend[c * F + f];
+    if (c < g_rows.addend_rows) {
+      const T* a = g_rows.addend + c * g_rows.addend_stride;
+      for (int64_t f = 0; f < F; ++f) o[f] += a[f];
+    }
     if (mask.masked)  // the dropout's backward on the summed row
       mask.for_each_factor(c * F, F, [&](auto f, T factor) { o[f] *= factor; });
+    if (g_rows.relu_input != nullptr) {  // the ReLU's backward: 0 where its input was <= 0
+      const T* x = g_rows.relu_input + c * F;
+      for (int64_t f = 0; f < F; ++f) o[f] = x[f] > T(0) ? o[f] : T(0);
+    }
   }
 }
 
 // gather_columns for one value type T and index type I, in the clones of common/clones.h.
 #define GE_GATHER_CLONE(NAME, T, I)                                                        \
   GE_FLOAT_CLONES void NAME(                                                               \
-      const Transpose<I>& t, const int64_t* crow, const T* grad, int64_t F, bool mean,     \
-      const T* addend, int64_t addend_rows, const HashedMask<T>& mask, T* out,             \
-      int64_t begin, int64_t end) {                                                        \
-    gather_columns(t, crow, grad, F, mean, addend, addend_rows, mask, out, begin, end);    \
+      const Transpose<I>& t, const int64_t* crow, const GradientRows<T>& g_rows,           \
+      int64_t F, bool mean, const HashedMask<T>& mask, T* out, int64_t begin,              \
+      int64_t end) {                                                                       \
+    gather_columns(t, crow, g_rows, F, mean, mask, out, begin, end);                       \
   }
 GE_GATHER_CLONE(gather_floats, float, int32_t)
 GE_GATHER_CLONE(gather_floats, float, int64_t)
@@ -224,35 +289,39 @@ GE_GATHER_CLONE(gather_doubles, double, int64_t)
 // rows fit), then its rows in tasks of about equal work.
 template <typename T, typename I>
 void gather_transposed(const int64_t* crow, int64_t rows, const int64_t* col, int64_t entries,
-                       const T* grad, int64_t F, bool mean, const T* addend,
-                       int64_t addend_rows, const HashedMask<T>& mask, T* out,
-                       int64_t columns) {
+                       const GradientRows<T>& g_rows, int64_t F, bool mean,
+                       const HashedMask<T>& mask, T* out, int64_t columns) {
   const Transpose<I> t = transpose_pattern<I>(crow, rows, col, entries, columns);
   const int64_t tasks = std::max<int64_t>(1, std::min<int64_t>(columns, 16 * num_threads()));
   const std::vector<int64_t> bounds = balanced_bounds(t.starts.data(), columns, tasks);
   for_each_task(tasks, [&](int64_t k) {
     if constexpr (std::is_same_v<T, float>) {
-      gather_floats(t, crow, grad, F, mean, addend, addend_rows, mask, out, bounds[k],
-                    bounds[k + 1]);
+      gather_floats(t, crow, g_rows, F, mean, mask, out, bounds[k], bounds[k + 1]);
     } else {
-      gather_doubles(t, crow, grad, F, mean, addend, addend_rows, mask, out, bounds[k],
-                     bounds[k + 1]);
+      gather_doubles(t, crow, g_rows, F, mean, mask, out, bounds[k], bounds[k + 1]);
     }
   });
 }
 
+// paired: grad's rows hold 2F values, the aggregate's gradient then the own row's, which
+// is the addend of output row r (r < rows). relu_input: see GradientRows.
 template <typename T>
 void aggregate_transposed(const int64_t* crow, int64_t rows, const int64_t* col,
                           int64_t entries, const T* grad, int64_t F, bool mean,
-                          const T* addend, int64_t addend_rows, const HashedMask<T>& mask,
-                          T* out, int64_t columns) {
+                          const T* addend, int64_t addend_rows, bool paired,
+                          const T* relu_input, const HashedMask<T>& mask, T* out,
+                          int64_t columns) {
+  const GradientRows<T> g_rows =
+      paired ? GradientRows<T>{grad, 2 * F, grad + F, 2 * F, rows, relu_input}
+             : GradientRows<T>{grad, F, addend, F, addend != nullptr ? addend_rows : 0,
+                               relu_input};
   constexpr int64_t kInt32 = std::numeric_limits<int32_t>::max();
   if (entries <= kInt32 && rows <= kInt32) {
-    gather_transposed<T, int32_t>(crow, rows, col, entries, grad, F, mean, addend,
-                                  addend_rows, mask, out, columns);
+    gather_transposed<T, int32_t>(crow, rows, col, entries, g_rows, F, mean, mask, out,
+                                  columns);
   } else {
-    gather_transposed<T, int64_t>(crow, rows, col, entries, grad, F, mean, addend,
-                                  addend_rows, mask, out, columns);
+    gather_transposed<T, int64_t>(crow, rows, col, entries, g_rows, F, mean, mask, out,
+                                  columns);
   }
 }
 
@@ -270,7 +339,8 @@ extern "C" int ge_csr_aggregate_transposed(const int64_t* crow, int64_t rows,
                                            const void* grad, int64_t features, int dtype,
                                            int mean, const void* addend, int64_t addend_rows,
                                            const ge_dropout_mask* mask, void* out,
-                                           int64_t out_rows) {
+                                           int64_t out_rows, int paired,
+                                           const void* relu_input) {
   using namespace ge;
   return guarded([&] {
     require(rows >= 0 && crow[0] == 0 && crow[rows] == entries, GE_VALUE_ERROR,
@@ -279,9 +349,14 @@ extern "C" int ge_csr_aggregate_transposed(const int64_t* crow, int64_t rows,
     require(addend_rows >= 0 && addend_rows <= out_rows, GE_VALUE_ERROR,
             "graphemb_kernels.csr_aggregate_transposed: addend has ", addend_rows,
             " rows, more than the ", out_rows, " output rows");
+    require(!paired || (addend == nullptr && rows <= out_rows), GE_VALUE_ERROR,
+            "graphemb_kernels.csr_aggregate_transposed: a paired gradient of ", rows,
+            " rows adds its own rows' half to as many output rows: needs no addend and at most ",
+            out_rows, " rows");
     if (dtype == GE_FLOAT32) {
       aggregate_transposed(crow, rows, col, entries, static_cast<const float*>(grad), features,
                            mean != 0, static_cast<const float*>(addend), addend_rows,
+                           paired != 0, static_cast<const float*>(relu_input),
                            mask_of<float>(mask), static_cast<float*>(out), out_rows);
       return;
     }
@@ -289,6 +364,7 @@ extern "C" int ge_csr_aggregate_transposed(const int64_t* crow, int64_t rows,
             "graphemb_kernels.csr_aggregate_transposed: grad must be float32 or float64");
     aggregate_transposed(crow, rows, col, entries, static_cast<const double*>(grad), features,
                          mean != 0, static_cast<const double*>(addend), addend_rows,
+                         paired != 0, static_cast<const double*>(relu_input),
                          mask_of<double>(mask), static_cast<double*>(out), out_rows);
   });
 }
@@ -296,7 +372,8 @@ extern "C" int ge_csr_aggregate_transposed(const int64_t* crow, int64_t rows,
 extern "C" int ge_csr_aggregate(const int64_t* crow, int64_t rows, const int64_t* col,
                                 int64_t entries, const void* values, const void* dense,
                                 int64_t dense_rows, int64_t features, int dtype, int mean,
-                                const ge_dropout_mask* mask, void* out) {
+                                const ge_dropout_mask* mask, void* out, int with_self,
+                                int relu) {
   using namespace ge;
   return guarded([&] {
     require(rows >= 0 && crow[0] == 0 && crow[rows] == entries, GE_VALUE_ERROR,
@@ -307,16 +384,21 @@ extern "C" int ge_csr_aggregate(const int64_t* crow, int64_t rows, const int64_t
               "graphemb_kernels.csr_aggregate: col[", e, "] = ", col[e],
               " is out of range for dense of ", dense_rows, " rows");
     }
+    require(!with_self || rows <= dense_rows, GE_VALUE_ERROR,
+            "graphemb_kernels.csr_aggregate: with its own rows, the ", rows,
+            " rows must be the first of dense's ", dense_rows);
     if (dtype == GE_FLOAT32) {
       aggregate(crow, rows, col, static_cast<const float*>(values),
-                static_cast<const float*>(dense), features, mean != 0, mask_of<float>(mask),
+                static_cast<const float*>(dense), features, mean != 0,
+                Reading<float>{mask_of<float>(mask), relu != 0}, with_self != 0,
                 static_cast<float*>(out), aggregate_floats);
       return;
     }
     require(dtype == GE_FLOAT64, GE_TYPE_ERROR,
             "graphemb_kernels.csr_aggregate: dense must be float32 or float64");
     aggregate(crow, rows, col, static_cast<const double*>(values),
-              static_cast<const double*>(dense), features, mean != 0, mask_of<double>(mask),
+              static_cast<const double*>(dense), features, mean != 0,
+              Reading<double>{mask_of<double>(mask), relu != 0}, with_self != 0,
               static_cast<double*>(out), aggregate_doubles);
   });
 }

@@ -44,10 +44,14 @@ def csr_aggregate(
     dense: torch.Tensor,
     mean: bool,
     mask: Mask | None = None,
+    with_self: bool = False,
+    relu: bool = False,
 ) -> torch.Tensor:
     """CSR ``(crow, col, values or None)`` x ``dense`` (N, F) -> (R, F), summed or averaged
     per row (rows without entries: 0); with ``mask``, of ``dense`` after that dropout
-    (:func:`dropout_masked_scale` with these arguments), dropped as it is read."""
+    (:func:`dropout_masked_scale` with these arguments), dropped as it is read; with
+    ``relu``, of ``relu(dense)`` (then dropped). With ``with_self`` -> (R, 2F): each row's
+    aggregate, then ``dense``'s row of the same index (read the same way), ``R <= N``."""
     _check_index(crow, "crow")
     _check_index(col, "col")
     if dense.device.type != "cpu" or not dense.is_contiguous() or dense.dim() != 2:
@@ -69,7 +73,13 @@ def csr_aggregate(
             "dense's dtype"
         )
     rows = crow.numel() - 1
-    out = torch.empty(rows, dense.shape[1], dtype=dense.dtype)
+    if with_self and rows > dense.shape[0]:
+        raise ValueError(
+            f"graphemb_kernels.csr_aggregate: with its own rows, the {rows} rows must be the "
+            f"first of dense's {dense.shape[0]}"
+        )
+    width = dense.shape[1] * (2 if with_self else 1)
+    out = torch.empty(rows, width, dtype=dense.dtype)
     with span("graphemb_kernels::csr_aggregate"):
         library().call(
             "ge_csr_aggregate",
@@ -85,6 +95,8 @@ def csr_aggregate(
             int(bool(mean)),
             _mask_argument(mask, "csr_aggregate"),
             out.data_ptr(),
+            int(bool(with_self)),
+            int(bool(relu)),
         )
     return out
 
@@ -108,6 +120,8 @@ def csr_aggregate_transposed(
     addend: torch.Tensor | None = None,
     mask: Mask | None = None,
     out: torch.Tensor | None = None,
+    paired: bool = False,
+    relu_input: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """The backward of :func:`csr_aggregate` with unit values: the transpose of the CSR
     matrix ``(crow, col)`` (values 1, or ``1 / entries of the row`` with ``mean``) times
@@ -115,7 +129,13 @@ def csr_aggregate_transposed(
     dropped by ``mask`` if given (the dropout's backward); the transpose's pattern is a
     counting sort inside the call, never a tensor. Written into ``out`` if given (a
     contiguous CPU tensor of that shape and grad's dtype, every element overwritten), else
-    into a new tensor."""
+    into a new tensor.
+
+    ``paired``: ``grad`` is (R, 2F), the gradient of a ``with_self`` aggregation: its first
+    F columns are multiplied as above, its last F added to the first R rows (no
+    ``addend`` then). ``relu_input`` (out_rows, F): the values the forward read through a
+    ReLU (``csr_aggregate(..., relu=True)``); the result is 0 wherever they are not above 0
+    (the ReLU's backward)."""
     kernel = "csr_aggregate_transposed"
     _check_index(crow, "crow")
     _check_index(col, "col")
@@ -127,21 +147,38 @@ def csr_aggregate_transposed(
         raise ValueError(
             f"graphemb_kernels.{kernel}: grad has {grad.shape[0]} rows, crow {rows} (+ 1)"
         )
+    width = grad.shape[1]
+    if paired:
+        if addend is not None or width % 2 or rows > out_rows:
+            raise ValueError(
+                f"graphemb_kernels.{kernel}: a paired grad needs an even width, no addend and "
+                f"at most out_rows = {out_rows} rows; got width {width}, {rows} rows"
+                + (", an addend" if addend is not None else "")
+            )
+        width //= 2
     if addend is not None:
         _check_rows(addend, "addend", kernel)
-        if addend.dtype != grad.dtype or addend.shape[1] != grad.shape[1]:
+        if addend.dtype != grad.dtype or addend.shape[1] != width:
             raise ValueError(f"graphemb_kernels.{kernel}: addend must have grad's dtype and width")
+    if relu_input is not None:
+        _check_rows(relu_input, "relu_input", kernel)
+        if relu_input.dtype != grad.dtype or relu_input.shape != (out_rows, width):
+            raise ValueError(
+                f"graphemb_kernels.{kernel}: relu_input must be {dtype_name(grad.dtype)} of "
+                f"shape ({out_rows}, {width}), got {dtype_name(relu_input.dtype)} "
+                f"{tuple(relu_input.shape)}"
+            )
     if out is None:
-        out = torch.empty(out_rows, grad.shape[1], dtype=grad.dtype)
+        out = torch.empty(out_rows, width, dtype=grad.dtype)
     elif (
-        out.shape != (out_rows, grad.shape[1])
+        out.shape != (out_rows, width)
         or out.dtype != grad.dtype
         or out.device.type != "cpu"
         or not out.is_contiguous()
     ):
         raise ValueError(
             f"graphemb_kernels.{kernel}: out must be a contiguous CPU {dtype_name(grad.dtype)} "
-            f"tensor of shape ({out_rows}, {grad.shape[1]}), got {dtype_name(out.dtype)} "
+            f"tensor of shape ({out_rows}, {width}), got {dtype_name(out.dtype)} "
             f"{tuple(out.shape)} on {out.device}"
         )
     with span(f"graphemb_kernels::{kernel}"):
@@ -152,7 +189,7 @@ def csr_aggregate_transposed(
             col.data_ptr(),
             col.numel(),
             grad.data_ptr(),
-            grad.shape[1],
+            width,
             dtype_code(grad.dtype),
             int(bool(mean)),
             None if addend is None else addend.data_ptr(),
@@ -160,6 +197,8 @@ def csr_aggregate_transposed(
             _mask_argument(mask, kernel),
             out.data_ptr(),
             out_rows,
+            int(bool(paired)),
+            None if relu_input is None else relu_input.data_ptr(),
         )
     return out
 

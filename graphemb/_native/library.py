@@ -34,7 +34,7 @@ __all__ = [
     "span",
 ]
 
-ABI_VERSION = 5
+ABI_VERSION = 6
 """``GE_ABI_VERSION`` of ``csrc/graphemb_kernels.h`` that these bindings speak."""
 
 DECLINED = 7
@@ -125,11 +125,12 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     ),
     "ge_csr_aggregate": (
         c_int,
-        [_P, c_int64, _P, c_int64, _P, _P, c_int64, c_int64, c_int, c_int, _MASK, _P],
+        [_P, c_int64, _P, c_int64, _P, _P, c_int64, c_int64, c_int, c_int, _MASK, _P, c_int, c_int],
     ),
     "ge_csr_aggregate_transposed": (
         c_int,
-        [_P, c_int64, _P, c_int64, _P, c_int64, c_int, c_int, _P, c_int64, _MASK, _P, c_int64],
+        [_P, c_int64, _P, c_int64, _P, c_int64, c_int, c_int]  # crow ... mean
+        + [_P, c_int64, _MASK, _P, c_int64, c_int, _P],  # addend ... relu_input
     ),
     "ge_dropout_masked_scale": (c_int, [_P, _P, c_int64, c_int, c_uint32, c_double, c_uint64]),
     "ge_skipgram_train": (c_int, [c_void_p, POINTER(c_int64)]),

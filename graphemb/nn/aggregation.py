@@ -1,6 +1,12 @@
 """Mean and sum aggregation over a block's edges: one fused CSR product forward and one
 transposed product backward, and the destination nodes' own rows without a full-size zero
-gradient."""
+gradient.
+
+The forward writes each destination's aggregate and its own row side by side, as one
+``(D, 2F)`` tensor: a GraphSAGE layer then multiplies both by its two weight matrices in
+one product of width ``2F`` (:meth:`graphemb.nn.GraphSAGE.convolve`), and the gradient of
+that product arrives as one tensor of the same layout, which the backward reads in one
+pass."""
 
 from __future__ import annotations
 
@@ -13,7 +19,7 @@ from ..distributed.recycling import RecycledBlocks
 from ..sampling.block import Block
 from .dropout import Mask
 
-__all__ = ["aggregate_neighbors"]
+__all__ = ["aggregate_neighbors", "aggregate_with_own_rows"]
 
 # The blocks of the sources' gradients on CPU: a model's layers each hold one until the
 # layer below has used it, and the largest (the input rows', tens of MB) is asked for again
@@ -31,11 +37,14 @@ def _spmm(
     reduce: str,
     unit_values: bool = False,
     mask: Mask | None = None,
+    with_self: bool = False,
+    relu: bool = False,
 ) -> torch.Tensor:
     """``matrix @ dense`` for a CSR ``matrix``; ``reduce="mean"`` divides every row by its
     number of entries (rows without entries give 0), as ``torch.sparse.mm`` does.
-    ``unit_values``: every value of ``matrix`` is 1 (not read then). ``mask``: of
-    ``dense`` after that dropout (compiled kernel only)."""
+    ``unit_values``: every value of ``matrix`` is 1 (not read then). ``mask``, ``relu``:
+    of ``dense`` after that dropout, after a ReLU (compiled kernel only). ``with_self``:
+    (R, 2F), each row beside ``dense``'s row of the same index (read the same way)."""
     kernel = float_kernel("csr_aggregate", dense)
     if kernel is not None:  # prefetches the scattered rows of dense (csrc/.../aggregate.cpp)
         values = None if unit_values else matrix.values().to(dense.dtype).contiguous()
@@ -46,9 +55,14 @@ def _spmm(
             dense.contiguous(),
             reduce == "mean",
             mask,
+            with_self,
+            relu,
         )
-    if mask is not None:
-        raise RuntimeError("a dropout mask inside the aggregation needs the compiled kernels")
+    if mask is not None or relu:
+        raise RuntimeError("a dropout or ReLU inside the aggregation needs the compiled kernels")
+    if with_self:
+        product = _spmm(matrix, dense, reduce, unit_values)
+        return torch.cat([product, dense[: product.shape[0]]], dim=1)
     if dense.device.type == "cpu" and _cpu_spmm is not None:
         return _cpu_spmm(matrix, dense, reduce)[0]
     out = torch.sparse.mm(matrix, dense)
@@ -61,90 +75,91 @@ def _spmm(
 def _transposed_product(
     block: Block,
     adj_t: torch.Tensor,
-    grad: torch.Tensor,
+    grad_pair: torch.Tensor,
     reduce: str,
-    grad_dst: torch.Tensor | None,
-    mask: Mask | None = None,
+    mask: Mask | None,
+    relu_input: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """The gradient of the block's sources: ``A^T grad`` (S, F) for the block's (D, S)
-    aggregation matrix ``A``, plus ``grad_dst`` (D, F) on the first D rows if given, then
-    through the dropout of ``mask`` if given.
+    """The gradient of the block's sources from the gradient ``grad_pair`` (D, 2F) of
+    :func:`aggregate_with_own_rows`: ``A^T grad`` (S, F) for the block's (D, S) aggregation
+    matrix ``A`` and ``grad`` the first F columns, plus the last F columns on the first D
+    rows, then through the dropout of ``mask`` and the ReLU of ``relu_input`` (S, F, the
+    values before it) if given.
 
     On CPU the compiled kernel takes ``adj_t`` as it is (csrc/nn/aggregate.cpp: it
     counting-sorts ``A``'s entries by source on its threads, then gathers each source's
-    gradient rows as the forward does). Elsewhere one CSR product with the transpose,
-    which the block builds once."""
-    kernel = float_kernel("csr_aggregate_transposed", grad)
+    gradient rows as the forward does, reading ``grad_pair`` in one pass). Elsewhere one
+    CSR product with the transpose, which the block builds once."""
+    width = grad_pair.shape[1] // 2
+    kernel = float_kernel("csr_aggregate_transposed", grad_pair)
     if kernel is not None:
-        addend = None if grad_dst is None else grad_dst.contiguous()
-        shape = (block.num_src_nodes, grad.shape[1])
         return kernel(
             adj_t.crow_indices().contiguous(),
             adj_t.col_indices().contiguous(),
-            grad,
+            grad_pair.contiguous(),
             reduce == "mean",
             block.num_src_nodes,
-            addend,
+            None,
             mask,
-            out=_SOURCE_GRADIENTS.empty(shape, grad.dtype, grad.device),
+            out=_SOURCE_GRADIENTS.empty(
+                (block.num_src_nodes, width), grad_pair.dtype, grad_pair.device
+            ),
+            paired=True,
+            relu_input=relu_input,
         )
-    if mask is not None:
-        raise RuntimeError("a dropout mask inside the aggregation needs the compiled kernels")
-    out = _spmm(block.aggregation_transpose(reduce, grad.dtype), grad, "sum")
-    if grad_dst is not None:
-        out[: block.num_dst_nodes] += grad_dst
+    if mask is not None or relu_input is not None:
+        raise RuntimeError("a dropout or ReLU inside the aggregation needs the compiled kernels")
+    transpose = block.aggregation_transpose(reduce, grad_pair.dtype)
+    out = _spmm(transpose, grad_pair[:, :width].contiguous(), "sum")
+    out[: block.num_dst_nodes] += grad_pair[:, width:]
     return out
 
 
 class _BlockAggregation(torch.autograd.Function):
-    """``(A h, h[:D])`` with ``A`` the block's (D, S) aggregation matrix.
+    """``[A h | h[:D]]`` (D, 2F) with ``A`` the block's (D, S) aggregation matrix.
 
-    Forward is one CSR product on ``adj_t`` (on CPU graphemb's compiled kernel where it is
-    built, else the one PyG's ``SAGEConv`` runs); backward is one transposed product
-    (:func:`_transposed_product`), instead of autograd transposing (sorting) the matrix.
-    The gradient of ``h[:D]`` is added into the first rows of that product, instead of
-    slicing's zero-filled full-size gradient and a sum.
+    Forward is one CSR product on ``adj_t`` that writes each destination's own row beside
+    its aggregate (on CPU graphemb's compiled kernel where it is built, else the product
+    PyG's ``SAGEConv`` runs and a concatenation); backward is one transposed product
+    (:func:`_transposed_product`), instead of autograd transposing (sorting) the matrix,
+    with the own rows' gradient added into its first rows instead of slicing's zero-filled
+    full-size gradient and a sum.
     """
 
     @staticmethod
     def forward(  # type: ignore[override]
-        ctx: Any, h: torch.Tensor, adj_t: torch.Tensor, block: Block, reduce: str, mask: Mask | None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        ctx.adj_t, ctx.block, ctx.reduce, ctx.mask = adj_t, block, reduce, mask
-        aggregated = _spmm(adj_t, h, reduce, unit_values=True, mask=mask)
-        h_dst = h.narrow(0, 0, block.num_dst_nodes)
-        if mask is not None:  # the dropout of the first D rows: a prefix of h, the same hash
-            h_dst = _dropped(h_dst, mask)
-        return aggregated, h_dst
+        ctx: Any,
+        h: torch.Tensor,
+        adj_t: torch.Tensor,
+        block: Block,
+        reduce: str,
+        mask: Mask | None,
+        relu: bool,
+    ) -> torch.Tensor:
+        ctx.adj_t, ctx.block, ctx.reduce, ctx.mask, ctx.relu = adj_t, block, reduce, mask, relu
+        if relu:  # the ReLU's backward reads where h was above 0
+            ctx.save_for_backward(h)
+        return _spmm(adj_t, h, reduce, unit_values=True, mask=mask, with_self=True, relu=relu)
 
     @staticmethod
     def backward(  # type: ignore[override]
-        ctx: Any, grad_aggregated: torch.Tensor | None, grad_dst: torch.Tensor | None
-    ) -> tuple[torch.Tensor | None, None, None, None, None]:
-        block, mask = ctx.block, ctx.mask
-        if grad_aggregated is not None:
-            grad = _transposed_product(
-                block, ctx.adj_t, grad_aggregated.contiguous(), ctx.reduce, grad_dst, mask
-            )
-        elif grad_dst is not None:
-            grad = grad_dst.new_zeros((block.num_src_nodes, grad_dst.shape[1]))
-            grad[: block.num_dst_nodes] = grad_dst if mask is None else _dropped(grad_dst, mask)
-        else:
-            grad = None
-        return grad, None, None, None, None
+        ctx: Any, grad_pair: torch.Tensor
+    ) -> tuple[torch.Tensor, None, None, None, None, None]:
+        relu_input = ctx.saved_tensors[0] if ctx.relu else None
+        grad = _transposed_product(
+            ctx.block, ctx.adj_t, grad_pair, ctx.reduce, ctx.mask, relu_input
+        )
+        return grad, None, None, None, None, None
 
 
-def _dropped(x: torch.Tensor, mask: Mask) -> torch.Tensor:
-    """``x`` (its first element the first of the masked tensor) through ``mask``'s dropout."""
-    kernel = float_kernel("dropout_masked_scale", x)
-    assert kernel is not None  # a mask is drawn only where the kernels run
-    return kernel(x.contiguous(), *mask)
-
-
-def aggregate_neighbors(
-    block: Block, h: torch.Tensor, reduce: str = "mean", mask: Mask | None = None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Aggregate the source nodes' rows over the block's edges; the destinations' own rows.
+def aggregate_with_own_rows(
+    block: Block,
+    h: torch.Tensor,
+    reduce: str = "mean",
+    mask: Mask | None = None,
+    relu: bool = False,
+) -> torch.Tensor:
+    """Each destination's aggregate of its sources' rows, and its own row beside it.
 
     Parameters
     ----------
@@ -157,29 +172,30 @@ def aggregate_neighbors(
     mask : tuple of (int, float, int), optional
         A dropout on ``h`` first (:meth:`graphemb.nn.Dropout.hashed_mask`), applied to the
         rows as the kernels read them and to their gradient as it is written: the floats
-        of ``aggregate_neighbors(block, dropout(h))`` without the dropped ``h`` written
+        of ``aggregate_with_own_rows(block, dropout(h))`` without the dropped ``h`` written
         out. Needs the compiled kernels (CPU, float32 or float64).
+    relu : bool
+        Of ``relu(h)`` (before the dropout): the layer below's activation, applied as the
+        rows are read, its backward as their gradient is written. Without the compiled
+        kernels, ``torch.relu`` first.
 
     Returns
     -------
-    aggregated : Tensor of shape (D, F)
-        Row ``d``: the mean (sum) of ``h`` over the sources of ``d``'s sampled in-edges;
-        what PyG's ``SAGEConv`` computes from ``block.adj_t``.
-    h_dst : Tensor of shape (D, F)
-        ``h[:D]`` (a view; dropped by ``mask`` if given), whose gradient is added into
-        ``h``'s without a zero-filled copy.
+    Tensor of shape (D, 2F)
+        Row ``d``: the mean (sum) of ``h`` over the sources of ``d``'s sampled in-edges
+        (what PyG's ``SAGEConv`` computes from ``block.adj_t``), then ``h[d]``.
 
     Examples
     --------
     >>> import torch
-    >>> from graphemb.nn.aggregation import aggregate_neighbors
+    >>> from graphemb.nn.aggregation import aggregate_with_own_rows
     >>> from graphemb.sampling import Block
     >>> block = Block(torch.tensor([5, 9, 11]), 1, torch.tensor([[1, 2], [0, 0]]))
     >>> h = torch.tensor([[1.0], [2.0], [4.0]], requires_grad=True)
-    >>> aggregated, h_dst = aggregate_neighbors(block, h)
-    >>> aggregated.tolist(), h_dst.tolist()
-    ([[3.0]], [[1.0]])
-    >>> (aggregated + h_dst).sum().backward()
+    >>> pair = aggregate_with_own_rows(block, h)
+    >>> pair.tolist()
+    [[3.0, 1.0]]
+    >>> pair.sum().backward()
     >>> h.grad.tolist()
     [[1.0], [0.5], [0.5]]
     """
@@ -188,7 +204,28 @@ def aggregate_neighbors(
         adj_t = adj_t.to(h.dtype)
     if reduce not in ("mean", "sum"):
         raise ValueError(f"reduce must be 'mean' or 'sum', got {reduce!r}")
-    if mask is not None:
+    if relu and float_kernel("csr_aggregate", h) is None:
+        h, relu = torch.relu(h), False
+    if mask is not None or relu:
         h = h.contiguous()  # element i of the mask is element i of h in memory order
-    aggregated, h_dst = _BlockAggregation.apply(h, adj_t, block, reduce, mask)
-    return aggregated, h_dst
+    return _BlockAggregation.apply(h, adj_t, block, reduce, mask, relu)
+
+
+def aggregate_neighbors(
+    block: Block, h: torch.Tensor, reduce: str = "mean", mask: Mask | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`aggregate_with_own_rows` as two tensors (the same parameters).
+
+    Returns
+    -------
+    aggregated : Tensor of shape (D, F)
+        Row ``d``: the mean (sum) of ``h`` over the sources of ``d``'s sampled in-edges.
+    h_dst : Tensor of shape (D, F)
+        ``h[:D]`` (dropped by ``mask`` if given), whose gradient is added into ``h``'s
+        without a zero-filled copy.
+
+    Both are views of one (D, 2F) tensor.
+    """
+    pair = aggregate_with_own_rows(block, h, reduce, mask)
+    width = h.shape[1]
+    return pair[:, :width], pair[:, width:]

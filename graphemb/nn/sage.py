@@ -10,7 +10,7 @@ from torch import nn
 
 from ..sampling.block import Block
 from ._pyg import pyg_layer, require_pyg
-from .aggregation import aggregate_neighbors
+from .aggregation import aggregate_with_own_rows
 from .dropout import Dropout
 from .stack import SAGEStack
 
@@ -32,6 +32,8 @@ SAGE_AGGREGATORS: dict[str, dict[str, Any]] = {
 # (aggregation.py) instead of a message per edge, on CPU and CUDA alike. PyG has no CUDA
 # kernel for max over a sparse tensor, and LSTM needs the edges, so those get edge_index.
 _SPARSE_AGGREGATORS = ("mean", "sum")
+# Activations the aggregation kernels apply as they read the rows (not written out).
+_RELUS = (F.relu, torch.relu)
 
 
 class GraphSAGE(SAGEStack):
@@ -119,30 +121,42 @@ class GraphSAGE(SAGEStack):
         # SAGEConv.forward on a (D, S) adjacency, with its aggregation step swapped for one
         # whose backward is a CSR product too (see aggregation.py): the same parameters
         # and the same output as layer((h, h[:D]), block.adj_t).
-        return self._combine(layer, *aggregate_neighbors(block, h, layer.aggr))
+        return self._combine(layer, aggregate_with_own_rows(block, h, layer.aggr))
 
     def convolve_dropped(
-        self, layer: Any, block: Any, h: torch.Tensor, dropout: Dropout
+        self, layer: Any, block: Any, h: torch.Tensor, dropout: Dropout, activate: bool = False
     ) -> torch.Tensor:
-        # With the compiled kernels the aggregation drops the rows of h as it reads them,
-        # and their gradient as it writes it: the same floats as dropout, then convolve.
+        # With the compiled kernels the aggregation drops the rows of h as it reads them
+        # (after a ReLU activation, if that is the model's), and their gradient as it
+        # writes it: the same floats as activation, dropout, then convolve.
         mask = dropout.hashed_mask(h) if self.sparse_adjacency else None
         if mask is None:
-            return super().convolve_dropped(layer, block, h, dropout)
-        return self._combine(layer, *aggregate_neighbors(block, h, layer.aggr, mask))
+            return super().convolve_dropped(layer, block, h, dropout, activate)
+        relu = activate and self.activation in _RELUS
+        if activate and not relu:
+            h = self.activation(h)
+        pair = aggregate_with_own_rows(block, h, layer.aggr, mask, relu=relu)
+        return self._combine(layer, pair)
 
     @staticmethod
-    def _combine(layer: Any, aggregated: torch.Tensor, h_dst: torch.Tensor) -> torch.Tensor:
-        """SAGEConv's output from the aggregated neighbours and the destinations' rows."""
-        out = layer.lin_l(aggregated)
-        if layer.root_weight:
-            root = layer.lin_r
-            if getattr(root, "bias", None) is None and not nn.parameter.is_lazy(root.weight):
-                # lin_r(h_dst) summed into out by the product itself: no (D, C) tensor
-                # more, and no pass of its own to add it.
-                out = out.addmm_(h_dst, root.weight.t())
-            else:
-                out = out + root(h_dst)
+    def _combine(layer: Any, pair: torch.Tensor) -> torch.Tensor:
+        """SAGEConv's output from ``pair`` (D, 2F): the aggregated neighbours, then the
+        destinations' own rows."""
+        width = pair.shape[1] // 2
+        neighbors, root = layer.lin_l, layer.lin_r if layer.root_weight else None
+        if (
+            root is not None
+            and getattr(root, "bias", None) is None
+            and not any(nn.parameter.is_lazy(lin.weight) for lin in (neighbors, root))
+        ):
+            # lin_l(aggregated) + lin_r(own rows) as one product of width 2F: the output
+            # written once, and its gradient for both halves in one product backward.
+            weight = torch.cat([neighbors.weight, root.weight], dim=1)
+            out = F.linear(pair, weight, neighbors.bias)
+        else:
+            out = neighbors(pair[:, :width])
+            if root is not None:
+                out = out + root(pair[:, width:])
         if layer.normalize:
             out = F.normalize(out, p=2.0, dim=-1)
         return out

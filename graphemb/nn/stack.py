@@ -108,11 +108,19 @@ class BlockGNN(nn.Module):
         raise NotImplementedError
 
     def convolve_dropped(
-        self, layer: nn.Module, block: Any, h: torch.Tensor, dropout: Dropout
+        self,
+        layer: nn.Module,
+        block: Any,
+        h: torch.Tensor,
+        dropout: Dropout,
+        activate: bool = False,
     ) -> torch.Tensor:
-        """:meth:`convolve` on ``dropout(h)``. A model whose layer can apply the dropout as
-        it reads ``h`` overrides this (no dropped copy of ``h`` written out), with the
-        same result."""
+        """:meth:`convolve` on ``dropout(h)``, or on ``dropout(activation(h))`` with
+        ``activate`` (every layer but the first). A model whose layer can apply them as it
+        reads ``h`` overrides this (neither the activated nor the dropped ``h`` written
+        out), with the same result."""
+        if activate:
+            h = self.activation(h)
         return self.convolve(layer, block, dropout(h))
 
     def layer_blocks(self, blocks: Any) -> list[Any]:
@@ -144,10 +152,8 @@ class BlockGNN(nn.Module):
         blocks = self.layer_blocks(blocks)
         h = self.input(blocks[0], features)
         for index, (layer, block) in enumerate(zip(self.layers, blocks, strict=True)):
-            if index:
-                h = self.activation(h)
             dropout = self.dropout if index else self.input_dropout
-            h = self.convolve_dropped(layer, block, h, dropout)
+            h = self.convolve_dropped(layer, block, h, dropout, activate=index > 0)
         return h
 
 

@@ -72,6 +72,67 @@ def test_transposed_product_matches_the_dense_transpose(threads, mean, dtype):
         torch.set_num_threads(before)
 
 
+@pytest.mark.parametrize("relu", [False, True])
+@pytest.mark.parametrize("mean", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_own_rows_beside_the_aggregate_and_their_paired_gradient(mean, dtype, relu):
+    """with_self: each row is [aggregate | dense's row of that index]; its paired backward
+    reads a (rows, 2F) gradient: the transpose product of the first half plus the second
+    half on the first rows. relu: of relu(dense), and the gradient kept where dense > 0.
+    Oracle: float64 dense products; the unpaired kernels with the halves apart give the
+    same floats."""
+    kernels = compiled_module()
+    for seed, (rows, columns, entries, hub) in enumerate(SHAPES):
+        columns = max(columns, rows)  # the rows are the first of dense's
+        crow, col, dense = _csr(rows, columns, entries, seed, hub)
+        generator = torch.Generator().manual_seed(200 + seed)
+        h = torch.randint(-8, 9, (columns, 5), generator=generator).to(dtype)
+        matrix = dense / dense.sum(1, keepdim=True).clamp(min=1) if mean else dense
+        exact = {"rtol": 0, "atol": 0}  # sums of small integers: exact in any order
+        if mean:
+            exact = {"rtol": 1e-4, "atol": 1e-3} if dtype == torch.float32 else {}
+        read = h.clamp(min=0) if relu else h
+        pair = kernels.csr_aggregate(crow, col, None, h, mean, None, True, relu)
+        assert pair.shape == (rows, 10) and pair.dtype == dtype
+        torch.testing.assert_close(pair[:, :5].double(), matrix @ read.double(), **exact)
+        assert torch.equal(pair[:, 5:], read[:rows])
+        assert torch.equal(pair[:, :5], kernels.csr_aggregate(crow, col, None, read, mean))
+
+        grad = torch.randint(-8, 9, (rows, 10), generator=generator).to(dtype)
+        expected = matrix.T @ grad[:, :5].double()
+        expected[:rows] += grad[:, 5:].double()
+        if relu:
+            expected *= h.double() > 0
+        relu_input = h if relu else None
+        out = kernels.csr_aggregate_transposed(
+            crow, col, grad, mean, columns, paired=True, relu_input=relu_input
+        )
+        assert out.shape == (columns, 5)
+        torch.testing.assert_close(out.double(), expected, **exact)
+        apart = kernels.csr_aggregate_transposed(
+            crow, col, grad[:, :5].contiguous(), mean, columns, grad[:, 5:].contiguous(),
+            relu_input=relu_input,
+        )  # fmt: skip
+        assert torch.equal(out, apart)
+
+
+def test_own_rows_and_paired_gradient_bad_input_is_named():
+    kernels = compiled_module()
+    crow, col, _ = _csr(6, 10, 20, seed=1)
+    with pytest.raises(ValueError, match="the 6 rows must be the first of dense's 4"):
+        kernels.csr_aggregate(crow, col.clamp(max=3), None, torch.ones(4, 3), True, None, True)
+    for grad, addend, out_rows, what in [
+        (torch.ones(6, 5), None, 10, "width 5"),
+        (torch.ones(6, 4), torch.ones(2, 2), 10, "an addend"),
+    ]:
+        with pytest.raises(ValueError, match=f"a paired grad needs .*{what}"):
+            kernels.csr_aggregate_transposed(crow, col, grad, True, out_rows, addend, paired=True)
+    with pytest.raises(ValueError, match=r"relu_input must be float32 of shape \(10, 4\), got"):
+        kernels.csr_aggregate_transposed(
+            crow, col, torch.ones(6, 4), True, 10, relu_input=torch.ones(9, 4)
+        )
+
+
 def test_transposed_product_of_a_sampled_block_is_the_transpose_products_own_floats():
     """On a block as the sampler numbers it (new sources in order of first appearance),
     float32 with rounding: the same floats as the product with the block's transpose built

@@ -17,7 +17,7 @@ from graphemb.sampling import Block, NeighborSampler
 pytest.importorskip("torch_geometric", reason="graphemb.nn needs torch_geometric")
 
 from graphemb.nn import GraphSAGE  # noqa: E402
-from graphemb.nn.aggregation import aggregate_neighbors  # noqa: E402
+from graphemb.nn.aggregation import aggregate_neighbors, aggregate_with_own_rows  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
     compiled_module() is None or disabled(), reason="the compiled kernels are disabled here"
@@ -123,19 +123,21 @@ def test_graphsage_training_step_equals_dropout_then_each_layer(input_dropout, m
     )
     import graphemb.nn.sage as sage
 
-    masks = []
+    masks, relus = [], []
 
-    def spy(block, h, reduce="mean", mask=None):
+    def spy(block, h, reduce="mean", mask=None, relu=False):
         masks.append(mask)
-        return aggregate_neighbors(block, h, reduce, mask)
+        relus.append(relu)
+        return aggregate_with_own_rows(block, h, reduce, mask, relu)
 
-    monkeypatch.setattr(sage, "aggregate_neighbors", spy)
+    monkeypatch.setattr(sage, "aggregate_with_own_rows", spy)
     runs = []
     for fused in (True, False):
         torch.manual_seed(11)  # the dropouts' keys
         if fused:
             logits = model(blocks)
             assert len(masks) == 2 and all(mask is not None for mask in masks)  # both fused
+            assert relus == [False, True]  # the hidden layer's ReLU read by the second
         else:
             h = model.input(blocks[0], None)
             for index, (layer, block) in enumerate(zip(model.layers, blocks, strict=True)):

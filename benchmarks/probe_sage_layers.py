@@ -1,0 +1,145 @@
+#!/usr/bin/env python
+"""What the paired GraphSAGE layer gains over two products: the same batches through two
+models in one process, alternating batch by batch.
+
+``GraphSAGE`` aggregates each destination's sources and writes its own row beside the
+aggregate, reading the rows through the ReLU of the layer below and the dropout; then one
+product of width ``2F`` (``lin_l`` and ``lin_r`` side by side) gives the layer's output
+(``graphemb/nn/aggregation.py``, ``csrc/nn/aggregate.cpp``). The reference here is the
+layer as it was before (issue 45): the ReLU a pass of its own, the aggregate alone, the
+destinations' dropped rows a copy, ``lin_l`` then ``lin_r`` added into its output
+(``addmm_``), and in the backward two products for the inputs' gradients. Both models start
+from the same weights and are trained by ``SparseAdam``; forward and backward of each
+batch are timed (the sparse step is not). Prints the median per model and the median of
+the per-batch ratios; the last line is ``BENCH_SUMMARY {json}``.
+
+Needs the compiled kernels (CPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from types import SimpleNamespace
+
+import torch
+import torch.nn.functional as F
+from bench_sampler import build_graph
+
+from graphemb import NodeEmbedding
+from graphemb._compiled import float_kernel
+from graphemb.distributed.recycling import RecycledBlocks
+from graphemb.graph import Graph
+from graphemb.nn import GraphSAGE
+from graphemb.optim import SparseAdam
+from graphemb.sampling import NeighborSampler
+
+# the sources' gradients in recycled memory, as the model's own aggregation writes them
+_GRADIENTS = RecycledBlocks(blocks=4)
+
+
+class _SeparateAggregation(torch.autograd.Function):
+    """``(A h, dropout(h[:D]))`` as two tensors, the backward adding the second's gradient."""
+
+    @staticmethod
+    def forward(ctx, h, block, mask):  # type: ignore[override]
+        ctx.block, ctx.mask = block, mask
+        adj_t = block.adj_t
+        aggregate = float_kernel("csr_aggregate", h)
+        aggregated = aggregate(adj_t.crow_indices(), adj_t.col_indices(), None, h, True, mask)
+        own = h.narrow(0, 0, block.num_dst_nodes).contiguous()
+        if mask is not None:
+            own = float_kernel("dropout_masked_scale", h)(own, *mask)
+        return aggregated, own
+
+    @staticmethod
+    def backward(ctx, grad_aggregated, grad_own):  # type: ignore[override]
+        block, adj_t = ctx.block, ctx.block.adj_t
+        transposed = float_kernel("csr_aggregate_transposed", grad_aggregated)
+        grad = transposed(
+            adj_t.crow_indices(), adj_t.col_indices(), grad_aggregated.contiguous(), True,
+            block.num_src_nodes, grad_own.contiguous(), ctx.mask,
+            out=_GRADIENTS.empty((block.num_src_nodes, grad_own.shape[1]), grad_own.dtype,
+                                 grad_own.device),
+        )  # fmt: skip
+        return grad, None, None
+
+
+class TwoProducts(GraphSAGE):
+    """GraphSAGE with the layer as it was before the paired product."""
+
+    def convolve_dropped(self, layer, block, h, dropout, activate=False):
+        if activate:
+            h = self.activation(h)
+        mask = dropout.hashed_mask(h)
+        aggregated, own = _SeparateAggregation.apply(h.contiguous(), block, mask)
+        return layer.lin_l(aggregated).addmm_(own, layer.lin_r.weight.t())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--graph", default="powerlaw-out",
+                        choices=["powerlaw-in", "powerlaw-out", "symmetric"])  # fmt: skip
+    parser.add_argument("-n", "--num-nodes", type=int, default=1_000_000)
+    parser.add_argument("--batches", type=int, default=24, help="timed batches per model")
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    load_before = _load()
+    torch.set_num_threads(args.threads)
+    if float_kernel("csr_aggregate", torch.zeros(1)) is None:
+        raise SystemExit("probe_sage_layers.py needs the compiled kernels")
+    shape = SimpleNamespace(num_nodes=args.num_nodes, avg_degree=20, seed=0)
+    src, dst, _ = build_graph(shape, torch, args.graph)
+    graph = Graph.from_edges(src, dst, args.num_nodes)
+    labels = torch.randint(0, 47, (args.num_nodes,), generator=torch.Generator().manual_seed(1))
+    generator = torch.Generator().manual_seed(0)
+    sampler = NeighborSampler([15, 10, 5])
+    seeds = torch.randperm(args.num_nodes, generator=generator)
+    batches = [sampler.sample_blocks(graph, seeds[i * 1024 : (i + 1) * 1024], generator)[2]
+               for i in range(8)]  # fmt: skip
+    models = {}
+    for name, model_class in (("two products", TwoProducts), ("paired", GraphSAGE)):
+        emb = NodeEmbedding(args.num_nodes, 64, f"probe-{name.replace(' ', '-')}",
+                            init_func=lambda t: t.normal_(0, 0.1))  # fmt: skip
+        model = model_class(emb, 0, 128, 47, 3, dropout=0.5)
+        models[name] = (model, SparseAdam([emb], lr=0.01))
+    models["paired"][0].load_state_dict(models["two products"][0].state_dict())
+    times: dict[str, list[float]] = {name: [] for name in models}
+    for step in range(args.batches + 2):
+        order = list(models) if step % 2 else list(reversed(models))
+        for name in order:
+            model, sparse_opt = models[name]
+            blocks = batches[step % len(batches)]
+            start = time.perf_counter()
+            F.cross_entropy(model(blocks), labels[blocks[-1].dst_nodes]).backward()
+            seconds = time.perf_counter() - start
+            sparse_opt.step()
+            model.zero_grad(set_to_none=True)
+            if step >= 2:  # the first two warm up
+                times[name].append(seconds)
+    summary = {"graph": args.graph, "threads": args.threads, "batches": args.batches,
+               "loadavg_1min": load_before}  # fmt: skip
+    for name, values in times.items():
+        summary[f"{name} median ms"] = 1e3 * _median(values)
+        print(f"{name}: forward + backward {summary[f'{name} median ms']:.1f} ms (median)")
+    ratios = [a / b for a, b in zip(times["two products"], times["paired"], strict=True)]
+    summary["ratio median"] = _median(ratios)
+    summary["ratio range"] = [min(ratios), max(ratios)]
+    print(f"two products / paired, batch by batch: median {_median(ratios):.3f}, range "
+          f"{min(ratios):.3f}-{max(ratios):.3f} (load before {load_before:.2f})")  # fmt: skip
+    print("BENCH_SUMMARY " + json.dumps(summary))
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
+
+
+def _load() -> float:
+    with open("/proc/loadavg") as file:
+        return float(file.read().split()[0])
+
+
+if __name__ == "__main__":
+    main()
