@@ -18,14 +18,13 @@ Needs the compiled kernels (CPU).
 
 from __future__ import annotations
 
-import argparse
-import json
 import time
 from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
 from bench_sampler import build_graph
+from harness import cli, report
 
 from graphemb import NodeEmbedding
 from graphemb._compiled import float_kernel
@@ -77,15 +76,22 @@ class TwoProducts(GraphSAGE):
         return layer.lin_l(aggregated).addmm_(own, layer.lin_r.weight.t())
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--graph", default="powerlaw-out",
-                        choices=["powerlaw-in", "powerlaw-out", "symmetric"])  # fmt: skip
-    parser.add_argument("-n", "--num-nodes", type=int, default=1_000_000)
-    parser.add_argument("--batches", type=int, default=24, help="timed batches per model")
-    parser.add_argument("--threads", type=int, default=2)
-    args = parser.parse_args()
-    load_before = _load()
+def parse_args(argv=None):
+    parser = cli.parser(__doc__.split("\n\n")[0], __doc__.split("\n\n", 1)[1])
+    add = parser.add_argument
+    add("--graph", default="powerlaw-out", choices=["powerlaw-in", "powerlaw-out", "symmetric"],
+        help="bench_sampler.py's shape (powerlaw-out)")  # fmt: skip
+    add("-n", "--num-nodes", type=int, default=1_000_000, help="default 1,000,000")
+    add("--batches", type=int, default=24, help="timed batches per model (24)")
+    add("--threads", type=int, default=2, help="torch threads (2)")
+    add("--json", default=None, help="also write the summary JSON here")
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> dict:
+    args = parse_args(argv)
+    settings = cli.apply_allocator(args)
+    load_before = report.load_average()
     torch.set_num_threads(args.threads)
     if float_kernel("csr_aggregate", torch.zeros(1)) is None:
         raise SystemExit("probe_sage_layers.py needs the compiled kernels")
@@ -118,7 +124,7 @@ def main() -> None:
             model.zero_grad(set_to_none=True)
             if step >= 2:  # the first two warm up
                 times[name].append(seconds)
-    summary = {"graph": args.graph, "threads": args.threads, "batches": args.batches,
+    summary = {"benchmark": "probe_sage_layers", "config": vars(args), "allocator": settings,
                "loadavg_1min": load_before}  # fmt: skip
     for name, values in times.items():
         summary[f"{name} median ms"] = 1e3 * _median(values)
@@ -128,17 +134,13 @@ def main() -> None:
     summary["ratio range"] = [min(ratios), max(ratios)]
     print(f"two products / paired, batch by batch: median {_median(ratios):.3f}, range "
           f"{min(ratios):.3f}-{max(ratios):.3f} (load before {load_before:.2f})")  # fmt: skip
-    print("BENCH_SUMMARY " + json.dumps(summary))
+    report.emit_summary(summary, args.json)
+    return summary
 
 
 def _median(values: list[float]) -> float:
     ordered = sorted(values)
     return ordered[len(ordered) // 2]
-
-
-def _load() -> float:
-    with open("/proc/loadavg") as file:
-        return float(file.read().split()[0])
 
 
 if __name__ == "__main__":
