@@ -183,7 +183,8 @@ def aggregate_with_own_rows(
     -------
     Tensor of shape (D, 2F)
         Row ``d``: the mean (sum) of ``h`` over the sources of ``d``'s sampled in-edges
-        (what PyG's ``SAGEConv`` computes from ``block.adj_t``), then ``h[d]``.
+        (what PyG's ``SAGEConv`` computes from ``block.adj_t``), then ``h[d]``, both read
+        through ``relu`` and ``mask`` where given.
 
     Examples
     --------
