@@ -121,33 +121,45 @@ def measure(args: argparse.Namespace, builds: list) -> dict[str, list[float]]:
     return rates
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv)
-    cli.apply_allocator(args)
+def run_builds(args: argparse.Namespace, measure) -> tuple[dict, float]:
+    """Both builds loaded (``args.base``, ``args.candidate``) and ``measure(args, builds)``;
+    returns its result and the load average before the run."""
     load = load_average()
     with tempfile.TemporaryDirectory() as scratch:
         builds = load_builds([args.base, args.candidate], Path(scratch))
-        rates = measure(args, builds)
-    pairs = min(len(rates["base"]), len(rates["candidate"]))
-    if pairs < 2:
-        sys.exit(f"only {pairs} chunk pair(s) ran: the graph has too few chunks of --chunk-walks")
-    base, candidate = rates["base"][1:pairs], rates["candidate"][1:pairs]
-    ratios = [c / b for b, c in zip(base, candidate, strict=True)]
-    for name, values in (("base", base), ("candidate", candidate)):
-        print(f"{name}: median {statistics.median(values) / 1e3:.0f}k tokens/s over "
-              f"{len(values)} chunks")  # fmt: skip
+        return measure(args, builds), load
+
+
+def report(args: argparse.Namespace, benchmark: str, what: str, ratios: list[float],
+           pairs: str, load: float, **results) -> None:  # fmt: skip
+    """Print the line of ``ratios`` (``what``: median over the ``pairs`` [smallest-largest])
+    and the summary JSON of ``results`` with the run's options."""
     line = (
-        f"candidate / base tokens/s, {args.nodes:,} nodes {args.shape}, {args.output_table} "
-        f"output table: median {statistics.median(ratios):.3f} over {len(ratios)} chunk pairs "
+        f"{what}: median {statistics.median(ratios):.3f} over {len(ratios)} {pairs} "
         f"[{min(ratios):.3f}-{max(ratios):.3f}] (load before the run {load:.2f})"
     )
     print(line, flush=True)
     config = {key: value for key, value in vars(args).items() if key != "json"}
-    summary = {
-        "benchmark": "kernel_builds", "config": config, "tokens_per_second": rates,
-        "ratios": ratios, "line": line,
-    }  # fmt: skip
+    summary = {"benchmark": benchmark, "config": config, **results, "ratios": ratios,
+               "line": line}  # fmt: skip
     emit_summary(summary, args.json)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    cli.apply_allocator(args)
+    rates, load = run_builds(args, measure)
+    pairs = min(len(rates["base"]), len(rates["candidate"]))
+    if pairs < 2:
+        sys.exit(f"only {pairs} chunk pair(s) ran: the graph has too few chunks of --chunk-walks")
+    base, candidate = rates["base"][1:pairs], rates["candidate"][1:pairs]
+    for name, values in (("base", base), ("candidate", candidate)):
+        print(f"{name}: median {statistics.median(values) / 1e3:.0f}k tokens/s over "
+              f"{len(values)} chunks")  # fmt: skip
+    table = f"{args.output_table} output table"
+    what = f"candidate / base tokens/s, {args.nodes:,} nodes {args.shape}, {table}"
+    ratios = [c / b for b, c in zip(base, candidate, strict=True)]
+    report(args, "kernel_builds", what, ratios, "chunk pairs", load, tokens_per_second=rates)
 
 
 if __name__ == "__main__":

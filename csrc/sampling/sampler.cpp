@@ -7,7 +7,9 @@
 //
 // Draws: a seed of degree <= fanout takes its whole CSC segment; a larger one draws
 // `fanout` distinct offsets with Robert Floyd's algorithm (fanout random numbers, whatever
-// d is: a hub's other edges are never read). Each seed has its own PRNG (splitmix64)
+// d is: a hub's other edges are never read). A row of at most 64 edges keeps its drawn
+// offsets as the bits of one word (floyd_bits: no comparisons, no branches to mispredict)
+// and lists them in increasing order; a longer one compares each draw with those before. Each seed has its own PRNG (splitmix64)
 // seeded from the call's key, the layer and the seed's position, so a sample depends on
 // the key only, never on the number of threads. Seeds are drawn in parallel.
 //
@@ -60,6 +62,17 @@ inline SplitMix64 seed_stream(uint64_t key, uint64_t layer, uint64_t row) {
   return SplitMix64{mix(key ^ mix(layer * 0xD1B54A32D192ED03ULL + row))};
 }
 
+// k distinct offsets in [0, d) (k < d <= 64), every k-subset equally likely (Floyd), as
+// the bits of one word: a taken offset is tested and set without comparisons or branches.
+inline uint64_t floyd_bits(SplitMix64& random, int64_t d, int64_t k) {
+  uint64_t taken = 0;
+  for (int64_t j = d - k; j < d; ++j) {
+    const uint64_t bit = uint64_t{1} << random.below_exact(static_cast<uint64_t>(j) + 1);
+    taken |= (taken & bit) != 0 ? uint64_t{1} << j : bit;  // j was never a candidate before
+  }
+  return taken;
+}
+
 // k distinct offsets in [0, d) (k < d), every k-subset equally likely (Floyd), into out.
 void floyd(SplitMix64& random, int64_t d, int64_t k, int64_t* out) {
   if (k <= 64) {  // the taken offsets are few: compare with them
@@ -104,9 +117,19 @@ void row_pointers(const Graph& g, const int64_t* seeds, int64_t num_seeds, int64
   }
 }
 
+// A prefetch of every cache line of values[0 .. count).
+inline void prefetch_lines(const int64_t* values, int64_t count) {
+  constexpr uintptr_t kLine = 64;
+  const auto end = reinterpret_cast<uintptr_t>(values + count);
+  for (auto line = reinterpret_cast<uintptr_t>(values) & ~(kLine - 1); line < end; line += kLine) {
+    __builtin_prefetch(reinterpret_cast<const void*>(line));
+  }
+}
+
 // Seed i's draws: the CSC positions of its sampled in-edges into pos[r[i] .. r[i + 1]),
 // and a prefetch of the entries of `indices` they point to (the whole segment when every
-// edge is taken, else each drawn entry: a hub's picks are scattered over its segment).
+// edge is taken or it spans at most 64 edges, else each drawn entry: a hub's picks are
+// scattered over its segment).
 inline void draw_positions(const Graph& g, const int64_t* seeds, const int64_t* r, uint64_t key,
                            uint64_t layer, int64_t i, int64_t* pos) {
   const int64_t start = g.indptr[seeds[i]];
@@ -115,10 +138,18 @@ inline void draw_positions(const Graph& g, const int64_t* seeds, const int64_t* 
   int64_t* p = pos + first;
   if (count == degree) {
     for (int64_t q = 0; q < count; ++q) p[q] = start + q;
-    for (int64_t q = 0; q < count; q += 8) __builtin_prefetch(g.indices + start + q);
+    prefetch_lines(g.indices + start, count);
     return;
   }
   SplitMix64 random = seed_stream(key, layer, static_cast<uint64_t>(i));
+  if (degree <= 64) {  // the drawn offsets come out in increasing order
+    int64_t q = 0;
+    for (uint64_t taken = floyd_bits(random, degree, count); taken != 0; taken &= taken - 1) {
+      p[q++] = start + __builtin_ctzll(taken);
+    }
+    prefetch_lines(g.indices + start, degree);
+    return;
+  }
   floyd(random, degree, count, p);
   for (int64_t q = 0; q < count; ++q) {
     p[q] += start;
@@ -128,10 +159,10 @@ inline void draw_positions(const Graph& g, const int64_t* seeds, const int64_t* 
 
 // One bit a graph node: which nodes the current block holds (its destination nodes and
 // the sources numbered so far), and, per chunk of a layer's draws, the sources that chunk
-// drew outside the block. A layer's new sources are the union of the chunks' bits: they
+// drew. A layer's new sources are the union of the chunks' bits less the block's: they
 // are numbered by a scan of N / 64 words per bit map instead of the N entries of the
-// marker, and the draws test and set bits of maps that stay in the cache (N / 8 bytes:
-// 125 KiB at 1M nodes) instead of marker entries scattered over N * 4 bytes.
+// marker, and the draws set bits of maps that stay in the cache (N / 8 bytes: 125 KiB at
+// 1M nodes) instead of testing marker entries scattered over N * 4 bytes.
 struct NodeBits {
   int64_t words;
   std::vector<uint64_t> in_block;
@@ -146,41 +177,35 @@ struct NodeBits {
 };
 
 // The draws of every seed into src (global ids), dst (seed position) and pos (CSC
-// positions). With bits, every source outside the block is set in its chunk's drawn map.
+// positions). With bits, every source drawn is set in its chunk's drawn map (also those
+// already in the block: the scan masks them out, and a test here would be a branch that
+// mispredicts on every other edge).
 //
 // One pass over a chunk's seeds in three stages, each on a different seed so that the
 // reads of one stage were prefetched by the stage before: seed i + 2A's row pointers are
 // prefetched; seed i + A draws its positions and prefetches their entries of `indices`;
-// seed i reads its sources from those entries (and prefetches their words of the block's
-// map); seed i - A marks its new sources. A = kAhead. The draws depend on (key, layer,
-// seed position) only: neither the order of the stages nor the chunks change an output.
+// seed i reads its sources from those entries and marks them. A = kAhead. The draws depend
+// on (key, layer, seed position) only: neither the order of the stages nor the chunks
+// change an output.
 void draw(const Graph& g, const int64_t* seeds, int64_t num_seeds, const int64_t* r,
           uint64_t key, uint64_t layer, int64_t* src, int64_t* dst, int64_t* pos,
           NodeBits* bits) {
   parallel_chunks(0, num_seeds, kDrawGrain, [&](int64_t chunk, int64_t begin, int64_t end) {
     uint64_t* mine = bits != nullptr ? bits->drawn[chunk].data() : nullptr;
-    const uint64_t* in_block = bits != nullptr ? bits->in_block.data() : nullptr;
     for (int64_t i = begin; i < std::min(end, begin + 2 * kAhead); ++i) {
       __builtin_prefetch(g.indptr + seeds[i]);
     }
     for (int64_t i = begin; i < std::min(end, begin + kAhead); ++i) {
       draw_positions(g, seeds, r, key, layer, i, pos);
     }
-    for (int64_t i = begin; i < end + kAhead; ++i) {
+    for (int64_t i = begin; i < end; ++i) {
       if (i + 2 * kAhead < end) __builtin_prefetch(g.indptr + seeds[i + 2 * kAhead]);
       if (i + kAhead < end) draw_positions(g, seeds, r, key, layer, i + kAhead, pos);
-      if (i < end) {
-        for (int64_t e = r[i], stop = r[i + 1]; e < stop; ++e) {
-          src[e] = g.indices[pos[e]];
-          dst[e] = i;
-          if (mine != nullptr) __builtin_prefetch(in_block + (src[e] >> 6));
-        }
-      }
-      if (mine == nullptr || i - kAhead < begin) continue;
-      for (int64_t e = r[i - kAhead], stop = r[i - kAhead + 1]; e < stop; ++e) {
-        const int64_t u = src[e];
-        const uint64_t bit = uint64_t{1} << (u & 63);
-        if (!(in_block[u >> 6] & bit)) mine[u >> 6] |= bit;
+      for (int64_t e = r[i], stop = r[i + 1]; e < stop; ++e) {
+        const int64_t u = g.indices[pos[e]];
+        src[e] = u;
+        dst[e] = i;
+        if (mine != nullptr) mine[u >> 6] |= uint64_t{1} << (u & 63);
       }
     }
   });

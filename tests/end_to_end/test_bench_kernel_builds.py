@@ -1,7 +1,8 @@
 """``benchmarks/bench_kernel_builds.py`` runs two kernel libraries chunk by chunk in one
-process and reports the ratio of their tokens per second. The installed library against
-itself: both halves train, the pairs are counted as the docstring says. No timing is
-asserted (the ratio of a library to itself is noise)."""
+process and reports the ratio of their tokens per second; ``probe_sampler_builds.py`` times
+their samplers round by round. The installed library against itself: both halves run, the
+pairs and rounds are counted as the docstrings say. No timing is asserted (the ratio of a
+library to itself is noise)."""
 
 from __future__ import annotations
 
@@ -16,13 +17,14 @@ from graphemb._native.library import library_path
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 SCRIPT = BENCHMARKS / "bench_kernel_builds.py"
+SAMPLER_SCRIPT = BENCHMARKS / "probe_sampler_builds.py"
 
 pytestmark = pytest.mark.skipif(library_path() is None, reason="the kernels were not built")
 
 
-def run(*arguments: str) -> subprocess.CompletedProcess:
+def run(*arguments: str, script: Path = SCRIPT) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, str(SCRIPT), *arguments], cwd=BENCHMARKS, capture_output=True,
+        [sys.executable, str(script), *arguments], cwd=BENCHMARKS, capture_output=True,
         text=True, timeout=300,
     )  # fmt: skip
 
@@ -52,3 +54,25 @@ def test_a_graph_with_too_few_chunks_is_refused():
     built = str(library_path())
     done = run(built, built, "--nodes", "2000", "--chunk-walks", "1000", "--chunks", "8")
     assert done.returncode == 1 and "only 1 chunk pair(s) ran" in done.stderr
+
+
+def test_two_builds_sample_every_round_in_turn(tmp_path):
+    built = str(library_path())
+    out = tmp_path / "ab.json"
+    done = run(built, built, "--nodes", "5000", "--rounds", "3", "--calls", "2",
+               "--graph", "symmetric", "--json", str(out), script=SAMPLER_SCRIPT)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(out.read_text())
+    times = summary["ms"]
+    assert len(times["base"]) == len(times["candidate"]) == 3  # the warm-up round not kept
+    assert len(summary["ratios"]) == 3
+    assert all(t > 0 for t in times["base"] + times["candidate"])
+    assert "symmetric 5,000 nodes" in summary["line"] and "over 3 rounds" in summary["line"]
+    assert summary["line"] in done.stdout
+
+
+def test_more_seeds_than_nodes_are_refused():
+    built = str(library_path())
+    done = run(built, built, "--nodes", "3000", "--calls", "3", script=SAMPLER_SCRIPT)
+    assert done.returncode == 2
+    assert "--calls 3 batches of 1024 distinct seeds need more than --nodes 3000" in done.stderr

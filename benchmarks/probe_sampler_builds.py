@@ -1,0 +1,101 @@
+#!/usr/bin/env python
+"""Two builds of the compiled kernels' neighbour sampler compared round by round in one
+process, on one of the sampler panel's graphs.
+
+On a shared or virtual machine the same sampler can take 10 ms in one process and 13 ms
+in the next: an A/B of two processes measures the machine, not a change of a few tens of
+per cent. Here one process builds the graph once, loads both kernel libraries side by
+side and times ``NeighborSampler.sample_blocks`` (the call users make, fanouts 15,10,5 on
+1024 seeds by default) with each in turn: base, candidate, base, ... Each round gives both
+builds the same seeds and the same generator state, so both sample the same kind of
+batch within milliseconds of each other. The figure is the median over rounds of the
+base's time over the candidate's (above 1: the candidate is faster), with its smallest
+and largest, beside each build's median time.
+
+Both libraries must speak this checkout's interface (``ABI_VERSION``); see
+``bench_kernel_builds.py`` for how to build the base from an earlier commit. No target:
+the ratio is reported, not judged. The last line is ``BENCH_SUMMARY {json}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from types import SimpleNamespace
+
+from bench_kernel_builds import report, run_builds
+from bench_sampler import GRAPHS, build_graph
+from harness import cli
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = cli.parser(__doc__.split("\n\n")[0])
+    add = parser.add_argument
+    add("base", help="the kernel library measured against (a built _kernels*.so)")
+    add("candidate", help="the kernel library measured")
+    add("--graph", choices=GRAPHS, default="powerlaw-out", help="(powerlaw-out)")
+    add("--nodes", type=int, default=1_000_000, help="nodes of the graph (1000000)")
+    add("--avg-degree", type=float, default=20.0, help="mean in-degree (20)")
+    add("--fanouts", default="15,10,5", help="input layer first, DGL's order (15,10,5)")
+    add("--batch-size", type=int, default=1024, help="seeds a batch (1024)")
+    add("--rounds", type=int, default=60, help="rounds, each timing both builds (60)")
+    add("--calls", type=int, default=5, help="batches a build samples in a round (5)")
+    add("--threads", type=int, default=2, help="torch threads, hence the kernels' (2)")
+    add("--seed", type=int, default=0)
+    add("--json", help="also write the summary JSON here")
+    args = parser.parse_args(argv)
+    args.fanouts = [int(f) for f in args.fanouts.split(",")]
+    if args.rounds < 2 or args.calls < 1:
+        parser.error(f"--rounds must be at least 2 and --calls 1, got {args.rounds}, {args.calls}")
+    if args.batch_size * args.calls > args.nodes:
+        parser.error(f"--calls {args.calls} batches of {args.batch_size} distinct seeds need "
+                     f"more than --nodes {args.nodes}")  # fmt: skip
+    return args
+
+
+def measure(args: argparse.Namespace, builds: list) -> dict[str, list[float]]:
+    """Milliseconds per batch of each round, by build name ("base", "candidate")."""
+    import torch
+
+    import graphemb._native.library as native
+    from graphemb.graph import Graph
+    from graphemb.sampling import NeighborSampler
+
+    torch.set_num_threads(args.threads)
+    shape = SimpleNamespace(num_nodes=args.nodes, avg_degree=args.avg_degree, seed=args.seed)
+    src, dst, _ = build_graph(shape, torch, args.graph)
+    graph = Graph.from_edges(src, dst, args.nodes)
+    del src, dst
+    sampler = NeighborSampler(args.fanouts)
+    order = torch.randperm(args.nodes, generator=torch.Generator().manual_seed(args.seed))
+    batches = order[: args.nodes // args.batch_size * args.batch_size].view(-1, args.batch_size)
+    names, times = ("base", "candidate"), {"base": [], "candidate": []}
+    for round_ in range(args.rounds + 1):  # round 0 warms both builds and is not kept
+        first = round_ * args.calls
+        for name, build in zip(names, builds, strict=True):
+            native._library = build  # the library every kernel call goes through
+            generator = torch.Generator().manual_seed(args.seed + round_)
+            started = time.perf_counter()
+            for call in range(args.calls):
+                sampler.sample_blocks(graph, batches[(first + call) % len(batches)], generator)
+            if round_:
+                times[name].append(1e3 * (time.perf_counter() - started) / args.calls)
+    return times
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    cli.apply_allocator(args)
+    times, load = run_builds(args, measure)
+    for name, values in times.items():
+        print(f"{name}: median {statistics.median(values):.2f} ms a batch over "
+              f"{len(values)} rounds")  # fmt: skip
+    fanouts = ",".join(map(str, args.fanouts))
+    what = f"base / candidate ms a batch, {args.graph} {args.nodes:,} nodes, fanouts {fanouts}"
+    ratios = [b / c for b, c in zip(times["base"], times["candidate"], strict=True)]
+    report(args, "sampler_builds", what, ratios, "rounds", load, ms=times)
+
+
+if __name__ == "__main__":
+    main()
