@@ -1,6 +1,6 @@
-"""Cases the sampling tests share (tests/unit/test_sampling*.py, test_seed_loader.py): both
-sampler paths as a fixture, seeded generators, and a random multigraph with its edge list
-as the oracle."""
+"""Cases the sampling tests share (tests/unit/test_sampling*.py, test_seed_loader.py,
+test_walks*.py): both sampler paths and both walker paths as fixtures, seeded generators,
+and a random multigraph with its edge list as the oracle."""
 
 from __future__ import annotations
 
@@ -14,17 +14,29 @@ from graphemb.graph import Graph
 P_VALUE = 1e-3
 
 
+def _run_on(path: str, function: str, monkeypatch) -> str:
+    """The compiled kernels' ``function`` (``path == "compiled"``) or the pure-torch path."""
+    if path == "torch":
+        monkeypatch.setenv(DISABLE_VARIABLE, "1")
+    elif not hasattr(compiled_module(), function):
+        pytest.skip("the compiled kernels are disabled (GRAPHEMB_DISABLE_KERNELS)")
+    else:
+        monkeypatch.delenv(DISABLE_VARIABLE, raising=False)
+    return path
+
+
 @pytest.fixture(autouse=True, params=["compiled", "torch"])
 def sampler_path(request, monkeypatch):
     """Every test runs on the compiled CPU sampler (graphemb_kernels) and on the pure-torch
     one (also the GPU path): both are held to the same oracles."""
-    if request.param == "torch":
-        monkeypatch.setenv(DISABLE_VARIABLE, "1")
-    elif not hasattr(compiled_module(), "sample_blocks"):
-        pytest.skip("the compiled kernels are disabled (GRAPHEMB_DISABLE_KERNELS)")
-    else:
-        monkeypatch.delenv(DISABLE_VARIABLE, raising=False)
-    return request.param
+    return _run_on(request.param, "sample_blocks", monkeypatch)
+
+
+@pytest.fixture(params=["compiled", "torch"])
+def walker_path(request, monkeypatch):
+    """A walks test on the compiled CPU walker and on the pure-torch one (also the GPU
+    path): both are held to the same oracles."""
+    return _run_on(request.param, "random_walks", monkeypatch)
 
 
 def seeded(device, seed=0) -> torch.Generator:

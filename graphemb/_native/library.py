@@ -34,7 +34,7 @@ __all__ = [
     "span",
 ]
 
-ABI_VERSION = 6
+ABI_VERSION = 7
 """``GE_ABI_VERSION`` of ``csrc/graphemb_kernels.h`` that these bindings speak."""
 
 DECLINED = 7
@@ -104,6 +104,10 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "ge_sample_layer": (
         c_int,
         [_P, _P, c_int64, _P, c_int64, c_int64, c_uint64, _ALLOCATE, c_void_p],
+    ),
+    "ge_random_walks": (
+        c_int,
+        [_P, _P, _P, _P, c_int64, _P, c_int64, c_int64, c_double, c_double, c_uint64, _P],
     ),
     "ge_sample_blocks": (
         c_int,

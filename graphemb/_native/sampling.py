@@ -1,6 +1,7 @@
-"""Uniform neighbour sampling without replacement, compiled: one layer's draws, or every
-layer's draws and relabelling into DGL-style blocks (the CPU path of
-:class:`graphemb.sampling.NeighborSampler`)."""
+"""Sampling, compiled: uniform neighbour sampling without replacement (one layer's draws,
+or every layer's draws and relabelling into DGL-style blocks: the CPU path of
+:class:`graphemb.sampling.NeighborSampler`), and random walks (the CPU path of
+:class:`graphemb.sampling.RandomWalker`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import torch
 from .library import Outputs, library, span
 from .tensors import dtype_code, dtype_name
 
-__all__ = ["sample_blocks", "sample_layer"]
+__all__ = ["random_walks", "sample_blocks", "sample_layer"]
 
 _KEY_MASK = (1 << 64) - 1  # a signed key's bits, as the library's unsigned one
 
@@ -136,3 +137,86 @@ def sample_blocks(
         rowptr, edges, positions, src_nodes = (outputs.tensors[4 * layer + k] for k in range(4))
         blocks.append((src_nodes, edges.view(2, -1), positions, rowptr))
     return blocks
+
+
+def random_walks(
+    indptr: torch.Tensor,
+    indices: torch.Tensor,
+    cumulative: torch.Tensor | None,
+    last: torch.Tensor | None,
+    start: torch.Tensor,
+    p: float,
+    q: float,
+    key: int,
+    out: torch.Tensor,
+) -> None:
+    """One walk from each node of ``start`` along the out-edges, written into ``out``.
+
+    Parameters
+    ----------
+    indptr, indices : Tensor of int64
+        The CSR graph of the out-edges (rows sorted unless ``p == q == 1``).
+    cumulative : Tensor of float64 (E + 1,) or None
+        Weighted walks: the prefix sums of the edge weights (with a leading 0).
+    last : Tensor of int64 (N,) or None
+        Weighted walks: each node's last edge of positive weight.
+    start : Tensor of int64 (W,)
+        Start nodes.
+    p, q : float
+        node2vec's return and in-out parameters (both 1: first-order walks).
+    key : int
+        The walks' key: the walks depend on it only, not on the thread count.
+    out : Tensor of int64 (W, L + 1)
+        Receives the walks: the start, then ``L`` steps, -1 after a node a walk cannot
+        leave.
+    """
+    num_nodes = _check_graph(indptr, indices, start)
+    if (cumulative is None) != (last is None):
+        raise ValueError("graphemb_kernels.random_walks: weighted walks need cumulative and last")
+    if cumulative is not None and last is not None:
+        if (
+            cumulative.dtype != torch.float64
+            or cumulative.shape != (indices.numel() + 1,)
+            or cumulative.device.type != "cpu"
+            or not cumulative.is_contiguous()
+        ):
+            raise ValueError(
+                "graphemb_kernels.random_walks: cumulative must be a contiguous float64 CPU "
+                f"tensor of E + 1 = {indices.numel() + 1} entries, got "
+                f"{dtype_name(cumulative.dtype)} of shape {list(cumulative.shape)} on "
+                f"{cumulative.device}"
+            )
+        _check_long(last, "last")
+        if last.numel() != num_nodes:
+            raise ValueError(
+                f"graphemb_kernels.random_walks: last must have {num_nodes} entries, got "
+                f"{last.numel()}"
+            )
+    if (
+        out.dtype != torch.int64
+        or out.device.type != "cpu"
+        or out.dim() != 2
+        or out.shape[0] != start.numel()
+        or not out.is_contiguous()
+    ):
+        raise ValueError(
+            f"graphemb_kernels.random_walks: out must be a contiguous int64 CPU tensor of "
+            f"{start.numel()} rows, got {dtype_name(out.dtype)} of shape {list(out.shape)} "
+            f"on {out.device}"
+        )
+    with span("graphemb_kernels::random_walks"):
+        library().call(
+            "ge_random_walks",
+            indptr.data_ptr(),
+            indices.data_ptr(),
+            None if cumulative is None else cumulative.data_ptr(),
+            None if last is None else last.data_ptr(),
+            num_nodes,
+            start.data_ptr(),
+            start.numel(),
+            out.shape[1] - 1,
+            float(p),
+            float(q),
+            int(key) & _KEY_MASK,
+            out.data_ptr(),
+        )

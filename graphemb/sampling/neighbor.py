@@ -58,9 +58,9 @@ from typing import Any
 import torch
 
 from .._checks import check_fanout, check_generator, check_seeds
-from .._compiled import compiled_module, disabled
 from ..graph import Graph
 from ._floyd import distinct_offsets
+from ._kernels import compiled_sampling, draw_key
 from ._pieces import (
     Scratch,
     copy,
@@ -135,14 +135,14 @@ def sample_neighbors(
     check_graph(graph)
     seeds = check_seeds(seeds, graph.num_nodes, graph.device)
     check_generator(generator, graph.device)
-    module = _compiled_sampler(graph)
+    module = compiled_sampling(graph, "sample_blocks")
     if module is not None:
         src, seed_position, positions = module.sample_layer(
             graph.indptr.contiguous(),
             graph.indices.contiguous(),
             seeds,
             fanout,
-            _draw_key(generator),
+            draw_key(generator),
         )
     else:
         src, seed_position, positions = _sample_edges(graph, seeds, fanout, generator)
@@ -233,7 +233,7 @@ class NeighborSampler:
         check_graph(graph)
         seeds = check_seeds(seeds, graph.num_nodes, graph.device)
         check_generator(generator, graph.device)
-        module = _compiled_sampler(graph)
+        module = compiled_sampling(graph, "sample_blocks")
         if module is not None:
             return self._sample_compiled(module, graph, seeds, generator)
         scratch = self._scratch(graph)
@@ -277,7 +277,7 @@ class NeighborSampler:
                 graph.indices.contiguous(),
                 seeds,
                 list(reversed(self.fanouts)),
-                _draw_key(generator),
+                draw_key(generator),
                 marker,
                 _SCAN_FRACTION,
             )
@@ -449,21 +449,6 @@ def _check_distinct(seeds: torch.Tensor, table: torch.Tensor) -> None:
     if bool(clash.any()):
         repeated = int(seeds[clash][0])
         raise ValueError(f"seeds must be distinct, but node {repeated} appears more than once")
-
-
-def _compiled_sampler(graph: Graph) -> Any:
-    """``graphemb_kernels`` where it samples this graph (CPU, built with the sampler, not
-    disabled by ``GRAPHEMB_DISABLE_KERNELS``), else None."""
-    module = compiled_module()
-    if graph.device.type != "cpu" or module is None or disabled():
-        return None
-    return module if hasattr(module, "sample_blocks") else None
-
-
-def _draw_key(generator: torch.Generator | None) -> int:
-    """One random int64 from ``generator``: the compiled sampler seeds every seed's own
-    random stream from it, so a seeded generator reproduces a sample exactly."""
-    return int(torch.randint(0, 2**62, (), generator=generator))
 
 
 def check_graph(graph: object) -> None:

@@ -1,9 +1,12 @@
 """Random walks on a :class:`~graphemb.graph.Graph`: uniform (DeepWalk) and node2vec's
-biased second-order walks, vectorized over all walkers, on CPU and CUDA.
+biased second-order walks, on CPU and CUDA.
 
-Walks follow *out*-edges (``graph.csr()``). Every walker takes one step per iteration of a
-loop over the walk's length -- never a loop over walkers -- and all randomness comes from
-one ``torch.Generator`` on the graph's device, so a seeded generator gives the same walks
+Walks follow *out*-edges (``graph.csr()``). On CPU the compiled kernels walk (every walker
+on a random stream of its own, seeded from one number drawn from the generator; no
+temporaries); elsewhere, and with ``GRAPHEMB_DISABLE_KERNELS=1``, every walker takes one
+step per iteration of a torch loop over the walk's length -- never a loop over walkers.
+Both draw from the same distribution, and all randomness comes from one
+``torch.Generator`` on the graph's device, so a seeded generator gives the same walks
 on every run. A walker standing on a node without out-neighbours stops there (no restart):
 the rest of its row is :data:`PAD`. Weighted walks (``weighted=True``) follow an out-edge
 with probability proportional to its weight; a node whose out-edges all weigh 0 is a node
@@ -32,6 +35,7 @@ import torch
 
 from .._checks import as_size, check_generator, check_node_id_vector, check_node_ids
 from ..graph import Graph
+from ._kernels import compiled_sampling, draw_key
 
 __all__ = ["PAD", "RandomWalker", "random_walks"]
 
@@ -189,6 +193,12 @@ class RandomWalker:
             walks = torch.empty(shape, dtype=torch.int64, device=start.device)
         else:
             walks = _checked_out(out, shape, start.device)
+        module = compiled_sampling(self._graph, "random_walks")
+        if module is not None:  # writes every entry: the starts, the steps and the PADs
+            module.random_walks(self._indptr, self._indices, self._cumulative, self._last,
+                                start.contiguous(), self._p, self._q, draw_key(generator),
+                                walks)  # fmt: skip
+            return walks
         walks.fill_(PAD)
         walks[:, 0] = start
         if walk_length == 0 or start.numel() == 0 or self._graph.num_edges == 0:

@@ -41,6 +41,21 @@ def test_sampler_benchmark_quick_mode_prints_its_result():
         assert measured["median_ms"] > 0, name
 
 
+@WITH_DGL_PEERS
+def test_walks_benchmark_quick_mode_times_every_walker_against_dgl():
+    summary = json_line(run_quick_benchmark("bench_walks.py").stdout, "BENCH_SUMMARY ")
+    assert [graph["graph"] for graph in summary["graphs"]] == ["symmetric", "sbm"]
+    for graph in summary["graphs"]:
+        kinds = {name.split()[1] for name in graph["results"]}
+        assert kinds == {"deepwalk", "node2vec"}
+        assert len(graph["results"]) == 6  # graphemb, its pure-torch walker and DGL, each kind
+        assert set(graph["ratios"]) == set(graph["results"]) - {
+            "graphemb deepwalk", "graphemb node2vec"
+        }  # fmt: skip
+        assert all(measured["median_ms"] > 0 for measured in graph["results"].values())
+        assert len(graph["lines"]) == 4
+
+
 def test_scaleout_benchmark_quick_mode_measures_traffic_and_steps():
     summary = json_line(run_quick_benchmark("bench_scaleout.py").stdout, "BENCH_SUMMARY ")
     sent = summary["bytes_across_machines_per_step"]

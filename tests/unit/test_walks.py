@@ -13,6 +13,7 @@ from collections import Counter
 import pytest
 import torch
 from helpers import DEVICES
+from sampling_cases import walker_path  # noqa: F401 (a fixture)
 from scipy import stats
 
 from graphemb.graph import Graph
@@ -21,7 +22,9 @@ from graphemb.sampling.walks import PAD, RandomWalker, random_walks
 P_VALUE = 1e-3
 
 
-pytestmark = pytest.mark.usefixtures("one_thread")  # conftest: every test on one torch thread
+pytestmark = pytest.mark.usefixtures(
+    "one_thread", "walker_path"
+)  # conftest: every test on one torch thread
 
 
 def seeded(device, seed=0) -> torch.Generator:
@@ -201,6 +204,48 @@ def test_bad_out_is_refused_and_left_as_it_was(out, error, message):
         RandomWalker(directed_graph())(torch.tensor([0, 1]), 3, out=out)
     if before is not None:
         assert torch.equal(out, before)
+
+
+@pytest.mark.parametrize("p, q, weighted", [(1.0, 1.0, False), (0.5, 2.0, False), (2.0, 0.5, True)])
+def test_compiled_walks_do_not_depend_on_the_thread_count(walker_path, p, q, weighted):  # noqa: F811
+    """Every walker draws from a stream of its own (the call's key and its position): the
+    compiled walker splits 5,000 walkers over 2 threads and gives the walks of 1."""
+    if walker_path != "compiled":
+        pytest.skip("the pure-torch walker has one stream for all walkers")
+    graph = directed_graph()
+    graph.edge_weight = torch.arange(1, graph.num_edges + 1, dtype=torch.float64)
+    walker = RandomWalker(graph, p, q, weighted=weighted)
+    start = torch.arange(graph.num_nodes).repeat(1000)
+    walks = {}
+    for threads in (1, 2):
+        torch.set_num_threads(threads)
+        walks[threads] = walker(start, 9, generator=seeded("cpu", 5))
+    assert torch.equal(walks[1], walks[2])
+    assert not torch.equal(walks[1][:1000], walks[1][1000:2000])  # walkers differ
+
+
+def test_the_compiled_walker_refuses_inconsistent_arrays_and_writes_nothing(walker_path):  # noqa: F811
+    from graphemb._native import sampling
+
+    if walker_path != "compiled":
+        pytest.skip("the binding of the compiled walker")
+    graph = directed_graph()
+    indptr, indices, _ = graph.csr()
+    out = torch.full((2, 4), 7, dtype=torch.int64)
+    start = torch.tensor([0, 1])
+    with pytest.raises(ValueError, match="weighted walks need cumulative and last"):
+        sampling.random_walks(indptr, indices, None, indptr[:-1], start, 1.0, 1.0, 0, out)
+    short = torch.zeros(indices.numel(), dtype=torch.float64)  # one entry short
+    with pytest.raises(ValueError, match=r"cumulative must be .* of E \+ 1 = 124 entries"):
+        sampling.random_walks(indptr, indices, short, indptr[:-1], start, 1.0, 1.0, 0, out)
+    with pytest.raises(ValueError, match="out must be a contiguous int64 CPU tensor of 2 rows"):
+        sampling.random_walks(indptr, indices, None, None, start, 1.0, 1.0, 0, out[:1])
+    with pytest.raises(IndexError, match=r"start\[1\] = 99 is not a node of a graph of 30"):
+        sampling.random_walks(indptr, indices, None, None, torch.tensor([0, 99]), 1.0, 1.0, 0,
+                              out)  # fmt: skip
+    with pytest.raises(ValueError, match="p = -1 and q = 1 must be positive"):
+        sampling.random_walks(indptr, indices, None, None, start, -1.0, 1.0, 0, out)
+    assert bool((out == 7).all())
 
 
 @pytest.mark.cuda

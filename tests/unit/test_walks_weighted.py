@@ -13,6 +13,7 @@ from collections import Counter, defaultdict
 import pytest
 import torch
 from helpers import DEVICES
+from sampling_cases import walker_path  # noqa: F401 (a fixture)
 from scipy import stats
 
 from graphemb.graph import Graph
@@ -20,7 +21,7 @@ from graphemb.sampling.walks import PAD, RandomWalker, random_walks
 
 P_VALUE = 1e-3
 
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = pytest.mark.usefixtures("one_thread", "walker_path")
 
 # Undirected weighted test graph: (u, v, weight). Edge 4-5 weighs 0, so node 5 has only
 # zero out-weights (a sink for weighted walks); 0-4 and 2-3 make rows unsorted by edge id.
