@@ -221,6 +221,30 @@ def _over_faster(shapes: list[dict]) -> str:
     return " / ".join(f"{ratio(s['ratios'][s['faster_peer']])} {s['faster_peer']}" for s in shapes)
 
 
+def walks(results: Path, name: str = "walks_panel.json") -> list[str]:
+    """Random walks, DeepWalk's and node2vec's, against DGL's (``bench_walks.py --json``)."""
+    run = Result(results, name)
+    config, graphs = run.get("config"), run.get("graphs")
+
+    def medians(contender: str) -> str:
+        return " / ".join(ms(g["results"][contender]["median_ms"]) for g in graphs)
+
+    what = (
+        f"random walks, {config['walkers']:,} walkers x {config['length']} steps a call, "
+        f"node2vec p {config['p']:g} q {config['q']:g}, {config['num_nodes']:,} nodes, graphs "
+        f"{' / '.join(g['graph'] for g in graphs)} (`bench_walks.py`; {_file(name)})"
+    )
+    peers = [n for n in graphs[0]["results"] if not n.startswith("graphemb ")]
+    cells = [
+        what,
+        cell([f"{kind}: {medians('graphemb ' + kind)} ms" for kind in ("deepwalk", "node2vec")]),
+        cell([f"{n}: {medians(n)} ms" for n in peers]),
+        cell([f"over {n}: " + " / ".join(ratio(g["ratios"][n]) for g in graphs) for n in peers]),
+        "no target",
+    ]
+    return table_row(cells, run)
+
+
 def deepwalk_quality(results: Path) -> list[str]:
     """The DeepWalk panel against gensim (``deepwalk_panel.json``); its verdict lines are
     those the benchmark prints, from the stored rows and the load before the run."""
@@ -451,6 +475,7 @@ ROWS: tuple[Callable[[Path], list[str]], ...] = (
     end_to_end,
     sampler,
     lambda results: sampler(results, "sampler_panel_busy.json"),
+    walks,
     table_init,
     read_graph,
     deepwalk_quality,
