@@ -1,6 +1,6 @@
-// splitmix64 (Steele, Lea and Flood, 2014): the PRNG of the sampler (sampler.cpp) and of
-// the skip-gram trainer (skipgram.cpp). A state advanced by a fixed odd constant, passed
-// through a 64-bit finaliser (mix); one 64-bit draw per step.
+// splitmix64 (Steele, Lea and Flood, 2014): the PRNG of the sampler (sampler.cpp), the
+// walker (walks.cpp) and the skip-gram trainer (skipgram/). A state advanced by a fixed odd
+// constant, passed through a 64-bit finaliser (mix); one 64-bit draw per step.
 #pragma once
 
 #include <cstdint>
@@ -42,5 +42,11 @@ struct SplitMix64 {
   // Uniform in [0, 1): the top 53 bits of a draw.
   double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
 };
+
+// The stream of item (major, minor) of a call keyed `key` (a sampler's layer and seed, a
+// walker): a draw depends on the key and the item only, never on which thread takes it.
+inline SplitMix64 stream(uint64_t key, uint64_t major, uint64_t minor = 0) {
+  return SplitMix64{mix(key ^ mix(major * 0xD1B54A32D192ED03ULL + minor))};
+}
 
 }  // namespace splitmix

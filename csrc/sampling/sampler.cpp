@@ -54,13 +54,7 @@ constexpr int64_t kWordGrain = 1 << 13;  // words of the node maps per task of t
 constexpr int64_t kAhead = 16;  // prefetch distance of the random reads, in items
 constexpr int64_t kUnseen = -1;
 
-using splitmix::mix;
 using splitmix::SplitMix64;
-
-// A seed's own stream, seeded from (key, layer, seed position).
-inline SplitMix64 seed_stream(uint64_t key, uint64_t layer, uint64_t row) {
-  return SplitMix64{mix(key ^ mix(layer * 0xD1B54A32D192ED03ULL + row))};
-}
 
 // k distinct offsets in [0, d) (k < d <= 64), every k-subset equally likely (Floyd), as
 // the bits of one word: a taken offset is tested and set without comparisons or branches.
@@ -141,7 +135,7 @@ inline void draw_positions(const Graph& g, const int64_t* seeds, const int64_t* 
     prefetch_lines(g.indices + start, count);
     return;
   }
-  SplitMix64 random = seed_stream(key, layer, static_cast<uint64_t>(i));
+  SplitMix64 random = splitmix::stream(key, layer, static_cast<uint64_t>(i));
   if (degree <= 64) {  // the drawn offsets come out in increasing order
     int64_t q = 0;
     for (uint64_t taken = floyd_bits(random, degree, count); taken != 0; taken &= taken - 1) {

@@ -36,7 +36,6 @@ constexpr int64_t kGroup = 32;        // walkers advanced together
 constexpr int64_t kWalkGrain = 1024;  // walkers per task
 constexpr int64_t kPad = -1;
 
-using splitmix::mix;
 using splitmix::SplitMix64;
 
 struct OutEdges {
@@ -99,7 +98,7 @@ void walk_group(const OutEdges& g, const Bias* bias, const int64_t* start, int64
   int64_t num_live = count;
   for (int64_t i = 0; i < count; ++i) {
     const auto walker = static_cast<uint64_t>(first + i);
-    random[i] = SplitMix64{mix(key ^ mix(walker * 0xD1B54A32D192ED03ULL))};
+    random[i] = splitmix::stream(key, walker);
     rows[i] = out + (first + i) * (length + 1);
     current[i] = previous[i] = rows[i][0] = start[first + i];
     live[i] = i;
