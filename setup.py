@@ -88,6 +88,7 @@ setup(
             language="c++",
             extra_compile_args=COMPILE_ARGS,
             extra_link_args=["-pthread"],
+            libraries=["dl"],  # dlsym (common/parallel.cpp), in libc itself on newer glibc
             py_limited_api=True,
             optional=True,
         )

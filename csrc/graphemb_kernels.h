@@ -23,7 +23,7 @@ extern "C" {
 #define GE_API __attribute__((visibility("default")))
 
 /* Raised by the Python bindings when the library and the bindings disagree. */
-#define GE_ABI_VERSION 7
+#define GE_ABI_VERSION 8
 
 typedef enum {
   GE_OK = 0,
@@ -58,6 +58,11 @@ GE_API const char* ge_simd_level(void);
 /* Threads of the parallel loops (graphemb passes torch.get_num_threads()). */
 GE_API void ge_set_num_threads(int threads);
 GE_API int ge_num_threads(void);
+/* Whether the parallel loops may run on the OpenMP runtime already in the process (torch's;
+ * default 1), else on threads of the library's own; returns the previous setting. */
+GE_API int ge_set_openmp(int allowed);
+/* 1 when the parallel loops run on the process's OpenMP runtime now. */
+GE_API int ge_uses_openmp(void);
 
 /* ------------------------------------------------------------------ sparse optimizers */
 GE_API int ge_formula_count(void);

@@ -1,5 +1,5 @@
 // The library's own entry points: its interface version, the last error of a thread, the
-// SIMD level, the thread count of the parallel loops.
+// SIMD level, the threads of the parallel loops.
 
 #include "common/errors.h"
 #include "common/parallel.h"
@@ -42,5 +42,9 @@ const char* ge_simd_level(void) {
 void ge_set_num_threads(int threads) { ge::set_num_threads(threads); }
 
 int ge_num_threads(void) { return ge::num_threads(); }
+
+int ge_set_openmp(int allowed) { return ge::set_openmp(allowed != 0) ? 1 : 0; }
+
+int ge_uses_openmp(void) { return ge::uses_openmp() ? 1 : 0; }
 
 }  // extern "C"

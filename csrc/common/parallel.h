@@ -1,10 +1,11 @@
-// Parallel loops of the kernels on a pool of threads of the library's own.
+// Parallel loops of the kernels, on the threads of the OpenMP runtime torch loaded into the
+// process, else on a pool of threads of the library's own (parallel.cpp says why).
 //
-// The library links no OpenMP runtime: torch brings its own, and two runtimes in one
-// process would keep two sets of spinning threads on the same cores. The pool's threads
-// sleep on a condition variable between calls (no spinning), take their share of a call,
-// and the calling thread works as one of them. The thread count is the caller's
-// (ge_set_num_threads: graphemb passes torch.get_num_threads()).
+// The library links no OpenMP runtime: two runtimes in one process would keep two sets of
+// threads on the same cores. The own pool's threads sleep on a condition variable between
+// calls (no spinning), take their share of a call, and the calling thread works as one of
+// them. The thread count is the caller's (ge_set_num_threads: graphemb passes
+// torch.get_num_threads()).
 #pragma once
 
 #include <algorithm>
@@ -17,10 +18,17 @@ namespace ge {
 void set_num_threads(int threads);
 int num_threads();
 
-// Runs job(worker) for worker in [0, workers) on as many threads (the caller is worker 0)
-// and returns when all are done; rethrows the first exception a worker threw. Inside
-// another call's job, or while the pool serves another Python thread, the workers run
-// one after the other on the calling thread.
+// Whether calls may run on the process's OpenMP runtime (default true); returns the last
+// setting. With false, or with no runtime in the process, they run on the own pool.
+bool set_openmp(bool allowed);
+// Whether calls run on the process's OpenMP runtime now.
+bool uses_openmp();
+
+// Runs job(worker) for worker in [0, workers) on up to as many threads (the caller's
+// included) and returns when all are done; rethrows the first exception a worker threw.
+// A job must never wait for another worker's: inside another call's job, or while the own
+// pool serves another Python thread, the workers run one after the other on the calling
+// thread, and OpenMP may give a call fewer threads than it asks for.
 void run_on_threads(int64_t workers, const std::function<void(int64_t)>& job);
 
 // f(chunk, chunk_begin, chunk_end) over [begin, end) in at most num_threads() contiguous

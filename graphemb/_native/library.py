@@ -34,7 +34,7 @@ __all__ = [
     "span",
 ]
 
-ABI_VERSION = 7
+ABI_VERSION = 8
 """``GE_ABI_VERSION`` of ``csrc/graphemb_kernels.h`` that these bindings speak."""
 
 DECLINED = 7
@@ -68,6 +68,8 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "ge_simd_level": (c_char_p, []),
     "ge_set_num_threads": (None, [c_int]),
     "ge_num_threads": (c_int, []),
+    "ge_set_openmp": (c_int, [c_int]),
+    "ge_uses_openmp": (c_int, []),
     "ge_formula_count": (c_int, []),
     "ge_formula_spec": (c_char_p, [c_int]),
     "ge_fused_update": (
@@ -201,6 +203,18 @@ class Library:
     def num_threads(self) -> int:
         """Threads of the kernels' parallel loops (torch's, as of the last call)."""
         return int(self._dll.ge_num_threads())
+
+    @property
+    def uses_openmp(self) -> bool:
+        """Whether the parallel loops run on the OpenMP runtime torch loaded (its threads,
+        already awake after torch's own operations), rather than on threads of the
+        library's own."""
+        return bool(self._dll.ge_uses_openmp())
+
+    def allow_openmp(self, allowed: bool) -> bool:
+        """Let the parallel loops run on the process's OpenMP runtime (the default), or
+        keep them on the library's own threads; returns the previous setting."""
+        return bool(self._dll.ge_set_openmp(int(bool(allowed))))
 
     def function(self, name: str) -> Any:
         """The raw ctypes function ``name`` (for the few that return no status)."""

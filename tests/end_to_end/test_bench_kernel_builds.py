@@ -1,8 +1,9 @@
 """``benchmarks/bench_kernel_builds.py`` runs two kernel libraries chunk by chunk in one
 process and reports the ratio of their tokens per second; ``probe_sampler_builds.py`` times
-their samplers round by round. The installed library against itself: both halves run, the
-pairs and rounds are counted as the docstrings say. No timing is asserted (the ratio of a
-library to itself is noise)."""
+their samplers round by round; ``probe_kernel_threads.py`` times GraphSAGE batches with the
+kernels on their own threads and on torch's OpenMP threads in turn. The installed library
+against itself: both halves run, the pairs and rounds are counted as the docstrings say.
+No timing is asserted (the ratio of a library to itself is noise)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from graphemb._native.library import library_path
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 SCRIPT = BENCHMARKS / "bench_kernel_builds.py"
 SAMPLER_SCRIPT = BENCHMARKS / "probe_sampler_builds.py"
+THREADS_SCRIPT = BENCHMARKS / "probe_kernel_threads.py"
 
 pytestmark = pytest.mark.skipif(library_path() is None, reason="the kernels were not built")
 
@@ -76,3 +78,26 @@ def test_more_seeds_than_nodes_are_refused():
     done = run(built, built, "--nodes", "3000", "--calls", "3", script=SAMPLER_SCRIPT)
     assert done.returncode == 2
     assert "--calls 3 batches of 1024 distinct seeds need more than --nodes 3000" in done.stderr
+
+
+def test_batches_alternate_between_the_kernels_threads_and_openmps(tmp_path):
+    out = tmp_path / "threads.json"
+    done = run("--nodes", "4000", "--batches", "8", "--batch-size", "128", "--fanouts", "5,3",
+               "--json", str(out), script=THREADS_SCRIPT)  # fmt: skip
+    if "found no OpenMP runtime" in done.stderr:
+        pytest.skip("torch brought no OpenMP runtime here")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(out.read_text())
+    for where in ("own", "openmp"):
+        phases = summary["ms"][where]
+        assert all(len(phases[p]) == 4 for p in ("sampling", "forward", "backward", "batch"))
+        steps = ("sampling", "forward", "backward", "sparse step")
+        for position, got in enumerate(phases["batch"]):
+            assert got == pytest.approx(sum(phases[step][position] for step in steps))
+    assert len(summary["ratios"]) == 4
+    assert "over 4 batch pairs" in summary["line"] and summary["line"] in done.stdout
+
+
+def test_a_batch_count_not_a_multiple_of_four_is_refused():
+    done = run("--batches", "6", script=THREADS_SCRIPT)
+    assert done.returncode == 2 and "--batches must be a multiple of 4" in done.stderr

@@ -1,5 +1,6 @@
 """The compiled kernels' library itself (``graphemb._native``): it loads without torch in it,
-speaks the bindings' interface, follows torch's thread count, survives fork() and calls
+speaks the bindings' interface, follows torch's thread count, runs its parallel loops on
+torch's OpenMP threads where torch brought them (or its own), survives fork() and calls
 from several Python threads, and reports a failed allocation as the caller's own error.
 
 Under ``make test-wheel`` (GRAPHEMB_EXPECT_INSTALL set) the package must come from the
@@ -7,10 +8,12 @@ unpacked wheel, not from the checkout: one build, tested on both stacks."""
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
 import shutil
 import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -85,15 +88,84 @@ def test_kernels_follow_torchs_thread_count():
         torch.set_num_threads(threads)
 
 
+def _openmp_in_process() -> bool:
+    """Whether an OpenMP runtime (torch's) exports GNU's entry point to the process."""
+    return hasattr(ctypes.CDLL(None), "GOMP_parallel")
+
+
+# Walks from a seed do not depend on the threads that draw them (every walker has a stream
+# of its own): the walks of one thread are the oracle of every way of running them.
+_WALKS = """
+import sys, torch
+from graphemb.graph import Graph
+from graphemb.sampling import RandomWalker
+generator = torch.Generator().manual_seed(0)
+src = torch.randint(0, 500, (4000,), generator=generator)
+dst = torch.randint(0, 500, (4000,), generator=generator)
+walker = RandomWalker(Graph.from_edges(src, dst, 500), 0.5, 2.0)
+def walks():
+    return walker(torch.arange(500).repeat(10), 12, generator=torch.Generator().manual_seed(3))
+"""
+
+
+@pytest.mark.skipif(not _openmp_in_process(), reason="torch brought no OpenMP runtime here")
+def test_parallel_loops_run_on_torchs_openmp_threads_or_the_librarys_own():
+    """Both give the walks of one thread; the library's own threads on request."""
+    namespace: dict = {}
+    exec(_WALKS, namespace)
+    lib, threads = library(), torch.get_num_threads()
+    assert lib.uses_openmp
+    try:
+        torch.set_num_threads(1)
+        one_thread = namespace["walks"]()
+        torch.set_num_threads(2)
+        on_openmp = namespace["walks"]()
+        assert lib.allow_openmp(False) is True and not lib.uses_openmp
+        on_own_threads = namespace["walks"]()
+    finally:
+        lib.allow_openmp(True)
+        torch.set_num_threads(threads)
+    assert lib.uses_openmp
+    assert torch.equal(on_openmp, one_thread) and torch.equal(on_own_threads, one_thread)
+
+
+@pytest.mark.skipif(not _openmp_in_process(), reason="torch brought no OpenMP runtime here")
+def test_every_worker_runs_when_openmp_gives_fewer_threads(tmp_path):
+    """With OMP_THREAD_LIMIT=1 a call asking for 2 threads gets a team of one, which runs
+    both workers' shares: the walks of one thread, every walk written."""
+    namespace: dict = {}
+    exec(_WALKS, namespace)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        expected = namespace["walks"]()
+    finally:
+        torch.set_num_threads(threads)
+    saved = tmp_path / "walks.pt"
+    script = f"""{_WALKS}
+from graphemb._native.library import library
+torch.set_num_threads(2)
+assert library().uses_openmp
+torch.save(walks(), {str(saved)!r})
+"""
+    env = {**os.environ, "OMP_THREAD_LIMIT": "1"}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert torch.equal(torch.load(saved), expected)
+
+
 def _dropout_in_child(queue: multiprocessing.Queue) -> None:
     # numpy, not torch, makes the input: torch's own OpenMP threads do not survive fork()
     # either (a parallel torch op here would hang in libgomp, with or without graphemb)
     x = torch.from_numpy(numpy.arange(1 << 20, dtype=numpy.float32))
+    queue.put(library().uses_openmp)
     queue.put(_dropout(x, 11).numpy())
 
 
 def test_a_forked_child_runs_parallel_kernels():
-    """The pool's threads do not survive fork(): the child starts a pool of its own."""
+    """Neither the pool's threads nor OpenMP's survive fork(): the child runs its parallel
+    loops on a pool of its own (on OpenMP's, a child of a parent that used them hangs)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
@@ -103,6 +175,7 @@ def test_a_forked_child_runs_parallel_kernels():
         queue = context.Queue()
         child = context.Process(target=_dropout_in_child, args=(queue,))
         child.start()
+        assert queue.get(timeout=60) is False  # the child keeps off OpenMP
         got = torch.from_numpy(queue.get(timeout=60))
         child.join(timeout=60)
         assert child.exitcode == 0
