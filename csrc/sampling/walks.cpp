@@ -9,7 +9,11 @@
 //   weights' prefix sums holds a uniform point of v's row; never an edge of weight 0);
 // - node2vec's step after t -> v proposes a first-order step v -> x and accepts it with
 //   probability bias / envelope, bias = 1/p if x == t, 1 if t -> x is an edge (bisection
-//   of t's sorted row), 1/q otherwise; envelope = max(1/p, 1, 1/q);
+//   of t's sorted row), 1/q otherwise; envelope = max(1/p, 1, 1/q). Where the bias of
+//   every out-edge of v lies far below the envelope (p or q tiny, and no return or no far
+//   node to take), proposals could be rejected millions of times: after kProposals of
+//   them the step is drawn from its exact distribution instead, every out-edge of v
+//   weighed by its bias (times its weight), which leaves the step's distribution exact;
 // - a walker on a node it cannot leave stops; the rest of its row is PAD (-1).
 // Each walker has its own PRNG (splitmix64) seeded from the call's key and its position, so
 // the walks depend on the key only, never on the number of threads.
@@ -35,6 +39,9 @@ namespace {
 constexpr int64_t kGroup = 32;        // walkers advanced together
 constexpr int64_t kWalkGrain = 1024;  // walkers per task
 constexpr int64_t kPad = -1;
+// Proposals of a node2vec step before it is drawn exactly (each costs a random draw and
+// perhaps a bisection; the exact draw costs two passes over v's row, bisecting t's).
+constexpr int64_t kProposals = 32;
 
 using splitmix::SplitMix64;
 
@@ -89,6 +96,31 @@ inline bool accepts(const OutEdges& g, const Bias& bias, int64_t t, int64_t x, d
   return threshold < (is_edge(g, t, x) ? bias.near : bias.away);
 }
 
+// node2vec's step v -> x after t -> v drawn from its exact distribution: each out-edge e
+// of v weighed by the bias of its end (times its weight), a uniform point of their sum
+// located. v has an out-edge (of positive weight, weighted), and every bias is positive.
+inline int64_t exact_step(const OutEdges& g, const Bias& bias, int64_t t, int64_t v,
+                          SplitMix64& random) {
+  const int64_t begin = g.indptr[v], end = g.indptr[v + 1];
+  const auto weight = [&](int64_t e) {
+    const int64_t x = g.indices[e];
+    const double b = x == t ? bias.back : (is_edge(g, t, x) ? bias.near : bias.away);
+    return g.cumulative == nullptr ? b : b * (g.cumulative[e + 1] - g.cumulative[e]);
+  };
+  double total = 0.0;
+  for (int64_t e = begin; e < end; ++e) total += weight(e);
+  double point = random.uniform() * total;
+  int64_t chosen = begin;
+  for (int64_t e = begin; e < end; ++e) {
+    const double w = weight(e);
+    if (w <= 0.0) continue;
+    chosen = e;  // rounding may carry the point past the last edge: that edge then
+    if (point < w) break;
+    point -= w;
+  }
+  return g.indices[chosen];
+}
+
 // One group of walkers [first, first + count), walked to the end.
 void walk_group(const OutEdges& g, const Bias* bias, const int64_t* start, int64_t first,
                 int64_t count, int64_t length, uint64_t key, int64_t* out) {
@@ -121,7 +153,13 @@ void walk_group(const OutEdges& g, const Bias* bias, const int64_t* start, int64
       const int64_t i = live[k];
       int64_t next = g.indices[edge[i]];
       if (bias != nullptr && step > 1) {  // the first step of a walk is first-order
-        while (!accepts(g, *bias, previous[i], next, random[i].uniform() * bias->envelope)) {
+        for (int64_t proposals = 1;
+             !accepts(g, *bias, previous[i], next, random[i].uniform() * bias->envelope);
+             ++proposals) {
+          if (proposals == kProposals) {
+            next = exact_step(g, *bias, previous[i], current[i], random[i]);
+            break;
+          }
           next = g.indices[first_order_edge(g, current[i], random[i])];
         }
       }

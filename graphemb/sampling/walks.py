@@ -35,6 +35,7 @@ import torch
 
 from .._checks import as_size, check_generator, check_node_id_vector, check_node_ids
 from ..graph import Graph
+from ._exact_step import Node2vecRows, exact_node2vec_step
 from ._kernels import compiled_sampling, draw_key
 
 __all__ = ["PAD", "RandomWalker", "random_walks"]
@@ -44,6 +45,8 @@ PAD = -1
 
 # Edge keys src * N + dst must fit in int64 (node2vec's "is x a neighbour of t" lookup).
 _MAX_KEYED_NODES = math.isqrt(2**63 - 1)
+# Proposals of a node2vec step before it is drawn from its exact distribution (_exact_step)
+_PROPOSALS = 32
 
 
 class RandomWalker:
@@ -62,6 +65,9 @@ class RandomWalker:
     The first step of a walk is uniform. The biased step uses rejection sampling (as
     KnightKing and PyG's ``torch_cluster`` do): propose a uniform out-neighbour, accept it
     with probability ``bias / max(1/p, 1, 1/q)``, redraw for the rejected walkers only.
+    A walker whose 32 proposals were all rejected (extreme ``p`` or ``q`` where no out-edge
+    has the envelope's bias) draws from the step's exact distribution instead, its row's
+    biases summed: the distribution stays exact and no step takes millions of proposals.
     No per-edge biases are precomputed, so memory stays at one sorted key per edge.
 
     With ``weighted=True`` (the reference node2vec's ``--weighted``) every step follows
@@ -305,8 +311,20 @@ class RandomWalker:
         # sampling returns -- so the loop ends in a few rounds instead of ~log(n).
         tail_trials = min(32, math.ceil(2 * envelope / min(back, near, away)))
         pending = torch.nonzero(alive).squeeze(1)
+        proposed = 0  # proposals so far of every walker still pending
         while pending.numel():
+            if proposed >= _PROPOSALS:  # their biases lie far below the envelope
+                rows = Node2vecRows(
+                    self._indptr, self._indices, self._cumulative, (back, near, away),
+                    self._is_edge,
+                )  # fmt: skip
+                following[pending] = exact_node2vec_step(
+                    rows, previous.index_select(0, pending), current.index_select(0, pending),
+                    generator,
+                )  # fmt: skip
+                break
             trials = 1 if pending.numel() > 65536 else tail_trials
+            proposed += trials
             count = pending.numel()
             tried = pending.repeat(trials)  # trial r of walker i at r * count + i
             here = current.index_select(0, tried)

@@ -328,7 +328,7 @@ def node2vec_expectation(graph: Graph, p: float, q: float) -> dict:
     expected = {}
     for t, v in edges:
         weights = {}
-        for x in neighbours[v]:
+        for x in neighbours.get(v, []):  # none: a sink, which ends the walk
             w = 1 / p if x == t else (1.0 if (t, x) in edges else 1 / q)
             weights[x] = weights.get(x, 0.0) + w
         total = sum(weights.values())
@@ -382,6 +382,44 @@ def test_unsorted_csr_rows_are_handled():
     observed = Counter(((t, v), x) for t, v, x in triples.tolist())
     totals = Counter((t, v) for t, v, _ in triples.tolist())
     assert chi_square_by_group(observed, node2vec_expectation(graph, 0.5, 2.0), totals) > P_VALUE
+
+
+@pytest.mark.parametrize("p, q", [(1e-12, 1.0), (1.0, 1e-12), (1e12, 1e12)])
+def test_biases_far_below_the_envelope_still_walk(p, q):
+    """On a directed graph a step after t -> v often has no return to take (and, with
+    p = q = 1e12, often no node at distance 1): every proposal's acceptance is 1e-12 or
+    less, and rejection sampling alone would run for hours. After 32 proposals a walker
+    draws from the step's exact distribution: the walks end, along edges."""
+    graph = directed_graph()
+    walks = RandomWalker(graph, p, q)(torch.arange(25).repeat(40), 12, generator=seeded("cpu"))
+    steps = transitions(walks)
+    src, dst = edge_list(graph)
+    assert set(map(tuple, steps.tolist())) <= set(zip(src, dst, strict=True))
+    assert steps.shape[0] > 25 * 40 * 2  # walks go on past their first steps
+
+
+def test_steps_drawn_after_rejected_proposals_follow_the_biased_formula():
+    """p = 1e-4 on a directed graph: where no return is possible (v -> t is no edge) each
+    proposal is accepted with probability 2e-4 at most, so nearly every such step comes
+    from the exact draw after 32 rejections. Its distribution is still node2vec's: near
+    nodes weigh 1, far ones 1/q = 2 (steps where a return is possible are left out: they
+    return with probability 0.999)."""
+    graph = directed_graph()
+    p, q = 1e-4, 0.5
+    walks = RandomWalker(graph, p, q)(torch.arange(25).repeat(400), 8, generator=seeded("cpu", 9))
+    src, dst = edge_list(graph)
+    edges = set(zip(src, dst, strict=True))
+    triples = torch.stack([walks[:, :-2], walks[:, 1:-1], walks[:, 2:]], -1).reshape(-1, 3)
+    kept = [(t, v, x) for t, v, x in triples.tolist() if x != PAD and (v, t) not in edges]
+    observed = Counter(((t, v), x) for t, v, x in kept)
+    totals = Counter((t, v) for t, v, _ in kept)
+    expected = {cell: share for cell, share in node2vec_expectation(graph, p, q).items()
+                if cell[0] in totals}  # fmt: skip
+    assert chi_square_by_group(observed, expected, totals) > P_VALUE
+    # the proposals' own (uniform) distribution is told apart
+    uniform = {((t, v), x): share for (v, x), share in uniform_expectation(graph).items()
+               for t, seen in totals if seen == v}  # fmt: skip
+    assert chi_square_by_group(observed, uniform, totals) < 1e-6
 
 
 # ---------------------------------------------------------------------------- DGL as oracle

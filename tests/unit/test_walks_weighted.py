@@ -213,3 +213,27 @@ def test_walks_on_an_undirected_graph_read_its_csc_arrays(monkeypatch):
         steps = steps[steps[:, 1] != PAD].tolist()
         neighbours = adjacency()
         assert steps and all(v in neighbours[u] for u, v in steps)
+
+
+def test_weighted_steps_drawn_after_rejected_proposals_follow_the_weights():
+    """A directed ring of 6 with weighted chords i -> i+1 (1), i+2 (3), i+3 (0.5); p = q =
+    1000. After a jump t -> t+3 no out-edge of v leads to a node at distance 1 from t:
+    every candidate weighs 1/1000 of the envelope, so nearly every such step comes from
+    the exact draw after 32 rejected proposals, which must follow the weights alone (a
+    return and a far node weigh the same here)."""
+    offsets, weights = [1, 2, 3], [1.0, 3.0, 0.5]
+    src = [i for i in range(6) for _ in offsets]
+    dst = [(i + k) % 6 for i in range(6) for k in offsets]
+    graph = Graph.from_edges(src, dst, 6, edge_weight=weights * 6)
+    walker = RandomWalker(graph, 1000.0, 1000.0, weighted=True)
+    walks = walker(torch.arange(6).repeat(5000), 6, generator=seeded("cpu", 4))
+    triples = torch.stack([walks[:, :-2], walks[:, 1:-1], walks[:, 2:]], -1).reshape(-1, 3)
+    jumped = triples[(triples[:, 1] - triples[:, 0]) % 6 == 3]
+    observed = Counter((v, (x - v) % 6) for _, v, x in jumped.tolist())
+    assert sum(observed.values()) > 2_000
+    share = {k: w / sum(weights) for k, w in zip(offsets, weights, strict=True)}
+    by_weight = {(v, k): share[k] for v in range(6) for k in offsets}
+    assert grouped_p_value(observed, by_weight) > P_VALUE
+    # the proposals' own distribution would be the same; a uniform one is told apart
+    uniform = {(v, k): 1 / 3 for v in range(6) for k in offsets}
+    assert grouped_p_value(observed, uniform) < 1e-6
