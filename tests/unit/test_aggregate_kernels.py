@@ -211,3 +211,21 @@ def test_transposed_product_bad_input_is_named_and_changes_nothing(spoil, error,
         compiled_module().csr_aggregate_transposed(**args)
     for name, value in kept.items():
         assert torch.equal(args[name], value), name
+
+
+@pytest.mark.parametrize("openmp", [True, False])
+def test_an_error_on_a_worker_thread_reaches_the_caller(openmp):
+    """A bad column found by the second thread of the transpose's count (200,000 entries
+    in two parts): the IndexError names it, on OpenMP's threads and on the library's own."""
+    from graphemb._native.library import library
+
+    crow, col, _ = _csr(1_000, 50, 200_000, seed=3)
+    col[-5] = 50
+    before, threads = library().allow_openmp(openmp), torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with pytest.raises(IndexError, match=r"col\[199995\] = 50 is out of range for 50"):
+            compiled_module().csr_aggregate_transposed(crow, col, torch.ones(1_000, 4), True, 50)
+    finally:
+        library().allow_openmp(before)
+        torch.set_num_threads(threads)
