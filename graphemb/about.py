@@ -29,6 +29,17 @@ def _kernels_line() -> tuple[str, str]:
     return f"{state} ({lib.path})", f"{lib.simd_level} (chosen at run time)"
 
 
+def _kernel_threads() -> str:
+    """Whose threads the compiled kernels run on, if they loaded."""
+    if load_module()[0] is None or disabled():
+        return ""
+    from ._native.library import library
+
+    if library().uses_openmp:
+        return ", on torch's OpenMP threads"
+    return ", on threads of their own"
+
+
 def _huge_pages() -> str:
     system = "unknown"
     if _SYSTEM_HUGE_PAGES.is_file():
@@ -49,6 +60,7 @@ def about() -> dict[str, str]:
         "torch": f"{torch.__version__} (CUDA: {'yes' if torch.cuda.is_available() else 'no'})",
         "kernels": kernels,
         "SIMD": simd,
-        "threads": f"{torch.get_num_threads()} (torch.get_num_threads(); the kernels use as many)",
+        "threads": f"{torch.get_num_threads()} (torch.get_num_threads(); the kernels use as many"
+        f"{_kernel_threads()})",
         "huge pages": _huge_pages(),
     }

@@ -129,6 +129,19 @@ def test_parallel_loops_run_on_torchs_openmp_threads_or_the_librarys_own():
     assert torch.equal(on_openmp, one_thread) and torch.equal(on_own_threads, one_thread)
 
 
+def test_info_says_whose_threads_the_kernels_run_on():
+    from graphemb.about import about
+
+    lib = library()
+    expected = "torch's OpenMP threads" if _openmp_in_process() else "threads of their own"
+    assert expected in about()["threads"]
+    before = lib.allow_openmp(False)
+    try:
+        assert "on threads of their own" in about()["threads"]
+    finally:
+        lib.allow_openmp(before)
+
+
 @pytest.mark.skipif(not _openmp_in_process(), reason="torch brought no OpenMP runtime here")
 def test_every_worker_runs_when_openmp_gives_fewer_threads(tmp_path):
     """With OMP_THREAD_LIMIT=1 a call asking for 2 threads gets a team of one, which runs
