@@ -23,7 +23,7 @@ extern "C" {
 #define GE_API __attribute__((visibility("default")))
 
 /* Raised by the Python bindings when the library and the bindings disagree. */
-#define GE_ABI_VERSION 8
+#define GE_ABI_VERSION 9
 
 typedef enum {
   GE_OK = 0,
@@ -121,6 +121,12 @@ GE_API int ge_random_walks(const int64_t* indptr, const int64_t* indices, const 
                            const int64_t* last, int64_t num_nodes, const int64_t* start,
                            int64_t num_walks, int64_t walk_length, double p, double q,
                            uint64_t key, int64_t* out);
+/* Positions start .. start + count - 1 of the seeded pseudo-random order of 0 .. num_nodes - 1
+ * (graphemb.sampling.permutation.RandomOrder: a Feistel network of `rounds` rounds keyed by
+ * keys[0 .. rounds) (each below 2**32) on half_bits-bit halves, 0 and 1 swapped after it when
+ * odd, cycle walking into [0, num_nodes)), into out (count,). */
+GE_API int ge_random_order(int64_t num_nodes, int64_t half_bits, const int64_t* keys,
+                           int64_t rounds, int odd, int64_t start, int64_t count, int64_t* out);
 
 /* ------------------------------------------------------------------ layers */
 /* Dropout's mask (ge_dropout_masked_scale's threshold, scale and key) on the rows a kernel

@@ -14,14 +14,23 @@ as at the top of a script or notebook. A value the user set is left as it is: se
 ``THP_MEM_ALLOC_ENABLE=0`` before importing to keep torch's plain allocations. Where Linux's
 transparent huge pages are disabled, the advice is ignored and nothing changes.
 
+The advice rounds a buffer's resident memory up to whole 2 MiB pages once it is written:
+a buffer of 2.5 MiB holds 4 MiB. :func:`without_huge_pages` takes the advice back under a
+small buffer that lives through a long run (a chunk of walks).
+
 This module imports nothing from torch: it must run before torch's first allocation.
 """
 
 from __future__ import annotations
 
+import ctypes
+import functools
+import mmap
 import os
+import sys
+from typing import Any
 
-__all__ = ["HUGE_PAGE_ALLOCATIONS", "default_huge_page_allocations"]
+__all__ = ["HUGE_PAGE_ALLOCATIONS", "default_huge_page_allocations", "without_huge_pages"]
 
 HUGE_PAGE_ALLOCATIONS = "THP_MEM_ALLOC_ENABLE"
 
@@ -36,3 +45,46 @@ def default_huge_page_allocations() -> bool:
     """
     os.environ.setdefault(HUGE_PAGE_ALLOCATIONS, "1")
     return os.environ[HUGE_PAGE_ALLOCATIONS] == "1"
+
+
+_MADV_NOHUGEPAGE = 15  # <linux/mman.h>
+
+
+def without_huge_pages(tensor: Any) -> bool:
+    """Ask Linux for 4 KiB pages under ``tensor``'s memory (``madvise(MADV_NOHUGEPAGE)``),
+    so that it holds what it is written, not whole 2 MiB pages.
+
+    Call it before the buffer is first written: pages already faulted in stay as they are.
+    Elsewhere than Linux, or where the call fails, nothing changes.
+
+    Parameters
+    ----------
+    tensor : Tensor
+        A CPU tensor (its ``data_ptr()`` and ``nbytes`` are read).
+
+    Returns
+    -------
+    bool
+        Whether the advice was taken.
+    """
+    madvise = _madvise()
+    if madvise is None or tensor.nbytes == 0:
+        return False
+    page = mmap.PAGESIZE  # every page the buffer touches (a neighbour sharing its first or
+    # last page only loses huge pages there)
+    start = tensor.data_ptr() // page * page
+    stop = -(-(tensor.data_ptr() + tensor.nbytes) // page) * page
+    return madvise(ctypes.c_void_p(start), ctypes.c_size_t(stop - start), _MADV_NOHUGEPAGE) == 0
+
+
+@functools.cache
+def _madvise() -> Any:
+    """The C library's ``madvise`` on Linux, else None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    # the process's own symbols: the C library it runs on
+    function = getattr(ctypes.CDLL(None, use_errno=True), "madvise", None)
+    if function is not None:
+        function.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        function.restype = ctypes.c_int
+    return function

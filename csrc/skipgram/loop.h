@@ -12,6 +12,7 @@
 #include "skipgram/lanes.h"
 #include "skipgram/plan.h"
 #include "skipgram/tables.h"
+#include "skipgram/workspace.h"
 
 #include <algorithm>
 #include <atomic>
@@ -92,15 +93,16 @@ struct Loop {
     }
   }
 
-  // Thread `thread`'s share [first, last) of the walks (see train.cpp's header comment).
+  // Thread `thread`'s share [first, last) of the walks (see train.cpp's header comment), in
+  // `space` (reserved for t's walks: workspace.h).
   GE_INLINE void train_range(const Tables& t, int64_t first, int64_t last, uint64_t seed,
-                             int thread, std::atomic<int64_t>* done, Counts* counts) {
+                             int thread, Workspace* space, std::atomic<int64_t>* done,
+                             Counts* counts) {
     SplitMix64 rng{mix(seed ^ (static_cast<uint64_t>(thread) * kGamma))};
     const int64_t width = t.negatives + 1;
-    WalkPlan plans[2];
-    for (auto& plan : plans) plan.reserve(t.length, t.window, width);
+    WalkPlan* plans = space->plans;
     std::vector<Row> rows(width);
-    std::vector<float> scratch(std::max<int64_t>(t.dim, 1) * width);
+    float* scratch = space->scratch.data();
     // Writes' own stream (output_rows.h): the thread's draws stay those of float32 rows.
     Writes writes(mix(~seed ^ (static_cast<uint64_t>(thread) * kGamma)));
     PrefetchCursor cursor;
@@ -113,7 +115,7 @@ struct Loop {
       const bool more = w + 1 < last;
       if (more) plan_walk(t, rng, noise, w + 1, following);
       train_walk(t, plan, more ? &following : nullptr, cursor, walk_rate(t, done), rows.data(),
-                 scratch.data(), writes, mine);
+                 scratch, writes, mine);
       cursor.turn();
       done->fetch_add(1, std::memory_order_relaxed);
     }

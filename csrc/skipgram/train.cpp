@@ -89,18 +89,19 @@ namespace {
 template <typename Format>
 __attribute__((target("avx2,fma"))) void train_range_wide(const Tables& t, int64_t first,
                                                           int64_t last, uint64_t seed,
-                                                          int thread, std::atomic<int64_t>* done,
+                                                          int thread, Workspace* space,
+                                                          std::atomic<int64_t>* done,
                                                           Counts* counts) {
-  Loop<8, Format>::train_range(t, first, last, seed, thread, done, counts);
+  Loop<8, Format>::train_range(t, first, last, seed, thread, space, done, counts);
 }
 
 template <typename Format>
 void train_range_narrow(const Tables& t, int64_t first, int64_t last, uint64_t seed, int thread,
-                        std::atomic<int64_t>* done, Counts* counts) {
-  Loop<4, Format>::train_range(t, first, last, seed, thread, done, counts);
+                        Workspace* space, std::atomic<int64_t>* done, Counts* counts) {
+  Loop<4, Format>::train_range(t, first, last, seed, thread, space, done, counts);
 }
 
-using TrainRange = void (*)(const Tables&, int64_t, int64_t, uint64_t, int,
+using TrainRange = void (*)(const Tables&, int64_t, int64_t, uint64_t, int, Workspace*,
                             std::atomic<int64_t>*, Counts*);
 
 bool cpu_has_avx2_fma() {
@@ -224,12 +225,13 @@ void train(const ge_skipgram_config& c, int64_t* result) {
   const TrainRange train_range = train_range_for(c.vector_width, c.syn1_format);
   std::atomic<int64_t> done{0};
   std::vector<Counts> counts(used);
+  WorkspaceLease spaces(used, c.length, c.window, c.negatives + 1, c.dim);
   std::vector<std::thread> pool;
   for (int64_t i = 1; i < used; ++i) {
     pool.emplace_back(train_range, std::cref(tables), count * i / used, count * (i + 1) / used,
-                      c.seed, static_cast<int>(i), &done, &counts[i]);
+                      c.seed, static_cast<int>(i), &spaces[i], &done, &counts[i]);
   }
-  train_range(tables, 0, count / used, c.seed, 0, &done, &counts[0]);
+  train_range(tables, 0, count / used, c.seed, 0, &spaces[0], &done, &counts[0]);
   for (auto& worker : pool) worker.join();
   result[0] = result[1] = 0;
   for (const auto& part : counts) {

@@ -8,7 +8,7 @@ from .graph import csc_from_edges, parse_integer_edges
 from .layers import csr_aggregate, csr_aggregate_transposed, dropout_masked_scale
 from .library import library
 from .optimizer import formulas, fused_update, sort_rows
-from .sampling import random_walks, sample_blocks, sample_layer
+from .sampling import random_order, random_walks, sample_blocks, sample_layer
 from .skipgram import skipgram_train
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "formulas",
     "fused_update",
     "parse_integer_edges",
+    "random_order",
     "random_walks",
     "sample_blocks",
     "sample_layer",

@@ -1,7 +1,8 @@
 """Sampling, compiled: uniform neighbour sampling without replacement (one layer's draws,
 or every layer's draws and relabelling into DGL-style blocks: the CPU path of
-:class:`graphemb.sampling.NeighborSampler`), and random walks (the CPU path of
-:class:`graphemb.sampling.RandomWalker`)."""
+:class:`graphemb.sampling.NeighborSampler`), random walks (the CPU path of
+:class:`graphemb.sampling.RandomWalker`), and the walks' random order of start nodes (of
+:class:`graphemb.sampling.permutation.RandomOrder`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import torch
 from .library import Outputs, library, span
 from .tensors import dtype_code, dtype_name
 
-__all__ = ["random_walks", "sample_blocks", "sample_layer"]
+__all__ = ["random_order", "random_walks", "sample_blocks", "sample_layer"]
 
 _KEY_MASK = (1 << 64) - 1  # a signed key's bits, as the library's unsigned one
 
@@ -220,3 +221,41 @@ def random_walks(
             int(key) & _KEY_MASK,
             out.data_ptr(),
         )
+
+
+def random_order(
+    num_nodes: int, half_bits: int, keys: Sequence[int], odd: bool, start: int, count: int
+) -> torch.Tensor:
+    """Positions ``start .. start + count - 1`` of the seeded pseudo-random order of
+    ``0 .. num_nodes - 1``: int64 (count,).
+
+    Parameters
+    ----------
+    num_nodes : int
+        ``n``, at most ``4 ** half_bits``.
+    half_bits : int
+        The Feistel network's half width ``k``, in ``[1, 31]``.
+    keys : sequence of int
+        One key per round, each in ``[0, 2**32)``.
+    odd : bool
+        Whether 0 and 1 are swapped after the last round.
+    start, count : int
+        The positions, inside ``[0, num_nodes)``.
+    """
+    rounds = torch.tensor(list(keys), dtype=torch.int64)
+    if bool(((rounds < 0) | (rounds >= 1 << 32)).any()):
+        raise ValueError("graphemb_kernels.random_order: every key must lie in [0, 2**32)")
+    out = torch.empty(count, dtype=torch.int64)
+    with span("graphemb_kernels::random_order"):
+        library().call(
+            "ge_random_order",
+            int(num_nodes),
+            int(half_bits),
+            rounds.data_ptr(),
+            rounds.numel(),
+            int(bool(odd)),
+            int(start),
+            int(count),
+            out.data_ptr(),
+        )
+    return out

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 import torch
 
+from .._allocator import without_huge_pages
 from ..graph import Graph
 from ..sampling.negatives import NegativeSampler
 from ..sampling.permutation import RandomOrder
@@ -128,6 +129,8 @@ class Corpus:
         # allocator's holes and hold several chunks' memory over a run.
         most = -(-min(options.chunk_walks, self.num_nodes) // self._world_size)
         buffer = torch.empty((most, options.walk_length), dtype=torch.int64, device=device)
+        if buffer.device.type == "cpu":  # its size, not whole huge pages (2.5 MiB, not 4)
+            without_huge_pages(buffer)
         index = 0
         for turn in range(options.epochs * options.num_walks):
             # the round's order computed chunk by chunk: no permutation of N nodes is held

@@ -17,24 +17,37 @@ import pytest
 
 _THP_MODE = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 
-_PROBE = r"""
+# The mapping of /proc/self/smaps that holds an address: its range, Rss and AnonHugePages
+# (kB), and its VmFlags.
+_MAPPING_OF = r"""
+def mapping_of(address):
+    found, inside = {}, False
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            first = line.split()[0]
+            if "-" in first and not first.endswith(":"):
+                low, high = (int(v, 16) for v in first.split("-"))
+                inside = low <= address < high
+                if inside:
+                    found["range"] = [low, high]
+            elif inside and first in ("Rss:", "AnonHugePages:"):
+                found[first[:-1]] = int(line.split()[1])
+            elif inside and first == "VmFlags:":
+                found["flags"] = line.split()[1:]
+    return found
+"""
+
+_PROBE = (
+    _MAPPING_OF
+    + r"""
 import json, os, sys
 import torch
 import graphemb
 x = torch.ones(16 << 20)  # 64 MiB, every page touched
-start = x.data_ptr()
-huge_kb = None
-with open("/proc/self/smaps") as smaps:
-    inside = False
-    for line in smaps:
-        first = line.split()[0]
-        if "-" in first and not first.endswith(":"):
-            low, high = (int(v, 16) for v in first.split("-"))
-            inside = low <= start < high
-        elif inside and first == "AnonHugePages:":
-            huge_kb = int(line.split()[1])
+huge_kb = mapping_of(x.data_ptr()).get("AnonHugePages")
 print(json.dumps({"variable": os.environ.get("THP_MEM_ALLOC_ENABLE"), "huge_kb": huge_kb}))
 """
+)
 
 
 def _probe(variable: str | None) -> dict:
@@ -75,3 +88,35 @@ def test_large_tensors_sit_on_huge_pages_unless_the_user_says_no(probes):
     # fragmented the kernel may fall back to 4 KiB pages for part of a block).
     assert on["huge_kb"] >= 2 << 10, on
     assert off["huge_kb"] == 0, off
+
+
+_SMALL_PAGES_PROBE = (
+    _MAPPING_OF
+    + r"""
+import json
+import torch
+import graphemb
+from graphemb._allocator import without_huge_pages
+x = torch.empty(5 << 18, dtype=torch.int64)  # 10 MiB: on huge pages unless advised
+advised = without_huge_pages(x)
+x.fill_(1)  # every page touched after the advice
+found = mapping_of(x.data_ptr())
+print(json.dumps({"advised": advised, "bytes": x.nbytes, "start": x.data_ptr(), **found}))
+"""
+)
+
+
+@pytest.mark.skipif(
+    not _madvise_mode(), reason="needs Linux transparent huge pages in madvise mode"
+)
+def test_a_buffer_advised_off_huge_pages_holds_its_own_pages():
+    out = subprocess.run(
+        [sys.executable, "-c", _SMALL_PAGES_PROBE], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    found = json.loads(out.stdout.strip().splitlines()[-1])
+    assert found["advised"] is True
+    assert "nh" in found["flags"], found  # the kernel's mark: no huge pages here
+    assert found["AnonHugePages"] == 0, found
+    low, high = found["range"]  # the advice split the mapping at the buffer's pages
+    assert low <= found["start"] and high - low <= found["bytes"] + 2 * 4096, found

@@ -4,7 +4,8 @@ computed chunk by chunk.
 Oracles: ``arange`` (every order sorts back to it), a scalar re-implementation of the
 documented construction in exact Python integers (so the int64 tensor arithmetic -- the
 wrapped multiplier, the folded first xorshift, the masks -- is checked against plain
-arithmetic up to ``n = 2**62``), and chi-square tests of uniformity (scipy) over many
+arithmetic up to ``n = 2**62``; on CPU the compiled kernel computes the values, checked
+against the same reference as the tensor code), and chi-square tests of uniformity (scipy) over many
 seeds for ``n = 8`` and over one large order. Each statistical check is deterministic
 (fixed seeds) and is shown to reject orders that are wrong in the way it looks for.
 """
@@ -73,14 +74,15 @@ def reference_values(n: int, seed: int, positions: list[int]) -> list[int]:
 @pytest.mark.parametrize(
     "n", [1, 2, 5, 17, 1000, 10_000_000, 2**32 + 5, 2**40, 2**40 + 1, 2**62 - 1, MAX_NODES]
 )
-def test_values_match_the_construction_in_exact_integers(n):
-    """Halves of 1 to 31 bits: both branches of the round function, the int64 limits."""
+def test_values_match_the_construction_in_exact_integers(n, device):
+    """Halves of 1 to 31 bits: both branches of the round function, the int64 limits; the
+    compiled kernel (cpu-kernels) and the tensor code (cpu-torch, cuda)."""
     for seed in (0, 3, 2**64 - 1):
-        order = RandomOrder(n, seed)
+        order = RandomOrder(n, seed, device=device)
         for start in (0, max(0, n - 40), n // 3):
             stop = min(n, start + 40)
             expected = reference_values(n, seed, list(range(start, stop)))
-            assert order.chunk(start, stop).tolist() == expected, (n, seed, start)
+            assert order.chunk(start, stop).cpu().tolist() == expected, (n, seed, start)
 
 
 # ---------------------------------------------------------------------------- structure
@@ -88,9 +90,9 @@ SIZES = [0, 1, 2, 3, 4, 5, 8, 15, 16, 17, 64, 65, 1000, 4096, 4097, 65536, 100_0
 
 
 @pytest.mark.parametrize("n", SIZES)
-def test_every_order_is_a_permutation(n):
+def test_every_order_is_a_permutation(n, device):
     for seed in (0, 1, 2, 12345, 2**63, 2**64 - 1):
-        whole = RandomOrder(n, seed).chunk(0, n)
+        whole = RandomOrder(n, seed, device=device).chunk(0, n).cpu()
         assert whole.dtype == torch.int64 and whole.shape == (n,)
         assert torch.equal(whole.sort().values, torch.arange(n)), (n, seed)
 
@@ -106,8 +108,8 @@ def test_large_orders_hold_distinct_values_in_range():
 
 
 @pytest.mark.parametrize("n", [0, 1, 7, 1000, 3 * 2**15 + 3])
-def test_chunks_concatenate_to_the_whole_order(n):
-    order = RandomOrder(n, 5)
+def test_chunks_concatenate_to_the_whole_order(n, device):
+    order = RandomOrder(n, 5, device=device)
     whole = order.chunk(0, n)
     for size in (1, 3, 1000, 2**15 - 1, 2**15 + 1, n + 5):
         parts = list(order.chunks(size))
@@ -119,7 +121,7 @@ def test_chunks_concatenate_to_the_whole_order(n):
         cut = sorted({0, n // 3, n // 2, n})
         pieces = [order.chunk(a, b) for a, b in zip(cut, cut[1:], strict=False)]
         assert torch.equal(torch.cat(pieces), whole)
-        positions = torch.tensor([n - 1, 0, n // 2, n - 1])
+        positions = torch.tensor([n - 1, 0, n // 2, n - 1], device=device)
         assert torch.equal(order.at(positions), whole[positions])
         assert order.at(positions.view(2, 2)).shape == (2, 2)
 
@@ -278,3 +280,20 @@ def test_properties_and_accepted_integer_types():
     assert repr(order) == f"RandomOrder(num_nodes=12, seed={2**64 - 1})"
     assert torch.equal(order.chunk(0, 12), RandomOrder(12, 2**64 - 1).chunk(0, 12))
     assert RandomOrder(0, 0).chunk(0, 0).shape == (0,) and list(RandomOrder(0, 0).chunks(3)) == []
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        ((5, 1, [1, 2], False, 0, 5), r"num_nodes = 5 outside \[0, 4\*\*1\]"),
+        ((5, 32, [1, 2], False, 0, 5), r"half_bits = 32 must lie in \[1, 31\]"),
+        ((5, 2, [1, 2], False, 3, 3), r"positions \[3, 6\) outside \[0, 5\)"),
+        ((5, 2, [1, -1], False, 0, 5), r"every key must lie in \[0, 2\*\*32\)"),
+        ((5, 2, [1, 2**32], False, 0, 5), r"every key must lie in \[0, 2\*\*32\)"),
+    ],
+)
+def test_the_compiled_order_refuses_bad_arguments(arguments, message):
+    from graphemb._native.sampling import random_order
+
+    with pytest.raises(ValueError, match=message):
+        random_order(*arguments)

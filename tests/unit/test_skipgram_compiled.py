@@ -105,6 +105,30 @@ def test_matches_a_float64_word2vec_reference(sample, num_nodes, dim, vector_wid
     assert (expected[0] - start.double()).abs().max() > 0.05  # the rows did move
 
 
+@needs_kernel
+def test_working_memory_kept_between_calls_serves_calls_of_any_size():
+    """The kernel keeps its threads' working memory between calls (walk plans sized by the
+    walk length, window and negatives, scratch rows by the dimension): a one-thread call
+    after a two-thread call of its size, and after larger and smaller calls, still matches
+    the float64 reference."""
+    gen = torch.Generator().manual_seed(5)
+    weights = torch.arange(1.0, 61.0, dtype=torch.float64)
+    alias = NegativeSampler(weights).alias_table
+    for length, window, negatives, dim in [(30, 5, 6, 32), (9, 2, 2, 8), (40, 6, 7, 13)]:
+        walks = torch.randint(60, (4, length), generator=gen)
+        syn0 = (torch.rand(60, dim, generator=gen) - 0.5) / dim
+        syn1 = torch.rand(60, dim, generator=gen) * 0.1
+        # a call on two threads first, sized like this one, on copies
+        run(walks, syn0.clone(), syn1.clone(), weights, alias, window=window,
+            negatives=negatives, threads=2)  # fmt: skip
+        expected = reference(walks, syn0, syn1, weights, alias, window, negatives, 0.5, 0, 4,
+                             9, hold=1, threshold=0.0)  # fmt: skip
+        run(walks, syn0, syn1, weights, alias, window=window, negatives=negatives, lr=0.5,
+            total=4, seed=9)  # fmt: skip
+        torch.testing.assert_close(syn0.double(), expected[0], rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(syn1.double(), expected[1], rtol=1e-4, atol=1e-5)
+
+
 def slot_noise(
     degrees: list[int], floor: float | None = None, rejection: bool | None = None
 ) -> tuple[torch.Tensor, SlotNoise]:

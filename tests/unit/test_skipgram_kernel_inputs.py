@@ -12,6 +12,7 @@ from graphemb.graph import Graph
 from graphemb.skipgram import CompiledOptions, SkipGramOptions, train_node_embeddings
 from graphemb.skipgram.backends import compiled_kernel
 from graphemb.skipgram.backends.kernel_inputs import (
+    FLOOR_CAP,
     MAX_UNIFORM_ATTEMPTS,
     MIN_SLOT_ACCEPTANCE,
     kernel_inputs,
@@ -87,7 +88,7 @@ def test_a_huge_count_shares_the_floors_top_bin():
     assert slot_plan(indptr).floor == 3  # the first of 42
     degrees = torch.tensor([1 << 20] * 40)
     indptr = torch.cat([torch.zeros(1, dtype=torch.long), degrees.cumsum(0)])
-    assert slot_plan(indptr).floor == 1 << 16  # the cap: then nothing lies below it
+    assert slot_plan(indptr).floor == FLOOR_CAP  # the cap: then nothing lies below it
 
 
 def test_the_lack_bound_is_the_largest_lack_below_the_floor():
