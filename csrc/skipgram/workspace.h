@@ -2,12 +2,12 @@
 // process between calls to the trainer.
 //
 // The trainer is called once per chunk of walks, on fresh threads. Working memory allocated
-// and freed per call would be freed into the C heap every chunk, each time in a different
-// place, so that over a run it touches ever more of the heap's free pages (measured: about
-// 1 MiB over the first hundred chunks of a 1M-node run). Workspaces are instead taken from
-// a pool and given back when the call ends: a run allocates them once, in the calling
-// thread, and later calls, whatever the graph, reuse them. The pool grows to the most
-// threads that have trained at once.
+// and freed per call (about 300 KB a thread) would go back to the C heap every chunk, in
+// the worker threads' own arenas, and could land elsewhere in the heap each time, so that a
+// long run keeps more of its free pages. Workspaces are instead taken from a pool and given
+// back when the call ends: a run allocates them once, in the calling thread, and later
+// calls, whatever the graph, reuse them. The pool grows to the most threads that have
+// trained at once.
 #pragma once
 
 #include "skipgram/plan.h"
