@@ -10,14 +10,20 @@ import torch
 from .._compiled import compiled_module, disabled
 from ..graph import Graph
 
-__all__ = ["compiled_sampling", "draw_key"]
+__all__ = ["compiled_on", "compiled_sampling", "draw_key"]
 
 
 def compiled_sampling(graph: Graph, function: str) -> Any:
     """``graphemb_kernels`` where its ``function`` runs on this graph (CPU, built with it,
     not disabled by ``GRAPHEMB_DISABLE_KERNELS``), else None."""
+    return compiled_on(graph.device, function)
+
+
+def compiled_on(device: torch.device, function: str) -> Any:
+    """``graphemb_kernels`` where its ``function`` runs on ``device`` (the CPU, built with
+    it, not disabled by ``GRAPHEMB_DISABLE_KERNELS``), else None."""
     module = compiled_module()
-    if graph.device.type != "cpu" or module is None or disabled():
+    if device.type != "cpu" or module is None or disabled():
         return None
     return module if hasattr(module, function) else None
 

@@ -42,7 +42,7 @@ from collections.abc import Iterator
 import torch
 
 from .._checks import as_size, is_integer_like
-from .._compiled import compiled_module, disabled
+from ._kernels import compiled_on
 
 __all__ = ["MAX_NODES", "RandomOrder", "rounds"]
 
@@ -150,8 +150,8 @@ class RandomOrder:
                 f"need 0 <= start <= stop <= num_nodes = {self._num_nodes}, "
                 f"got start={start}, stop={stop}"
             )
-        module = compiled_module()
-        if self._device.type == "cpu" and module is not None and not disabled():
+        module = compiled_on(self._device, "random_order")
+        if module is not None:
             # no temporaries: the same values, computed into the returned array
             return module.random_order(
                 self._num_nodes, self._half_bits, self._keys, self._odd, start, stop - start
