@@ -23,6 +23,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from graphemb.distributed.coordination import Coordinator
+
 Work = Callable[[int, int, int, argparse.Namespace], Any]
 
 
@@ -108,9 +110,15 @@ def run_in_group(
         dist.init_process_group(
             backend, store=store, rank=rank, world_size=world_size, timeout=timeout
         )
+    # The ranks leave together through the store, not a gloo barrier: nobody tears the group
+    # down while the others still use it, and no collective is left in flight at teardown
+    # (torch 2.2's gloo could deadlock destroying a group whose last barrier it was freeing).
+    # A rank whose work raises skips the wait: its launcher (torchrun, spawn) stops the others.
+    coordinator = Coordinator(rank, world_size, timeout)
+    finished = f"examples/finished/{coordinator.next_generation('examples/finished')}"
     try:
         work(rank, world_size, local_rank, args)
-        dist.barrier()  # nobody tears the group down while the others still use it
+        coordinator.agree(finished, None, "the example's work")
     finally:
         dist.destroy_process_group()
 
