@@ -18,6 +18,15 @@ The advice rounds a buffer's resident memory up to whole 2 MiB pages once it is 
 a buffer of 2.5 MiB holds 4 MiB. :func:`without_huge_pages` takes the advice back under a
 small buffer that lives through a long run (a chunk of walks).
 
+The advice also outlives the tensor. glibc serves blocks of up to 32 MiB from its heap once
+such blocks have been freed before, so a tensor of 2 to 32 MiB often sits in the heap, and
+when it is freed its range keeps the advice. Linux's ``khugepaged`` then fills every 2 MiB
+range of it that still holds a page into a whole huge page (its default
+``max_ptes_none`` of 511), so that freed heap memory, even memory ``malloc_trim`` gave back,
+becomes resident again seconds later. :func:`heap_without_huge_pages` takes the advice back
+from the whole heap, and :func:`release_free_heap` then gives the heap's free pages back
+to the system (glibc's ``malloc_trim``), before a long run allocates its largest tensors.
+
 This module imports nothing from torch: it must run before torch's first allocation.
 """
 
@@ -30,7 +39,13 @@ import os
 import sys
 from typing import Any
 
-__all__ = ["HUGE_PAGE_ALLOCATIONS", "default_huge_page_allocations", "without_huge_pages"]
+__all__ = [
+    "HUGE_PAGE_ALLOCATIONS",
+    "default_huge_page_allocations",
+    "heap_without_huge_pages",
+    "release_free_heap",
+    "without_huge_pages",
+]
 
 HUGE_PAGE_ALLOCATIONS = "THP_MEM_ALLOC_ENABLE"
 
@@ -75,6 +90,65 @@ def without_huge_pages(tensor: Any) -> bool:
     start = tensor.data_ptr() // page * page
     stop = -(-(tensor.data_ptr() + tensor.nbytes) // page) * page
     return madvise(ctypes.c_void_p(start), ctypes.c_size_t(stop - start), _MADV_NOHUGEPAGE) == 0
+
+
+def heap_without_huge_pages() -> int:
+    """Take the huge-page advice back from the C library's heap (the ``[heap]`` ranges of
+    ``/proc/self/maps``), so that what it frees stays freed (see the module's docstring).
+
+    Tensors in the heap keep the huge pages they have; a tensor allocated later gets the
+    advice again under its own range. Elsewhere than Linux nothing changes.
+
+    Returns
+    -------
+    int
+        Bytes of heap that took the advice.
+    """
+    madvise = _madvise()
+    if madvise is None:
+        return 0
+    advised = 0
+    with open("/proc/self/maps") as maps:
+        ranges = [line.split()[0] for line in maps if line.rstrip().endswith("[heap]")]
+    for span in ranges:
+        start, stop = (int(bound, 16) for bound in span.split("-"))
+        if madvise(ctypes.c_void_p(start), ctypes.c_size_t(stop - start), _MADV_NOHUGEPAGE) == 0:
+            advised += stop - start
+    return advised
+
+
+def release_free_heap() -> bool:
+    """Give the C heap's free pages back to the system, for good: the heap's huge-page
+    advice taken back first (:func:`heap_without_huge_pages`), then glibc's
+    ``malloc_trim(0)``.
+
+    What earlier work freed stops counting as resident memory and is not made resident
+    again by ``khugepaged``. Call it before a long run allocates its largest tensors, after
+    its setup freed its temporaries.
+
+    Returns
+    -------
+    bool
+        Whether the C library could trim (glibc); elsewhere nothing changes.
+    """
+    heap_without_huge_pages()
+    trim = _malloc_trim()
+    if trim is None:
+        return False
+    trim(0)
+    return True
+
+
+@functools.cache
+def _malloc_trim() -> Any:
+    """glibc's ``malloc_trim`` on Linux, else None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    function = getattr(ctypes.CDLL(None), "malloc_trim", None)
+    if function is not None:
+        function.argtypes = [ctypes.c_size_t]
+        function.restype = ctypes.c_int
+    return function
 
 
 @functools.cache

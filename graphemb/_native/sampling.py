@@ -224,10 +224,17 @@ def random_walks(
 
 
 def random_order(
-    num_nodes: int, half_bits: int, keys: Sequence[int], odd: bool, start: int, count: int
+    num_nodes: int,
+    half_bits: int,
+    keys: Sequence[int],
+    odd: bool,
+    start: int,
+    count: int,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Positions ``start .. start + count - 1`` of the seeded pseudo-random order of
-    ``0 .. num_nodes - 1``: int64 (count,).
+    ``0 .. num_nodes - 1``: int64 (count,), written into ``out`` if given (a contiguous
+    int64 CPU tensor of ``count`` entries), else into a fresh tensor.
 
     Parameters
     ----------
@@ -241,11 +248,25 @@ def random_order(
         Whether 0 and 1 are swapped after the last round.
     start, count : int
         The positions, inside ``[0, num_nodes)``.
+    out : Tensor, optional
+        Where to write them.
     """
     rounds = torch.tensor(list(keys), dtype=torch.int64)
     if bool(((rounds < 0) | (rounds >= 1 << 32)).any()):
         raise ValueError("graphemb_kernels.random_order: every key must lie in [0, 2**32)")
-    out = torch.empty(count, dtype=torch.int64)
+    if out is None:
+        out = torch.empty(count, dtype=torch.int64)
+    elif not (
+        out.dtype == torch.int64
+        and out.device.type == "cpu"
+        and out.shape == (count,)
+        and out.is_contiguous()
+    ):
+        raise ValueError(
+            "graphemb_kernels.random_order: out must be a contiguous int64 CPU tensor of "
+            f"shape ({count},), got {out.dtype} {tuple(out.shape)} on {out.device}"
+            f"{'' if out.is_contiguous() else ', not contiguous'}"
+        )
     with span("graphemb_kernels::random_order"):
         library().call(
             "ge_random_order",

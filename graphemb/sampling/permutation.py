@@ -130,19 +130,23 @@ class RandomOrder:
     def __len__(self) -> int:
         return self._num_nodes
 
-    def chunk(self, start: int, stop: int) -> torch.Tensor:
+    def chunk(self, start: int, stop: int, out: torch.Tensor | None = None) -> torch.Tensor:
         """Positions ``start .. stop - 1`` of the order.
 
         Parameters
         ----------
         start, stop : int
             ``0 <= start <= stop <= num_nodes``.
+        out : Tensor of int64, shape (stop - start,), optional
+            Contiguous, on :attr:`device`: the values are written there (a buffer reused
+            from chunk to chunk allocates nothing per chunk).
 
         Returns
         -------
         Tensor of int64, shape (stop - start,), on :attr:`device`
             Distinct values in ``[0, num_nodes)``; the chunks of a split of
-            ``[0, num_nodes)`` concatenate to the whole order, every value once.
+            ``[0, num_nodes)`` concatenate to the whole order, every value once. ``out``
+            when given.
         """
         start, stop = as_size("start", start), as_size("stop", stop)
         if not start <= stop <= self._num_nodes:
@@ -150,16 +154,25 @@ class RandomOrder:
                 f"need 0 <= start <= stop <= num_nodes = {self._num_nodes}, "
                 f"got start={start}, stop={stop}"
             )
+        if out is not None:
+            self._check_out(out, stop - start, exact=True)
         module = compiled_on(self._device, "random_order")
         if module is not None:
             # no temporaries: the same values, computed into the returned array
             return module.random_order(
-                self._num_nodes, self._half_bits, self._keys, self._odd, start, stop - start
+                self._num_nodes,
+                self._half_bits,
+                self._keys,
+                self._odd,
+                start,
+                stop - start,
+                out,
             )
         positions = torch.arange(start, stop, dtype=torch.int64, device=self._device)
-        return self._permute(positions)
+        values = self._permute(positions)
+        return values if out is None else out.copy_(values)
 
-    def chunks(self, size: int) -> Iterator[torch.Tensor]:
+    def chunks(self, size: int, *, out: torch.Tensor | None = None) -> Iterator[torch.Tensor]:
         """The whole order in consecutive chunks of ``size`` values (the last one shorter),
         like ``torch.randperm(num_nodes).split(size)``; a few chunks are computed at once,
         so memory stays O(max(size, 2**15)).
@@ -168,6 +181,10 @@ class RandomOrder:
         ----------
         size : int
             Values per chunk, >= 1.
+        out : Tensor of int64, optional
+            Contiguous, on :attr:`device`, of at least ``min(size, num_nodes)`` entries: each
+            chunk is then computed into its start and returned as a view of it, which the
+            next chunk overwrites (nothing allocated per chunk).
 
         Yields
         ------
@@ -175,9 +192,29 @@ class RandomOrder:
             The values at positions ``i * size .. (i + 1) * size - 1`` of the order.
         """
         size = as_size("size", size, minimum=1)
+        if out is not None:
+            self._check_out(out, min(size, self._num_nodes), exact=False)
+            for begin in range(0, self._num_nodes, size):
+                stop = min(begin + size, self._num_nodes)
+                yield self.chunk(begin, stop, out=out[: stop - begin])
+            return
         block = size * max(1, _BLOCK // size)
         for begin in range(0, self._num_nodes, block):
             yield from self.chunk(begin, min(begin + block, self._num_nodes)).split(size)
+
+    def _check_out(self, out: torch.Tensor, count: int, *, exact: bool) -> None:
+        """``out`` must be a contiguous int64 vector on the order's device of ``count``
+        entries (at least ``count`` unless ``exact``)."""
+        fits = out.dim() == 1 and (out.numel() == count if exact else out.numel() >= count)
+        device = self._device
+        here = out.device.type == device.type and device.index in (None, out.device.index)
+        if not (fits and here and out.dtype == torch.int64 and out.is_contiguous()):
+            wanted = f"{count}" if exact else f"at least {count}"
+            raise ValueError(
+                f"out must be a contiguous int64 vector of {wanted} entries on {self._device}, "
+                f"got {out.dtype} of shape {tuple(out.shape)} on {out.device}"
+                f"{'' if out.is_contiguous() else ' (not contiguous)'}"
+            )
 
     def at(self, positions: torch.Tensor) -> torch.Tensor:
         """The values at ``positions`` of the order.

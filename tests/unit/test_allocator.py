@@ -61,6 +61,13 @@ def _probe(variable: str | None) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def _run(probe: str) -> dict:
+    """The JSON line a probe prints last, run in a new interpreter."""
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def _madvise_mode() -> bool:
     return sys.platform.startswith("linux") and "[madvise]" in _THP_MODE.read_text()
 
@@ -110,13 +117,75 @@ print(json.dumps({"advised": advised, "bytes": x.nbytes, "start": x.data_ptr(), 
     not _madvise_mode(), reason="needs Linux transparent huge pages in madvise mode"
 )
 def test_a_buffer_advised_off_huge_pages_holds_its_own_pages():
-    out = subprocess.run(
-        [sys.executable, "-c", _SMALL_PAGES_PROBE], capture_output=True, text=True, timeout=120
-    )
-    assert out.returncode == 0, out.stderr
-    found = json.loads(out.stdout.strip().splitlines()[-1])
+    found = _run(_SMALL_PAGES_PROBE)
     assert found["advised"] is True
     assert "nh" in found["flags"], found  # the kernel's mark: no huge pages here
     assert found["AnonHugePages"] == 0, found
     low, high = found["range"]  # the advice split the mapping at the buffer's pages
     assert low <= found["start"] and high - low <= found["bytes"] + 2 * 4096, found
+
+
+_HEAP_PROBE = (
+    _MAPPING_OF
+    + r"""
+import ctypes, json
+import torch
+import graphemb
+from graphemb._allocator import heap_without_huge_pages
+libc = ctypes.CDLL(None)
+libc.mallopt(-3, 64 << 20)  # M_MMAP_THRESHOLD: blocks below 64 MiB from the heap
+x = torch.ones(2 << 20)  # 8 MiB in the heap, advised onto huge pages by torch
+address = x.data_ptr()
+del x  # freed: the range keeps the advice
+before = mapping_of(address)
+advised = heap_without_huge_pages()
+after = mapping_of(address)
+print(json.dumps({"before": before, "after": after, "advised": advised}))
+"""
+)
+
+
+@pytest.mark.skipif(
+    not _madvise_mode(), reason="needs Linux transparent huge pages in madvise mode"
+)
+def test_freed_heap_memory_loses_the_huge_page_advice():
+    found = _run(_HEAP_PROBE)
+    # the premise: the freed tensor's heap range still asks for huge pages
+    assert "hg" in found["before"]["flags"], found
+    # the kernel's mark afterwards: no huge pages, no khugepaged filling it back
+    assert "hg" not in found["after"]["flags"] and "nh" in found["after"]["flags"], found
+    low, high = found["after"]["range"]
+    assert found["advised"] >= high - low
+
+
+_RELEASE_PROBE = r"""
+import json, os
+import torch
+import graphemb
+from graphemb._allocator import release_free_heap
+
+def resident():
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+before = resident()
+pieces = [torch.ones(8 << 10) for _ in range(2048)]  # 64 MiB in blocks of 32 KiB: the heap's
+kept = pieces[::64]  # one block in 64 stays alive: the heap cannot shrink from its top
+del pieces
+freed = resident()
+released = release_free_heap()
+after = resident()
+print(json.dumps({"before": before, "freed": freed, "after": after, "released": released,
+                  "kept": sum(t.numel() for t in kept)}))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc_trim")
+def test_release_gives_freed_heap_pages_back():
+    found = _run(_RELEASE_PROBE)
+    assert found["released"] is True
+    mib = 1 << 20
+    # the premise: freeing the blocks alone kept their pages (the live ones pin the heap)
+    assert found["freed"] - found["before"] > 50 * mib, found
+    # afterwards the heap holds the live blocks (1 MiB) and a little more, not 64 MiB
+    assert found["after"] - found["before"] < 8 * mib, found

@@ -126,6 +126,41 @@ def test_chunks_concatenate_to_the_whole_order(n, device):
         assert order.at(positions.view(2, 2)).shape == (2, 2)
 
 
+@pytest.mark.parametrize("n", [0, 7, 1000, 3 * 2**15 + 3])
+def test_chunks_into_a_buffer_are_the_order_written_over_it(n, device):
+    order = RandomOrder(n, 5, device=device)
+    whole = order.chunk(0, n)
+    for size in (7, 1000, n + 5) if n <= 1000 else (1000, 2**15 + 1, n + 5):
+        out = torch.full((min(size, n) + 2,), -1, dtype=torch.int64, device=device)
+        lengths = []
+        for begin, part in zip(range(0, n, size), order.chunks(size, out=out), strict=True):
+            assert part.data_ptr() == out.data_ptr(), (size, begin)  # a view, nothing new
+            assert torch.equal(part, whole[begin : begin + size]), (size, begin)
+            lengths.append(part.numel())
+        assert lengths == [min(size, n - begin) for begin in range(0, n, size)]
+    if n:
+        target = torch.empty(n // 2, dtype=torch.int64, device=device)
+        assert order.chunk(1, 1 + n // 2, out=target).data_ptr() == target.data_ptr()
+        assert torch.equal(target, whole[1 : 1 + n // 2])
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda order, out: order.chunk(0, 3, out=out), "of 3 entries.*shape \\(8,\\)"),
+        (lambda order, out: order.chunk(0, 3, out=out[:3].view(torch.float64)), "float64"),
+        (lambda order, out: order.chunk(0, 3, out=out[::2][:3]), "not contiguous"),
+        (lambda order, out: list(order.chunks(4, out=out[:3])), "at least 4 entries"),
+        (lambda order, out: list(order.chunks(4, out=out.view(2, 4))), "shape \\(2, 4\\)"),
+    ],
+)
+def test_a_bad_buffer_is_refused_and_left_as_it_was(call, message, device):
+    out = torch.full((8,), -1, dtype=torch.int64, device=device)
+    with pytest.raises(ValueError, match=message):
+        call(RandomOrder(5, 0, device=device), out)
+    assert bool((out == -1).all())
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_the_same_seed_gives_the_same_order_on_every_device(device):
     n = 50_000
@@ -297,3 +332,17 @@ def test_the_compiled_order_refuses_bad_arguments(arguments, message):
 
     with pytest.raises(ValueError, match=message):
         random_order(*arguments)
+
+
+def test_the_compiled_order_refuses_a_bad_buffer():
+    from graphemb._native.sampling import random_order
+
+    out = torch.full((6,), -1, dtype=torch.int64)
+    # of 6 entries for 3 positions, not contiguous, of float64
+    for count, bad in ((3, out), (3, out[::2]), (5, out[:5].view(torch.float64))):
+        with pytest.raises(ValueError, match="out must be a contiguous int64 CPU tensor"):
+            random_order(5, 2, [1, 2], False, 0, count, bad)
+    assert bool((out == -1).all())
+    written = random_order(5, 2, [1, 2], False, 0, 5, out[:5])
+    assert written.data_ptr() == out.data_ptr()
+    assert torch.equal(written, random_order(5, 2, [1, 2], False, 0, 5))

@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from ..._allocator import release_free_heap
 from ..corpus import Chunk, Corpus
 from ..guard import diverged
 from ..options import CompiledOptions, SkipGramOptions
@@ -68,6 +69,9 @@ class CompiledBackend:
         self._noise_pool = compiled_options.noise_pool(options.dimensions)
         # before the tables, so that its temporaries are freed
         self._inputs = kernel_inputs(corpus, pooled=self._noise_pool > 0)
+        # and their pages, and those freed before the run (the graph's reading), given back
+        # for the whole run: it holds the tables and a chunk of walks beside the graph
+        release_free_heap()
         self._syn0, self._syn1 = initial_tables(
             corpus.num_nodes, options.dimensions, options.seed, compiled_options.output_dtype
         )
