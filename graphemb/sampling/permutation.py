@@ -175,7 +175,7 @@ class RandomOrder:
     def chunks(self, size: int, *, out: torch.Tensor | None = None) -> Iterator[torch.Tensor]:
         """The whole order in consecutive chunks of ``size`` values (the last one shorter),
         like ``torch.randperm(num_nodes).split(size)``; a few chunks are computed at once,
-        so memory stays O(max(size, 2**15)).
+        so memory stays O(max(size, 2**13)) (with ``out``, one chunk at a time into it).
 
         Parameters
         ----------
