@@ -41,6 +41,9 @@ from typing import Any
 
 __all__ = [
     "HUGE_PAGE_ALLOCATIONS",
+    "MADV_HUGEPAGE",
+    "MADV_NOHUGEPAGE",
+    "advise",
     "default_huge_page_allocations",
     "heap_without_huge_pages",
     "release_free_heap",
@@ -62,7 +65,7 @@ def default_huge_page_allocations() -> bool:
     return os.environ[HUGE_PAGE_ALLOCATIONS] == "1"
 
 
-_MADV_NOHUGEPAGE = 15  # <linux/mman.h>
+MADV_HUGEPAGE, MADV_NOHUGEPAGE = 14, 15  # <linux/mman.h>
 
 
 def without_huge_pages(tensor: Any) -> bool:
@@ -82,14 +85,13 @@ def without_huge_pages(tensor: Any) -> bool:
     bool
         Whether the advice was taken.
     """
-    madvise = _madvise()
-    if madvise is None or tensor.nbytes == 0:
+    if tensor.nbytes == 0:
         return False
     page = mmap.PAGESIZE  # every page the buffer touches (a neighbour sharing its first or
     # last page only loses huge pages there)
     start = tensor.data_ptr() // page * page
     stop = -(-(tensor.data_ptr() + tensor.nbytes) // page) * page
-    return madvise(ctypes.c_void_p(start), ctypes.c_size_t(stop - start), _MADV_NOHUGEPAGE) == 0
+    return advise(start, stop, MADV_NOHUGEPAGE)
 
 
 def heap_without_huge_pages() -> int:
@@ -104,15 +106,14 @@ def heap_without_huge_pages() -> int:
     int
         Bytes of heap that took the advice.
     """
-    madvise = _madvise()
-    if madvise is None:
+    if not sys.platform.startswith("linux"):
         return 0
     advised = 0
     with open("/proc/self/maps") as maps:
         ranges = [line.split()[0] for line in maps if line.rstrip().endswith("[heap]")]
     for span in ranges:
         start, stop = (int(bound, 16) for bound in span.split("-"))
-        if madvise(ctypes.c_void_p(start), ctypes.c_size_t(stop - start), _MADV_NOHUGEPAGE) == 0:
+        if advise(start, stop, MADV_NOHUGEPAGE):
             advised += stop - start
     return advised
 
@@ -132,33 +133,31 @@ def release_free_heap() -> bool:
         Whether the C library could trim (glibc); elsewhere nothing changes.
     """
     heap_without_huge_pages()
-    trim = _malloc_trim()
+    trim = _libc_function("malloc_trim", (ctypes.c_size_t,))
     if trim is None:
         return False
     trim(0)
     return True
 
 
-@functools.cache
-def _malloc_trim() -> Any:
-    """glibc's ``malloc_trim`` on Linux, else None."""
-    if not sys.platform.startswith("linux"):
-        return None
-    function = getattr(ctypes.CDLL(None), "malloc_trim", None)
-    if function is not None:
-        function.argtypes = [ctypes.c_size_t]
-        function.restype = ctypes.c_int
-    return function
+def advise(start: int, stop: int, advice: int) -> bool:
+    """``madvise(start, stop - start, advice)`` on Linux (addresses page-aligned as the
+    kernel wants them); whether the advice was taken. Elsewhere nothing happens: False."""
+    madvise = _libc_function("madvise", (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int))
+    if madvise is None or stop <= start:
+        return False
+    return madvise(ctypes.c_void_p(start), ctypes.c_size_t(stop - start), advice) == 0
 
 
 @functools.cache
-def _madvise() -> Any:
-    """The C library's ``madvise`` on Linux, else None."""
+def _libc_function(name: str, argtypes: tuple) -> Any:
+    """The C library's function ``name`` (taking ``argtypes``, returning int) on Linux,
+    else None."""
     if not sys.platform.startswith("linux"):
         return None
     # the process's own symbols: the C library it runs on
-    function = getattr(ctypes.CDLL(None, use_errno=True), "madvise", None)
+    function = getattr(ctypes.CDLL(None, use_errno=True), name, None)
     if function is not None:
-        function.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        function.argtypes = list(argtypes)
         function.restype = ctypes.c_int
     return function

@@ -11,11 +11,11 @@ they are disabled, or off Linux, these functions are plain allocations.
 
 from __future__ import annotations
 
-import ctypes
-import functools
 import sys
 
 import torch
+
+from .._allocator import MADV_HUGEPAGE, advise
 
 __all__ = [
     "advise_huge_pages",
@@ -26,7 +26,6 @@ __all__ = [
 ]
 
 _HUGE_PAGE = 2 << 20
-_MADV_HUGEPAGE = 14  # linux/mman.h
 _HUGE_PAGES_FROM = 16 << 20  # smaller tensors gain little
 
 
@@ -37,18 +36,7 @@ def advise_huge_pages(table: torch.Tensor) -> None:
         return
     start = -(-table.data_ptr() // _HUGE_PAGE) * _HUGE_PAGE
     stop = (table.data_ptr() + nbytes) // _HUGE_PAGE * _HUGE_PAGE
-    if stop > start:
-        libc = _libc()
-        if libc is not None:
-            libc.madvise(ctypes.c_void_p(start), ctypes.c_size_t(stop - start), _MADV_HUGEPAGE)
-
-
-@functools.lru_cache(maxsize=1)
-def _libc():
-    try:
-        return ctypes.CDLL(None, use_errno=True)
-    except OSError:
-        return None
+    advise(start, stop, MADV_HUGEPAGE)
 
 
 def advise_huge_pages_of_mapping(buffer, nbytes: int) -> None:
@@ -56,7 +44,7 @@ def advise_huge_pages_of_mapping(buffer, nbytes: int) -> None:
     ``shmem_enabled`` allows "advise")."""
     if nbytes >= _HUGE_PAGES_FROM and hasattr(buffer, "madvise"):
         try:
-            buffer.madvise(_MADV_HUGEPAGE)
+            buffer.madvise(MADV_HUGEPAGE)
         except OSError:
             pass
 

@@ -132,12 +132,12 @@ class Corpus:
         if buffer.device.type == "cpu":  # its size, not whole huge pages (2.5 MiB, not 4)
             without_huge_pages(buffer)
         # and one for every chunk's start nodes (the order's chunks are computed on the CPU)
-        first = torch.empty(min(options.chunk_walks, self.num_nodes), dtype=torch.int64)
+        starts_buffer = torch.empty(min(options.chunk_walks, self.num_nodes), dtype=torch.int64)
         index = 0
         for turn in range(options.epochs * options.num_walks):
             # the round's order computed chunk by chunk: no permutation of N nodes is held
             order = RandomOrder(self.num_nodes, seed=_round_seed(options.seed, turn))
-            for starts in order.chunks(options.chunk_walks, out=first):
+            for starts in order.chunks(options.chunk_walks, out=starts_buffer):
                 mine = starts.tensor_split(self._world_size)[self._rank].to(device)
                 out = buffer[: mine.numel()]
                 walks = self._walker(mine, options.walk_length - 1, generator=generator, out=out)

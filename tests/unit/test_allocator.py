@@ -189,3 +189,27 @@ def test_release_gives_freed_heap_pages_back():
     assert found["freed"] - found["before"] > 50 * mib, found
     # afterwards the heap holds the live blocks (1 MiB) and a little more, not 64 MiB
     assert found["after"] - found["before"] < 8 * mib, found
+
+
+_TABLE_PROBE = (
+    _MAPPING_OF
+    + r"""
+import json, os
+os.environ["THP_MEM_ALLOC_ENABLE"] = "0"  # torch's own advice off: only the table's own
+import torch
+from graphemb.distributed.huge_pages import zeros_table
+table = zeros_table((1 << 22, 16), torch.float32, torch.device("cpu"))  # 256 MiB
+plain = torch.zeros(1 << 26)  # as large, not advised
+inside = lambda t: mapping_of(t.data_ptr() + (8 << 20))  # past the first 2 MiB boundary
+print(json.dumps({"table": inside(table), "plain": inside(plain)}))
+"""
+)
+
+
+@pytest.mark.skipif(
+    not _madvise_mode(), reason="needs Linux transparent huge pages in madvise mode"
+)
+def test_a_large_table_asks_for_huge_pages_of_its_own():
+    found = _run(_TABLE_PROBE)
+    assert "hg" in found["table"]["flags"] and found["table"]["AnonHugePages"] >= 2 << 10, found
+    assert "hg" not in found["plain"]["flags"] and found["plain"]["AnonHugePages"] == 0, found
