@@ -23,8 +23,11 @@ contender runs in a fresh process on the graph drawn from the same seed:
 Walks of ``--walk-length`` nodes, ``--walks-per-node`` per size (by default 10 on 10k
 nodes, then one: at least 4M tokens per graph), window 10, D 128, 5 negatives, sample
 1e-3. Per contender: seconds (walks + training; gensim's also the strings), tokens per
-second (walk tokens / seconds), the peak resident memory of its process (``ru_maxrss``,
-read when its training ends: the scoring after it is the benchmark's own) and that peak
+second (walk tokens / seconds), the peak resident memory of its process until its
+training ends (the scoring after it is the benchmark's own: the largest of the exact
+readings of the process's resident memory from outside it, every 50 ms, and of the
+kernel's own high-water marks, ``ru_maxrss`` and ``VmHWM``, which can fall short of the
+exact figure by a few hundred KiB: ``probe_rss_accounting.py``) and that peak
 less the process's resident memory before the graph is drawn, held against the memory bound
 ``graph + two tables + a chunk of walks`` (the graph's CSC arrays, ``2 N D`` float32,
 ``chunk_walks * walk_length`` int64: what a float32 trainer cannot do without), and the
@@ -59,7 +62,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import sys
 import time
@@ -85,6 +87,8 @@ DEFAULT_CONTENDERS = (
     "graphemb", "graphemb-fresh", "graphemb-position", "gensim"
 )  # fmt: skip
 GIB = 1024**3
+#: Seconds between two readings of a contender's resident memory from outside it.
+READING_INTERVAL = 0.05
 
 #: ``--quick``: two small graphs per shape, short walks (a smoke test: seconds a contender).
 QUICK = {
@@ -148,11 +152,12 @@ def child(args: argparse.Namespace) -> None:
 
     # (importing the harness asked for torch's huge-page allocations, before any tensor)
     torch.set_num_threads(1)  # the contenders' own threads do the work
-    start_rss = _rss()
+    start_rss = memory.resident_bytes()
     _warm_up(args)
     memory.release_free_heap()  # what the small run freed
     memory.reset_peak()
-    warm_rss = _rss()
+    warm_rss = memory.resident_bytes()
+    measured_from = time.time()  # the parent's readings of this process count from here
     started = time.perf_counter()
     graph, edges = planted_graph(
         args.nodes, args.degree, args.shape, blocks=args.blocks, inside=args.inside,
@@ -168,7 +173,9 @@ def child(args: argparse.Namespace) -> None:
     else:
         rows, seconds, chunk, output_dtype = _graphemb(graph, args, num_walks, dim)
     # The run's peak, read before the scoring below allocates arrays of its own.
+    measured_to = time.time()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    high_water = memory.high_water_bytes()
     isolated = int((graph.in_degrees() == 0).sum())
     tokens = num_walks * ((args.nodes - isolated) * args.walk_length + isolated)
     micro, macro = _scores(rows, labels(args.nodes, args.blocks), args)
@@ -179,7 +186,8 @@ def child(args: argparse.Namespace) -> None:
         "contender": args.child, "shape": args.shape, "nodes": args.nodes, "edges": edges,
         "walks_per_node": num_walks, "tokens": tokens, "seconds": seconds,
         "tokens_per_second": tokens / seconds, "graph_seconds": built,
-        "peak_bytes": peak,
+        "peak_bytes": peak, "high_water_bytes": high_water,
+        "measured_from": measured_from, "measured_to": measured_to,
         "start_bytes": start_rss, "warm_bytes": warm_rss, "graph_bytes": graph_bytes(graph),
         "bound_bytes": graph_bytes(graph) + 2 * args.nodes * dim * 4 + walk_bytes,
         "output_dtype": output_dtype,
@@ -204,11 +212,6 @@ def _warm_up(args: argparse.Namespace) -> None:
         _gensim(graph, small, 1)
     else:
         _graphemb(graph, small, 1, 128)
-
-
-def _rss() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def _graphemb(graph, args: argparse.Namespace, num_walks: int, dim: int):
@@ -289,13 +292,16 @@ def run_contender(args: argparse.Namespace, contender: str, shape: str, nodes: i
     command = [sys.executable, __file__, "--child", contender, "--shape", shape]
     command += ["--nodes", str(nodes)] + _forwarded(args)
     load = load_average()
+    trace = memory.ResidentTrace()  # the exact peak, read from outside the run
     try:
         row = fresh.run(command, f"{contender} on {shape} {nodes:,}", cwd=HERE,
-                        timeout=args.timeout)  # fmt: skip
+                        timeout=args.timeout, watch=trace, every=READING_INTERVAL)  # fmt: skip
     except fresh.RunFailed as failed:
         print(failed, flush=True)
         return {"contender": contender, "shape": shape, "nodes": nodes, "failed": str(failed)}
-    return {**row, "load_before": round(load, 2)}
+    read_peak, readings = trace.peak(row["measured_from"], row["measured_to"])
+    return {**row, "read_peak_bytes": read_peak, "readings": readings,
+            "load_before": round(load, 2)}  # fmt: skip
 
 
 def _forwarded(args: argparse.Namespace) -> list[str]:
@@ -316,7 +322,7 @@ def print_rows(rows: list[dict]) -> None:
         table.append([
             r["shape"], f"{r['nodes']:,}", r["contender"], f"{r['tokens'] / 1e6:.1f}M",
             f"{r['seconds']:.1f}", f"{r['tokens_per_second'] / 1e3:.0f}k",
-            f"{r['peak_bytes'] / GIB:.2f}", f"{(r['peak_bytes'] - _start(r)) / GIB:.2f}",
+            f"{_peak(r) / GIB:.2f}", f"{(_peak(r) - _start(r)) / GIB:.2f}",
             f"{r['bound_bytes'] / GIB:.2f}", f"{r['micro_f1']:.3f} / {r['macro_f1']:.3f}",
             f"{r['load_before']:.2f}",
         ])  # fmt: skip
@@ -410,18 +416,30 @@ def _largest_lines(rows: list[dict], contender: str, load: float) -> list[str]:
             f"{contender} {r['shape']} {r['nodes']:,} nodes: {r['seconds']:.0f} s; "
             + verdict(r["seconds"], 900, at_most=True, unit=" s", load=load)
         )
-        used = (r["peak_bytes"] - _start(r)) / GIB
+        used = (_peak(r) - _start(r)) / GIB
         lines.append(
-            f"{contender} {r['shape']} {r['nodes']:,} nodes: peak {r['peak_bytes'] / GIB:.2f} GiB, "
-            f"less the start {used:.3f} GiB, bound {r['bound_bytes'] / GIB:.3f} GiB; "
+            f"{contender} {r['shape']} {r['nodes']:,} nodes: peak {_peak(r) / GIB:.2f} GiB, "
+            f"less the start {used:.4f} GiB, bound {r['bound_bytes'] / GIB:.4f} GiB; "
             + verdict(used, r["bound_bytes"] / GIB, at_most=True, unit=" GiB", load=load)
         )
+        if "read_peak_bytes" in r:  # the peak's three figures, to the bound
+            over = {
+                name: (r[key] - _start(r) - r["bound_bytes"]) / 2**20
+                for name, key in (("read from outside", "read_peak_bytes"),
+                                  ("ru_maxrss", "peak_bytes"), ("VmHWM", "high_water_bytes"))
+            }  # fmt: skip
+            lines.append(
+                f"{contender} {r['shape']} {r['nodes']:,} nodes: the peak less the start, to "
+                "the bound: "
+                + ", ".join(f"{name} {mib:+.2f} MiB" for name, mib in over.items())
+                + f" ({r['readings']:,} readings, every {READING_INTERVAL * 1e3:.0f} ms)"
+            )
         if "warm_bytes" in r:  # what the warm-up run left resident, beside the verdict
             lines.append(
                 f"{contender} {r['shape']} {r['nodes']:,} nodes: the start after the imports "
                 f"alone is {(r['warm_bytes'] - r['start_bytes']) / GIB:.3f} GiB lower (code "
                 f"paged in, threads and arenas of a small run); the peak less it "
-                f"{(r['peak_bytes'] - r['start_bytes']) / GIB:.3f} GiB"
+                f"{(_peak(r) - r['start_bytes']) / GIB:.3f} GiB"
             )
         if "held_bytes" in r:  # the rest: state per node (noise, subsampling, walker)
             lines.append(
@@ -431,6 +449,17 @@ def _largest_lines(rows: list[dict], contender: str, load: float) -> list[str]:
                 f"{used - r['held_bytes'] / GIB:+.2f} GiB from it"
             )
     return lines
+
+
+def _peak(row: dict) -> int:
+    """The run's peak resident memory: the largest of the exact readings from outside it
+    (every :data:`READING_INTERVAL` seconds) and the kernel's own high-water marks
+    (``ru_maxrss``, ``VmHWM``), each of which can fall short of it: the readings miss what
+    is held between two of them, the marks what is given back before the kernel records
+    them, and they read its page counters without their pending per-CPU updates
+    (``probe_rss_accounting.py``). Rows from before the readings: ``ru_maxrss``."""
+    marks = (row["peak_bytes"], row.get("high_water_bytes", 0))
+    return max(row.get("read_peak_bytes", 0), *marks)
 
 
 def _start(row: dict) -> int:

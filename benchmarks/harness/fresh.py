@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
 #: Start of the line that carries a child's result.
 TAG = "RESULT "
@@ -38,6 +39,8 @@ def run(
     timeout: float,
     cwd: str | os.PathLike | None = None,
     env: dict[str, str] | None = None,
+    watch: Callable[[int], object] | None = None,
+    every: float = 0.05,
 ) -> dict:
     """Run ``command`` and return the JSON of the last result line it printed.
 
@@ -51,6 +54,11 @@ def run(
         Seconds the child may take.
     cwd, env
         The child's working folder and environment (default: this process's).
+    watch : callable, optional
+        Called with the child's pid every ``every`` seconds while it runs (to read its
+        memory from outside it, say: :class:`harness.memory.ResidentTrace`).
+    every : float
+        Seconds between two calls of ``watch``.
 
     Returns
     -------
@@ -63,19 +71,56 @@ def run(
         The child exited with an error, printed no result line or took more than
         ``timeout`` seconds; the message names ``what`` and ends with the child's output.
     """
-    try:
-        done = subprocess.run(
-            list(command), capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout
-        )
-    except subprocess.TimeoutExpired as expired:
-        output = _text(expired.stderr) or _text(expired.stdout)
-        raise RunFailed(f"{what} took more than {timeout:g} s:\n{output[-TAIL:]}") from None
+    if watch is None:
+        try:
+            done = subprocess.run(
+                list(command), capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout
+            )
+        except subprocess.TimeoutExpired as expired:
+            output = _text(expired.stderr) or _text(expired.stdout)
+            raise RunFailed(f"{what} took more than {timeout:g} s:\n{output[-TAIL:]}") from None
+    else:
+        done = _watched(command, what, timeout, cwd, env, watch, every)
     results = [line[len(TAG) :] for line in done.stdout.splitlines() if line.startswith(TAG)]
     if done.returncode or not results:
         output = done.stderr.strip() or done.stdout.strip()
         status = f"exited with {done.returncode}" if done.returncode else "printed no result"
         raise RunFailed(f"{what} {status}:\n{output[-TAIL:]}")
     return json.loads(results[-1])
+
+
+def _watched(
+    command: Sequence[str],
+    what: str,
+    timeout: float,
+    cwd: str | os.PathLike | None,
+    env: dict[str, str] | None,
+    watch: Callable[[int], object],
+    every: float,
+) -> subprocess.CompletedProcess:
+    """:func:`run`'s child with ``watch(pid)`` called every ``every`` seconds until it
+    exits (its output read all along, so that a full pipe never stops it)."""
+    deadline = time.monotonic() + timeout
+    with subprocess.Popen(
+        list(command), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd, env=env
+    ) as child:
+        while True:
+            try:
+                stdout, stderr = child.communicate(timeout=every)
+                break
+            except subprocess.TimeoutExpired:
+                if time.monotonic() > deadline:
+                    child.kill()
+                    stdout, stderr = child.communicate()
+                    output = _text(stderr) or _text(stdout)
+                    raise RunFailed(
+                        f"{what} took more than {timeout:g} s:\n{output[-TAIL:]}"
+                    ) from None
+                try:
+                    watch(child.pid)
+                except (FileNotFoundError, ProcessLookupError):
+                    pass  # it exited between the wait and the read
+    return subprocess.CompletedProcess(child.args, child.returncode, stdout, stderr)
 
 
 def _text(output: str | bytes | None) -> str:

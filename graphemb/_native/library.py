@@ -160,23 +160,35 @@ class Outputs:
 
     A failure inside ``make`` (an exception) is kept in :attr:`error` and raised again by
     :meth:`Library.call` when the library reports the failed allocation.
+
+    The callback refers to the slots' dictionary, not to this object: a cycle through it
+    (object, callback, closure, object) would keep every tensor of the call alive after
+    its caller dropped them, until Python's cyclic collector came by (a graph's arrays,
+    each sampled batch's blocks).
     """
 
     def __init__(self, make: Callable[[int, int], torch.Tensor]) -> None:
-        self.tensors: dict[int, torch.Tensor] = {}
-        self.error: BaseException | None = None
+        tensors: dict[int, torch.Tensor] = {}
+        errors: list[BaseException] = []
 
         def allocate(_context: int | None, slot: int, count: int, out: Any) -> int:
             try:
                 tensor = make(slot, count)
-                self.tensors[slot] = tensor
+                tensors[slot] = tensor
                 out[0] = tensor.data_ptr()
                 return 0
             except BaseException as error:  # raised again after the call returns
-                self.error = error
+                errors.append(error)
                 return 1
 
+        self.tensors = tensors
+        self._errors = errors
         self.callback = _ALLOCATE(allocate)  # kept alive for the duration of the call
+
+    @property
+    def error(self) -> BaseException | None:
+        """The exception ``make`` raised, if it did."""
+        return self._errors[0] if self._errors else None
 
 
 class Library:

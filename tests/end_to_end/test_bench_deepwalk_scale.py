@@ -71,6 +71,9 @@ def test_scale_panel_quick_mode_runs_every_contender_and_judges_it():
         assert row["tokens"] == row["walks_per_node"] * row["nodes"] * 10  # no isolated node
         assert row["tokens_per_second"] == pytest.approx(row["tokens"] / row["seconds"])
         assert row["peak_bytes"] > row["start_bytes"] > 0  # each in a fresh process
+        # read from outside the run too, within its window (none in a window under 50 ms)
+        assert row["measured_to"] > row["measured_from"]
+        assert row["readings"] == 0 or row["read_peak_bytes"] >= row["warm_bytes"] // 2
         assert row["bound_bytes"] >= row["graph_bytes"] + 2 * row["nodes"] * 128 * 4
         assert 0 < row["micro_f1"] <= 1
     lines = [line for line in done.stdout.splitlines() if not line.startswith("BENCH_SUMMARY ")]

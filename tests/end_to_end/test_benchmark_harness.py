@@ -22,7 +22,7 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))  # the harness package, as the scripts import it
 
 import e2e_bounds  # noqa: E402
-from harness import allocation, cli, fresh  # noqa: E402
+from harness import allocation, cli, fresh, memory  # noqa: E402
 from harness.isolated import IsolatedContender, WorkerFailed, close_all  # noqa: E402
 
 
@@ -208,9 +208,36 @@ def test_a_fresh_run_returns_its_last_result_line():
         ),
     ],  # fmt: skip
 )
-def test_a_fresh_run_that_fails_is_named_with_its_output(body, expected):
+@pytest.mark.parametrize("watched", [False, True])
+def test_a_fresh_run_that_fails_is_named_with_its_output(body, expected, watched):
+    watch = memory.ResidentTrace() if watched else None
     with pytest.raises(fresh.RunFailed, match=expected):
-        fresh.run(_script(body), "toy run", timeout=3)
+        fresh.run(_script(body), "toy run", timeout=3, watch=watch)
+
+
+def test_a_watched_run_is_read_from_outside_while_it_holds_its_memory():
+    """The trace reads the child's resident memory while it runs: 96 MiB held for half a
+    second show in the readings of its window, and not before it."""
+    body = textwrap.dedent(
+        """
+        import time
+        from harness import fresh, memory
+        before = time.time()
+        time.sleep(0.3)
+        start = time.time()
+        held = bytearray(96 << 20)
+        held[:: 4096] = b"x" * len(held[:: 4096])  # every page touched
+        time.sleep(0.5)
+        fresh.emit({"before": before, "start": start, "stop": time.time(),
+                    "resident": memory.resident_bytes()})
+        """
+    )
+    trace = memory.ResidentTrace()
+    result = fresh.run(_script(body), "holder", timeout=60, watch=trace, every=0.02)
+    peak, readings = trace.peak(result["start"], result["stop"])
+    earlier, _ = trace.peak(result["before"], result["start"] - 0.05)
+    assert readings >= 10 and peak >= result["resident"] - (1 << 20)
+    assert peak - earlier >= 90 << 20
 
 
 # ------------------------------------------------------------------ the phases' bounds

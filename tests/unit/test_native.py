@@ -1,7 +1,8 @@
 """The compiled kernels' library itself (``graphemb._native``): it loads without torch in it,
 speaks the bindings' interface, follows torch's thread count, runs its parallel loops on
 torch's OpenMP threads where torch brought them (or its own), survives fork() and calls
-from several Python threads, and reports a failed allocation as the caller's own error.
+from several Python threads, reports a failed allocation as the caller's own error, and
+leaves no reference cycle holding what a call allocated.
 
 Under ``make test-wheel`` (GRAPHEMB_EXPECT_INSTALL set) the package must come from the
 unpacked wheel, not from the checkout: one build, tested on both stacks."""
@@ -234,3 +235,31 @@ def test_a_failed_allocation_raises_the_callers_error_and_writes_nothing():
     with pytest.raises(Refused, match="no memory for 3 edges"):
         compiled_module().csc_from_edges(src, dst, 3, False, allocate)
     assert torch.equal(src, before[0]) and torch.equal(dst, before[1])
+
+
+def test_what_a_call_allocated_is_freed_with_its_last_reference():
+    """Arrays a kernel asked Python for (a graph's, a sampled batch's blocks) go when their
+    owner goes, without waiting for the cyclic collector (disabled here): no reference
+    cycle through the allocation callback keeps them."""
+    import gc
+    import weakref
+
+    from graphemb.graph import Graph
+    from graphemb.sampling import NeighborSampler
+
+    src = torch.arange(1000) % 97
+    dst = (torch.arange(1000) * 7 + 3) % 97
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        graph = Graph.from_edges(src, dst, num_nodes=97)
+        arrays = [weakref.ref(graph.indptr), weakref.ref(graph.indices)]
+        *_, blocks = NeighborSampler([3, 3]).sample_blocks(graph, torch.arange(10))
+        arrays += [weakref.ref(t) for b in blocks for t in (b.src_nodes, b.edge_index)]
+        del graph, blocks, _
+        alive = [ref() is not None for ref in arrays]
+    finally:
+        if was_enabled:
+            gc.enable()
+    assert not any(alive), f"still referenced: {alive}"
