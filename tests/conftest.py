@@ -71,20 +71,28 @@ def one_thread():
 @pytest.fixture
 def skipgram_kernel_calls(monkeypatch):
     """The arguments, by name, of every call the skip-gram trainer makes to the compiled
-    kernel (which still trains), in order."""
+    kernel (which still trains), in order: what its prepared trainer was built with, and
+    the chunk's own."""
     import inspect
 
     import graphemb.skipgram.backends as backends
-    from graphemb._native.skipgram import skipgram_train
+    from graphemb._native.skipgram import SkipGramTrainer
 
     calls = []
-    signature = inspect.signature(skipgram_train)
+    signature = inspect.signature(SkipGramTrainer)
 
-    def recording(*args, **kwargs):
-        calls.append(dict(signature.bind(*args, **kwargs).arguments))
-        return skipgram_train(*args, **kwargs)
+    class Recording(SkipGramTrainer):
+        def __init__(self, *args, **kwargs):
+            self.prepared_with = dict(signature.bind(*args, **kwargs).arguments)
+            super().__init__(*args, **kwargs)
 
-    monkeypatch.setattr(backends, "compiled_kernel", lambda: recording)
+        def __call__(self, walks, walks_before, threads, seed):
+            chunk = {"walks": walks, "walks_before": walks_before, "threads": threads,
+                     "seed": seed}  # fmt: skip
+            calls.append({**self.prepared_with, **chunk})
+            return super().__call__(walks, walks_before, threads, seed)
+
+    monkeypatch.setattr(backends, "compiled_kernel", lambda: Recording)
     return calls
 
 

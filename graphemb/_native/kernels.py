@@ -9,12 +9,13 @@ from .layers import csr_aggregate, csr_aggregate_transposed, dropout_masked_scal
 from .library import library
 from .optimizer import formulas, fused_update, sort_rows
 from .sampling import random_order, random_walks, sample_blocks, sample_layer
-from .skipgram import skipgram_train
+from .skipgram import SkipGramTrainer
 
 __all__ = [
     "API_VERSION",
     "CSC_EDGE_IDS_MAY_HOLD_EDGES",
     "LIBRARY_PATH",
+    "SkipGramTrainer",
     "csc_from_edges",
     "csr_aggregate",
     "csr_aggregate_transposed",
@@ -26,7 +27,6 @@ __all__ = [
     "random_walks",
     "sample_blocks",
     "sample_layer",
-    "skipgram_train",
     "sort_rows",
 ]
 

@@ -12,7 +12,7 @@ import torch
 from scipy import stats
 from skipgram_reference import SplitMix64, keep_of, reference
 
-from graphemb._native.skipgram import SlotNoise, skipgram_train
+from graphemb._native.skipgram import SkipGramTrainer, SlotNoise
 from graphemb.graph import Graph
 from graphemb.skipgram import (
     FINAL_RATE,
@@ -59,11 +59,11 @@ def run(
 ):
     """The kernel in place on the walks (its binding, as every backend calls it); the
     products computed. A non-finite score fails the test."""
-    nonfinite, products = skipgram_train(
-        walks.contiguous(), syn0, syn1, counts, noise, window, negatives, lr, FINAL_RATE,
-        before, total or walks.shape[0], hold, threads, seed & (2**64 - 1), vector_width,
-        subsample_threshold=threshold,
+    trainer = SkipGramTrainer(
+        syn0, syn1, counts, noise, window, negatives, lr, FINAL_RATE, total or walks.shape[0],
+        hold, vector_width=vector_width, subsample_threshold=threshold,
     )  # fmt: skip
+    nonfinite, products = trainer(walks.contiguous(), before, threads, seed & (2**64 - 1))
     assert nonfinite == 0
     return products
 
@@ -167,10 +167,11 @@ def test_slot_noise_matches_the_reference(sample, pool, below):
     threshold = sample * float(indptr[-1])
     expected = reference(walks, syn0, syn1, indptr, noise, 3, 4, 0.5, 5, 20, 11, pool=pool,
                          reuse=3 if pool else 1, threshold=threshold)  # fmt: skip
-    nonfinite, _ = skipgram_train(
-        walks, syn0, syn1, indptr, noise, 3, 4, 0.5, FINAL_RATE, 5, 20, 1, 1, 11,
-        subsample_threshold=threshold, noise_pool=pool, noise_reuse=3 if pool else 1,
+    trainer = SkipGramTrainer(
+        syn0, syn1, indptr, noise, 3, 4, 0.5, FINAL_RATE, 20, 1, subsample_threshold=threshold,
+        noise_pool=pool, noise_reuse=3 if pool else 1,
     )  # fmt: skip
+    nonfinite, _ = trainer(walks, 5, 1, 11)
     assert nonfinite == 0
     torch.testing.assert_close(syn0.double(), expected[0], rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(syn1.double(), expected[1], rtol=1e-4, atol=1e-5)
@@ -389,7 +390,7 @@ def test_a_final_rate_outside_zero_one_is_refused(final_rate):
     alias = NegativeSampler(torch.ones(2)).alias_table
     keep = torch.ones(2, dtype=torch.float64)
     with pytest.raises(ValueError, match="final_rate must be in \\(0, 1\\], got"):
-        skipgram_train(walks, syn0, syn1, keep, alias, 2, 3, 0.025, final_rate, 0, 1, 1, 1, 7, 0)
+        SkipGramTrainer(syn0, syn1, keep, alias, 2, 3, 0.025, final_rate, 1, 1)(walks, 0, 1, 7)
     assert (syn0 == 1).all() and (syn1 == 0).all()
 
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 from skipgram_reference import reference
 
-from graphemb._native.skipgram import float24_width, skipgram_train
+from graphemb._native.skipgram import SkipGramTrainer, float24_width
 from graphemb.graph import Graph
 from graphemb.skipgram import (
     FINAL_RATE,
@@ -58,10 +58,11 @@ def decode(table: torch.Tensor, dim: int) -> torch.Tensor:
 
 def train(walks, syn0, syn1, keep, alias, *, window, negatives, lr, seed, vector_width):
     """The kernel in place, one thread, the rate over exactly these walks."""
-    nonfinite, _ = skipgram_train(
-        walks, syn0, syn1, keep, alias, window, negatives, lr, FINAL_RATE, 0, walks.shape[0], 1,
-        1, seed, vector_width,
+    trainer = SkipGramTrainer(
+        syn0, syn1, keep, alias, window, negatives, lr, FINAL_RATE, walks.shape[0], 1,
+        vector_width=vector_width,
     )  # fmt: skip
+    nonfinite, _ = trainer(walks, 0, 1, seed)
     assert nonfinite == 0
 
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 from skipgram_reference import reference
 
-from graphemb._native.skipgram import skipgram_train
+from graphemb._native.skipgram import SkipGramTrainer
 from graphemb.graph import Graph
 from graphemb.skipgram import FINAL_RATE, CompiledOptions, NegativeSampler
 from graphemb.skipgram.backends import compiled_kernel
@@ -26,11 +26,12 @@ def train(walks, syn0, syn1, counts, noise, *, sharing, pool, reuse, **kw):
     seed 11, no subsampling unless ``kw`` says otherwise; returns the products computed."""
     o = dict(window=3, negatives=4, lr=0.5, walks_before=5, total_walks=20, seed=11, threshold=0)
     o.update(kw)
-    nonfinite, products = skipgram_train(
-        walks.contiguous(), syn0, syn1, counts, noise, o["window"], o["negatives"], o["lr"],
-        FINAL_RATE, o["walks_before"], o["total_walks"], 1, 1, o["seed"], 0,
-        subsample_threshold=o["threshold"], sharing=sharing, noise_pool=pool, noise_reuse=reuse,
+    trainer = SkipGramTrainer(
+        syn0, syn1, counts, noise, o["window"], o["negatives"], o["lr"], FINAL_RATE,
+        o["total_walks"], 1, subsample_threshold=o["threshold"], sharing=sharing,
+        noise_pool=pool, noise_reuse=reuse,
     )  # fmt: skip
+    nonfinite, products = trainer(walks.contiguous(), o["walks_before"], 1, o["seed"])
     assert nonfinite == 0
     return products
 

@@ -10,7 +10,7 @@ import torch
 from scipy import stats
 from skipgram_reference import reference
 
-from graphemb._native.skipgram import SHARING, skipgram_train
+from graphemb._native.skipgram import SHARING, SkipGramTrainer
 from graphemb.graph import Graph
 from graphemb.sampling.walks import RandomWalker
 from graphemb.skipgram import FINAL_RATE, NegativeSampler
@@ -28,11 +28,12 @@ def train(walks, syn0, syn1, counts, noise, *, sharing, threads=1, vector_width=
     computed."""
     o = dict(window=3, negatives=4, lr=0.5, walks_before=5, total_walks=20, seed=11, threshold=0)
     o.update(kw)
-    nonfinite, products = skipgram_train(
-        walks.contiguous(), syn0, syn1, counts, noise, o["window"], o["negatives"], o["lr"],
-        FINAL_RATE, o["walks_before"], o["total_walks"], 1, threads, o["seed"], vector_width,
-        subsample_threshold=o["threshold"], sharing=sharing,
+    trainer = SkipGramTrainer(
+        syn0, syn1, counts, noise, o["window"], o["negatives"], o["lr"], FINAL_RATE,
+        o["total_walks"], 1, vector_width=vector_width, subsample_threshold=o["threshold"],
+        sharing=sharing,
     )  # fmt: skip
+    nonfinite, products = trainer(walks.contiguous(), o["walks_before"], threads, o["seed"])
     assert nonfinite == 0
     return products
 
@@ -103,13 +104,11 @@ def test_position_sharing_reads_each_noise_node_once_per_window():
 
 
 def test_unknown_sharing_is_refused():
-    walks = torch.zeros(1, 3, dtype=torch.long)
     syn0, syn1 = torch.ones(2, 4), torch.zeros(2, 4)
     alias = NegativeSampler(torch.ones(2)).alias_table
     keep = torch.ones(2, dtype=torch.float64)
     with pytest.raises(ValueError, match="sharing must be one of .'pair', 'position'., got 'walk'"):
-        skipgram_train(walks, syn0, syn1, keep, alias, 2, 3, 0.025, 0.5, 0, 1, 1, 1, 7,
-                       sharing="walk")  # fmt: skip
+        SkipGramTrainer(syn0, syn1, keep, alias, 2, 3, 0.025, 0.5, 1, 1, sharing="walk")
     assert (syn0 == 1).all() and (syn1 == 0).all()
 
 

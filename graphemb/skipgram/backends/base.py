@@ -74,9 +74,10 @@ def initial_tables(
 
 
 def compiled_kernel() -> Any:
-    """The compiled trainer (``skipgram_train`` of :mod:`graphemb._native`) when the kernels
-    loaded and ``GRAPHEMB_DISABLE_KERNELS`` is not set, else None."""
+    """The compiled trainer (``SkipGramTrainer`` of :mod:`graphemb._native`, prepared once
+    per run) when the kernels loaded and ``GRAPHEMB_DISABLE_KERNELS`` is not set, else
+    None."""
     module = compiled_module()
     if module is None or disabled():
         return None
-    return getattr(module, "skipgram_train", None)
+    return getattr(module, "SkipGramTrainer", None)

@@ -1,6 +1,6 @@
 """The compiled backend: word2vec's skip-gram with negative sampling in C++, Hogwild.
 
-The kernel (``skipgram_train`` of :mod:`graphemb._native`, ``csrc/skipgram/``) does what
+The kernel (``SkipGramTrainer`` of :mod:`graphemb._native`, ``csrc/skipgram/``) does what
 word2vec.c and gensim's ``sg=1`` do: per walk, frequent nodes subsampled, then for every
 position a reduced window drawn in ``1 .. window``, and every context's input row trained
 against the position's output row (label 1) and ``negatives`` noise nodes (label 0) from
@@ -76,6 +76,7 @@ class CompiledBackend:
             corpus.num_nodes, options.dimensions, options.seed, compiled_options.output_dtype
         )
         self._governor = ThreadGovernor(workers, chunks)
+        self._prepared: tuple[LearningRate, Any] | None = None  # the kernel for a rate
 
     def __enter__(self) -> CompiledBackend:
         return self
@@ -90,17 +91,12 @@ class CompiledBackend:
 
     def train_chunk(self, chunk: Chunk, repeat: int, walks_before: int, rate: LearningRate) -> None:
         """One pass of the kernel over the chunk's walks."""
-        options = self._options
+        train = self._trainer(rate)
         threads = self._governor.threads()
         started = time.perf_counter()
-        inputs = self._inputs
-        nonfinite, products = self._kernel(
-            chunk.walks.contiguous(), self._syn0, self._syn1, inputs.counts, inputs.noise,
-            options.window, options.negatives, rate.lr, FINAL_RATE, walks_before,
-            rate.total_walks, rate.hold_walks, threads,
-            chunk_seed(options.seed, chunk.index + repeat * chunk.count),
-            vector_width=self._vector_width, subsample_threshold=inputs.subsample_threshold,
-            sharing=self._sharing, noise_pool=self._noise_pool, noise_reuse=self._noise_reuse,
+        nonfinite, products = train(
+            chunk.walks.contiguous(), walks_before, threads,
+            chunk_seed(self._options.seed, chunk.index + repeat * chunk.count),
         )  # fmt: skip
         self._governor.record(threads, products, time.perf_counter() - started)
         if nonfinite:
@@ -110,6 +106,20 @@ class CompiledBackend:
                 f"{rate.at(walks_before):.4g}",
                 rate.lr,
             )
+
+    def _trainer(self, rate: LearningRate) -> Any:
+        """The kernel prepared for the tables and ``rate`` (once per run: a run's chunks
+        share their rate's schedule)."""
+        if self._prepared is None or self._prepared[0] is not rate:
+            options, inputs = self._options, self._inputs
+            kernel = self._kernel(
+                self._syn0, self._syn1, inputs.counts, inputs.noise, options.window,
+                options.negatives, rate.lr, FINAL_RATE, rate.total_walks, rate.hold_walks,
+                vector_width=self._vector_width, subsample_threshold=inputs.subsample_threshold,
+                sharing=self._sharing, noise_pool=self._noise_pool, noise_reuse=self._noise_reuse,
+            )  # fmt: skip
+            self._prepared = (rate, kernel)
+        return self._prepared[1]
 
     def input_rows(self) -> torch.Tensor:
         return self._syn0
