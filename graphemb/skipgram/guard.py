@@ -12,7 +12,9 @@ MAX_ROW_NORM = 1e4
 once a pair's score is large its gradient vanishes (the sigmoid saturates); rows far past
 this bound are the mark of a learning rate too high for the graph."""
 
-_CHECK_ROWS = 1 << 14  # rows checked at a time: no temporary of the table's size
+# Rows checked at a time: their norms and marks (10 KiB) fit in the allocator's free memory,
+# so that the check adds nothing to the peak of a run that still holds its two tables.
+_CHECK_ROWS = 1 << 11
 
 
 class TrainingDiverged(ValueError):

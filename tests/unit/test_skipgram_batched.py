@@ -121,7 +121,7 @@ def test_a_learning_rate_that_diverges_stops_the_run():
                               num_walks=1)  # fmt: skip
 
 
-@pytest.mark.parametrize("bad_row", [0, 5, (1 << 14) + 3])
+@pytest.mark.parametrize("bad_row", [0, 5, 2_051, (1 << 14) + 3])
 def test_the_guard_names_the_first_row_past_the_norm_bound(bad_row):
     rows = torch.ones((1 << 14) + 10, 4)
     rows[bad_row, 2] = 2 * MAX_ROW_NORM

@@ -448,7 +448,7 @@ def test_an_unknown_backend_is_refused():
         train_node_embeddings(graph, backend="fast")
 
 
-@pytest.mark.parametrize("bad_row", [0, 16_383, 16_384, 39_999])
+@pytest.mark.parametrize("bad_row", [0, 2_047, 2_048, 16_384, 39_999])
 def test_the_finite_check_names_the_first_bad_row_in_any_block(bad_row):
     """The table is checked a block of rows at a time (no table-sized temporaries): the
     row named is the table's own index, in the first block as in later ones."""
