@@ -94,11 +94,15 @@ def kernel_rounds(graph, args) -> dict[str, list[float]]:
     tables = [initial_tables(graph.num_nodes, 128, seed) for seed in range(2)]
     hold_walks = LearningRate.of_run(0.025, 1, 40).hold_walks
 
+    # a constant rate (10**9 walks in the run): every round does the same work
+    trainers = [
+        kernel(*tables[table], counts, alias, 10, 5, 0.025, FINAL_RATE, 10**9, hold_walks,
+               subsample_threshold=threshold)
+        for table in range(2)
+    ]  # fmt: skip
+
     def train(part: torch.Tensor, table: int, threads: int, seed: int) -> int:
-        total = 10**9  # a constant rate: every round does the same work
-        args_ = (10, 5, 0.025, FINAL_RATE, 0, total, hold_walks, threads, seed, 0)
-        return int(kernel(part, *tables[table], counts, alias, *args_,
-                          subsample_threshold=threshold)[1])  # fmt: skip
+        return int(trainers[table](part, 0, threads, seed)[1])
 
     def own_tables(seed: int) -> int:
         done = [0, 0]
