@@ -28,18 +28,9 @@ import resource
 import threading
 
 from harness import cli
-from harness.memory import high_water_bytes, resident_bytes
+from harness.memory import high_water_bytes, kib_field, resident_bytes
 
 KIB = 1024
-
-
-def kib_field(path: str, key: str) -> int:
-    """Bytes of the ``key:`` line of a ``/proc`` file that gives sizes in kB."""
-    with open(path) as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) * KIB
-    raise RuntimeError(f"{path} has no {key} line")
 
 
 def main(argv: list[str] | None = None) -> None:

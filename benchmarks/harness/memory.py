@@ -71,10 +71,9 @@ class ResidentTrace:
         self.resident: list[int] = []
 
     def __call__(self, pid: int) -> None:
-        with open(f"/proc/{pid}/statm") as f:
-            pages = int(f.read().split()[1])
+        resident = resident_bytes(pid)
         self.times.append(time.time())
-        self.resident.append(pages * PAGE_SIZE)
+        self.resident.append(resident)
 
     def peak(self, start: float, stop: float) -> tuple[int, int]:
         """The largest resident size read in ``[start, stop]`` (``time.time()`` seconds)
@@ -83,20 +82,26 @@ class ResidentTrace:
         return (max(inside), len(inside)) if inside else (0, 0)
 
 
-def resident_bytes() -> int:
-    """This process's resident memory now, exact (``/proc/self/statm``)."""
-    with open("/proc/self/statm") as f:
+def resident_bytes(pid: int | str = "self") -> int:
+    """Process ``pid``'s resident memory now, exact (``/proc/<pid>/statm``)."""
+    with open(f"/proc/{pid}/statm") as f:
         return int(f.read().split()[1]) * PAGE_SIZE
+
+
+def kib_field(path: str, key: str) -> int:
+    """Bytes of the ``key:`` line of a ``/proc`` file that gives sizes in kB
+    (``/proc/self/status``, ``/proc/self/smaps_rollup``)."""
+    with open(path) as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f"{path} has no {key} line")
 
 
 def high_water_bytes() -> int:
     """This process's peak resident memory as the kernel keeps it (``VmHWM``, see
     :class:`ResidentTrace` for how far it can be off)."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("/proc/self/status has no VmHWM line")
+    return kib_field("/proc/self/status", "VmHWM")
 
 
 def release_free_heap() -> bool:
