@@ -23,7 +23,7 @@ extern "C" {
 #define GE_API __attribute__((visibility("default")))
 
 /* Raised by the Python bindings when the library and the bindings disagree. */
-#define GE_ABI_VERSION 9
+#define GE_ABI_VERSION 10
 
 typedef enum {
   GE_OK = 0,
@@ -111,22 +111,26 @@ GE_API int ge_sample_blocks(const int64_t* indptr, const int64_t* indices, int64
                             const int64_t* seeds, int64_t num_seeds, const int64_t* fanouts,
                             int64_t num_layers, uint64_t key, void* marker, int marker_dtype,
                             int64_t scan_fraction, ge_allocate allocate, void* context);
-/* One walk of walk_length steps from each of the num_walks start nodes along the out-edges
- * of the CSR graph (indptr, indices; rows sorted when p or q is not 1), into out
- * (num_walks, walk_length + 1), row-major: the start, then the steps, PAD (-1) after a
- * node the walk cannot leave. Weighted: cumulative (E + 1,) prefix sums of the weights
+/* One walk of walk_length steps from each of the num_walks start nodes (walk i's at
+ * start[i * start_stride], start_stride >= 0) along the out-edges of the CSR graph (indptr, indices; rows
+ * sorted when p or q is not 1), into out (num_walks, walk_length + 1), row-major: the
+ * start, then the steps, PAD (-1) after a node the walk cannot leave. start may be out's
+ * first column (start == out, start_stride == walk_length + 1): each walk reads its start
+ * before it writes its row, and writes no other row. Weighted: cumulative (E + 1,) prefix sums of the weights
  * and last (N,) each node's last edge of positive weight; both null when unweighted.
  * node2vec's biased steps unless p == q == 1. */
 GE_API int ge_random_walks(const int64_t* indptr, const int64_t* indices, const double* cumulative,
                            const int64_t* last, int64_t num_nodes, const int64_t* start,
-                           int64_t num_walks, int64_t walk_length, double p, double q,
-                           uint64_t key, int64_t* out);
+                           int64_t start_stride, int64_t num_walks, int64_t walk_length,
+                           double p, double q, uint64_t key, int64_t* out);
 /* Positions start .. start + count - 1 of the seeded pseudo-random order of 0 .. num_nodes - 1
  * (graphemb.sampling.permutation.RandomOrder: a Feistel network of `rounds` rounds keyed by
  * keys[0 .. rounds) (each below 2**32) on half_bits-bit halves, 0 and 1 swapped after it when
- * odd, cycle walking into [0, num_nodes)), into out (count,). */
+ * odd, cycle walking into [0, num_nodes)), into out[0], out[out_stride], ...,
+ * out[(count - 1) * out_stride] (out_stride >= 1). */
 GE_API int ge_random_order(int64_t num_nodes, int64_t half_bits, const int64_t* keys,
-                           int64_t rounds, int odd, int64_t start, int64_t count, int64_t* out);
+                           int64_t rounds, int odd, int64_t start, int64_t count, int64_t* out,
+                           int64_t out_stride);
 
 /* ------------------------------------------------------------------ layers */
 /* Dropout's mask (ge_dropout_masked_scale's threshold, scale and key) on the rows a kernel

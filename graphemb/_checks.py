@@ -188,7 +188,11 @@ def check_node_ids(
     """
     if ids.numel() == 0:
         return
-    low, high = (int(v) for v in torch.aminmax(ids))
+    # along the one dimension of a vector: the whole-tensor reduction copies a strided
+    # vector (a column of a matrix) into a contiguous temporary first
+    low, high = (
+        int(v) for v in (torch.aminmax(ids, dim=0) if ids.dim() == 1 else torch.aminmax(ids))
+    )
     if low >= 0 and high < num_nodes:
         return
     flat = ids.reshape(-1)

@@ -54,7 +54,7 @@ struct Feistel {
 
 extern "C" int ge_random_order(int64_t num_nodes, int64_t half_bits, const int64_t* keys,
                                int64_t rounds, int odd, int64_t start, int64_t count,
-                               int64_t* out) {
+                               int64_t* out, int64_t out_stride) {
   using namespace ge;
   return guarded([&] {
     require(half_bits >= 1 && half_bits <= 31, GE_VALUE_ERROR,
@@ -65,13 +65,15 @@ extern "C" int ge_random_order(int64_t num_nodes, int64_t half_bits, const int64
     require(start >= 0 && count >= 0 && start + count <= num_nodes, GE_VALUE_ERROR,
             "graphemb_kernels.random_order: positions [", start, ", ", start + count,
             ") outside [0, ", num_nodes, ")");
+    require(out_stride >= 1, GE_VALUE_ERROR, "graphemb_kernels.random_order: out_stride = ",
+            out_stride, " must be at least 1");
     const Feistel network{keys, rounds, static_cast<int>(half_bits), odd != 0};
     const auto n = static_cast<uint64_t>(num_nodes);
     parallel_for(0, count, kOrderGrain, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         uint64_t value = network.encrypt(static_cast<uint64_t>(start + i));
         while (value >= n) value = network.encrypt(value);  // cycle walking
-        out[i] = static_cast<int64_t>(value);
+        out[i * out_stride] = static_cast<int64_t>(value);
       }
     });
   });

@@ -122,8 +122,8 @@ inline int64_t exact_step(const OutEdges& g, const Bias& bias, int64_t t, int64_
 }
 
 // One group of walkers [first, first + count), walked to the end.
-void walk_group(const OutEdges& g, const Bias* bias, const int64_t* start, int64_t first,
-                int64_t count, int64_t length, uint64_t key, int64_t* out) {
+void walk_group(const OutEdges& g, const Bias* bias, const int64_t* start, int64_t stride,
+                int64_t first, int64_t count, int64_t length, uint64_t key, int64_t* out) {
   SplitMix64 random[kGroup];
   int64_t current[kGroup], previous[kGroup], edge[kGroup], live[kGroup];
   int64_t* rows[kGroup];
@@ -132,7 +132,8 @@ void walk_group(const OutEdges& g, const Bias* bias, const int64_t* start, int64
     const auto walker = static_cast<uint64_t>(first + i);
     random[i] = splitmix::stream(key, walker);
     rows[i] = out + (first + i) * (length + 1);
-    current[i] = previous[i] = rows[i][0] = start[first + i];
+    // read before the row is written: start may be out's first column
+    current[i] = previous[i] = rows[i][0] = start[(first + i) * stride];
     live[i] = i;
     __builtin_prefetch(g.indptr + current[i]);
   }
@@ -176,8 +177,9 @@ void walk_group(const OutEdges& g, const Bias* bias, const int64_t* start, int64
 
 extern "C" int ge_random_walks(const int64_t* indptr, const int64_t* indices,
                                const double* cumulative, const int64_t* last, int64_t num_nodes,
-                               const int64_t* start, int64_t num_walks, int64_t walk_length,
-                               double p, double q, uint64_t key, int64_t* out) {
+                               const int64_t* start, int64_t start_stride, int64_t num_walks,
+                               int64_t walk_length, double p, double q, uint64_t key,
+                               int64_t* out) {
   using namespace ge;
   return guarded([&] {
     require(walk_length >= 0, GE_VALUE_ERROR, "graphemb_kernels.random_walks: walk_length = ",
@@ -186,9 +188,12 @@ extern "C" int ge_random_walks(const int64_t* indptr, const int64_t* indices,
             " and q = ", q, " must be positive");
     require((cumulative == nullptr) == (last == nullptr), GE_VALUE_ERROR,
             "graphemb_kernels.random_walks: a weighted walk needs both cumulative and last");
+    require(start_stride >= 0, GE_VALUE_ERROR, "graphemb_kernels.random_walks: start_stride = ",
+            start_stride, " is negative");
     for (int64_t i = 0; i < num_walks; ++i) {
-      require(static_cast<uint64_t>(start[i]) < static_cast<uint64_t>(num_nodes),
-              GE_INDEX_ERROR, "graphemb_kernels.random_walks: start[", i, "] = ", start[i],
+      const int64_t node = start[i * start_stride];
+      require(static_cast<uint64_t>(node) < static_cast<uint64_t>(num_nodes),
+              GE_INDEX_ERROR, "graphemb_kernels.random_walks: start[", i, "] = ", node,
               " is not a node of a graph of ", num_nodes, " nodes");
     }
     const OutEdges g{indptr, indices, cumulative, last};
@@ -196,8 +201,8 @@ extern "C" int ge_random_walks(const int64_t* indptr, const int64_t* indices,
     const Bias* second_order = (p == 1.0 && q == 1.0) ? nullptr : &bias;
     parallel_for(0, num_walks, kWalkGrain, [&](int64_t begin, int64_t end) {
       for (int64_t first = begin; first < end; first += kGroup) {
-        walk_group(g, second_order, start, first, std::min(kGroup, end - first), walk_length, key,
-                   out);
+        walk_group(g, second_order, start, start_stride, first, std::min(kGroup, end - first),
+                   walk_length, key, out);
       }
     });
   });

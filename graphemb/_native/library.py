@@ -34,7 +34,7 @@ __all__ = [
     "span",
 ]
 
-ABI_VERSION = 9
+ABI_VERSION = 10
 """``GE_ABI_VERSION`` of ``csrc/graphemb_kernels.h`` that these bindings speak."""
 
 DECLINED = 7
@@ -107,10 +107,13 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
         c_int,
         [_P, _P, c_int64, _P, c_int64, c_int64, c_uint64, _ALLOCATE, c_void_p],
     ),
-    "ge_random_order": (c_int, [c_int64, c_int64, _P, c_int64, c_int, c_int64, c_int64, _P]),
+    "ge_random_order": (
+        c_int,
+        [c_int64, c_int64, _P, c_int64, c_int, c_int64, c_int64, _P, c_int64],
+    ),
     "ge_random_walks": (
         c_int,
-        [_P, _P, _P, _P, c_int64, _P, c_int64, c_int64, c_double, c_double, c_uint64, _P],
+        [_P, _P, _P, _P, c_int64, _P, c_int64, c_int64, c_int64, c_double, c_double, c_uint64, _P],
     ),
     "ge_sample_blocks": (
         c_int,

@@ -18,23 +18,27 @@ __all__ = ["random_order", "random_walks", "sample_blocks", "sample_layer"]
 _KEY_MASK = (1 << 64) - 1  # a signed key's bits, as the library's unsigned one
 
 
-def _check_long(tensor: torch.Tensor, name: str) -> None:
+def _check_long(tensor: torch.Tensor, name: str, *, strided: bool = False) -> None:
+    """``tensor`` must be a 1-D int64 CPU tensor, contiguous unless ``strided``."""
     if tensor.dtype != torch.int64:
         raise TypeError(
             f"graphemb_kernels sampler: {name} must be int64, got {dtype_name(tensor.dtype)}"
         )
-    if tensor.device.type != "cpu" or tensor.dim() != 1 or not tensor.is_contiguous():
+    layout = "" if strided else "contiguous "
+    if tensor.device.type != "cpu" or tensor.dim() != 1 or not (strided or tensor.is_contiguous()):
         raise ValueError(
-            f"graphemb_kernels sampler: {name} must be a contiguous 1-D CPU tensor, got shape "
+            f"graphemb_kernels sampler: {name} must be a {layout}1-D CPU tensor, got shape "
             f"{list(tensor.shape)} on {tensor.device}"
         )
 
 
-def _check_graph(indptr: torch.Tensor, indices: torch.Tensor, seeds: torch.Tensor) -> int:
-    """The number of nodes of the CSC graph."""
+def _check_graph(
+    indptr: torch.Tensor, indices: torch.Tensor, seeds: torch.Tensor, *, strided: bool = False
+) -> int:
+    """The number of nodes of the CSC graph (``seeds`` may be strided if ``strided``)."""
     _check_long(indptr, "indptr")
     _check_long(indices, "indices")
-    _check_long(seeds, "seeds")
+    _check_long(seeds, "seeds", strided=strided)
     if indptr.numel() < 1:
         raise ValueError("graphemb_kernels sampler: indptr is empty")
     return indptr.numel() - 1
@@ -162,7 +166,8 @@ def random_walks(
     last : Tensor of int64 (N,) or None
         Weighted walks: each node's last edge of positive weight.
     start : Tensor of int64 (W,)
-        Start nodes.
+        Start nodes, strided or not; it may be ``out[:, 0]`` itself (each walk reads its
+        start before it writes its row).
     p, q : float
         node2vec's return and in-out parameters (both 1: first-order walks).
     key : int
@@ -171,7 +176,7 @@ def random_walks(
         Receives the walks: the start, then ``L`` steps, -1 after a node a walk cannot
         leave.
     """
-    num_nodes = _check_graph(indptr, indices, start)
+    num_nodes = _check_graph(indptr, indices, start, strided=True)
     if (cumulative is None) != (last is None):
         raise ValueError("graphemb_kernels.random_walks: weighted walks need cumulative and last")
     if cumulative is not None and last is not None:
@@ -214,6 +219,7 @@ def random_walks(
             None if last is None else last.data_ptr(),
             num_nodes,
             start.data_ptr(),
+            start.stride(0),
             start.numel(),
             out.shape[1] - 1,
             float(p),
@@ -233,8 +239,8 @@ def random_order(
     out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Positions ``start .. start + count - 1`` of the seeded pseudo-random order of
-    ``0 .. num_nodes - 1``: int64 (count,), written into ``out`` if given (a contiguous
-    int64 CPU tensor of ``count`` entries), else into a fresh tensor.
+    ``0 .. num_nodes - 1``: int64 (count,), written into ``out`` if given (an int64 CPU
+    vector of ``count`` entries, strided or not), else into a fresh tensor.
 
     Parameters
     ----------
@@ -260,12 +266,12 @@ def random_order(
         out.dtype == torch.int64
         and out.device.type == "cpu"
         and out.shape == (count,)
-        and out.is_contiguous()
+        and (count < 2 or out.stride(0) >= 1)
     ):
         raise ValueError(
-            "graphemb_kernels.random_order: out must be a contiguous int64 CPU tensor of "
-            f"shape ({count},), got {out.dtype} {tuple(out.shape)} on {out.device}"
-            f"{'' if out.is_contiguous() else ', not contiguous'}"
+            "graphemb_kernels.random_order: out must be an int64 CPU vector of shape "
+            f"({count},) with distinct entries, got {out.dtype} {tuple(out.shape)} (stride "
+            f"{tuple(out.stride())}) on {out.device}"
         )
     with span("graphemb_kernels::random_order"):
         library().call(
@@ -278,5 +284,6 @@ def random_order(
             int(start),
             int(count),
             out.data_ptr(),
+            max(out.stride(0), 1),
         )
     return out

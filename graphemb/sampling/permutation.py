@@ -138,8 +138,9 @@ class RandomOrder:
         start, stop : int
             ``0 <= start <= stop <= num_nodes``.
         out : Tensor of int64, shape (stop - start,), optional
-            Contiguous, on :attr:`device`: the values are written there (a buffer reused
-            from chunk to chunk allocates nothing per chunk).
+            On :attr:`device`, contiguous or strided (a column of a matrix, say): the values
+            are written there (a buffer reused from chunk to chunk allocates nothing per
+            chunk).
 
         Returns
         -------
@@ -182,7 +183,8 @@ class RandomOrder:
         size : int
             Values per chunk, >= 1.
         out : Tensor of int64, optional
-            Contiguous, on :attr:`device`, of at least ``min(size, num_nodes)`` entries: each
+            A vector on :attr:`device` (strided or not) of at least ``min(size, num_nodes)``
+            entries: each
             chunk is then computed into its start and returned as a view of it, which the
             next chunk overwrites (nothing allocated per chunk).
 
@@ -203,17 +205,18 @@ class RandomOrder:
             yield from self.chunk(begin, min(begin + block, self._num_nodes)).split(size)
 
     def _check_out(self, out: torch.Tensor, count: int, *, exact: bool) -> None:
-        """``out`` must be a contiguous int64 vector on the order's device of ``count``
-        entries (at least ``count`` unless ``exact``)."""
+        """``out`` must be an int64 vector on the order's device of ``count`` distinct
+        entries (at least ``count`` unless ``exact``): strided, but not broadcast."""
         fits = out.dim() == 1 and (out.numel() == count if exact else out.numel() >= count)
         device = self._device
         here = out.device.type == device.type and device.index in (None, out.device.index)
-        if not (fits and here and out.dtype == torch.int64 and out.is_contiguous()):
+        distinct = out.dim() != 1 or out.numel() < 2 or out.stride(0) >= 1
+        if not (fits and here and distinct and out.dtype == torch.int64):
             wanted = f"{count}" if exact else f"at least {count}"
             raise ValueError(
-                f"out must be a contiguous int64 vector of {wanted} entries on {self._device}, "
-                f"got {out.dtype} of shape {tuple(out.shape)} on {out.device}"
-                f"{'' if out.is_contiguous() else ' (not contiguous)'}"
+                f"out must be an int64 vector of {wanted} distinct entries on "
+                f"{self._device}, got {out.dtype} of shape {tuple(out.shape)} (strides "
+                f"{tuple(out.stride())}) on {out.device}"
             )
 
     def at(self, positions: torch.Tensor) -> torch.Tensor:

@@ -174,7 +174,9 @@ class RandomWalker:
         Parameters
         ----------
         start : Tensor of integers, shape (W,)
-            Start node of each walk (repeats allowed), on any device.
+            Start node of each walk (repeats allowed), on any device. It may be ``out[:, 0]``
+            itself: the walks then start from the nodes already written there (a caller that
+            computes its start nodes into that column holds no array of them).
         walk_length : int
             Number of steps ``L`` (>= 0).
         generator : torch.Generator, optional
@@ -199,14 +201,15 @@ class RandomWalker:
             walks = torch.empty(shape, dtype=torch.int64, device=start.device)
         else:
             walks = _checked_out(out, shape, start.device)
+            _check_no_overlap(start, walks)
         module = compiled_sampling(self._graph, "random_walks")
         if module is not None:  # writes every entry: the starts, the steps and the PADs
             module.random_walks(self._indptr, self._indices, self._cumulative, self._last,
-                                start.contiguous(), self._p, self._q, draw_key(generator),
+                                start, self._p, self._q, draw_key(generator),
                                 walks)  # fmt: skip
             return walks
-        walks.fill_(PAD)
-        walks[:, 0] = start
+        walks[:, 0].copy_(start)  # nothing to copy when start is that column
+        walks[:, 1:].fill_(PAD)
         if walk_length == 0 or start.numel() == 0 or self._graph.num_edges == 0:
             return walks
         # Dead walkers keep standing on their last node (a valid id, so that gathers stay
@@ -436,6 +439,25 @@ def _checked_out(out: object, shape: tuple[int, int], device: torch.device) -> t
     if not out.is_contiguous():
         raise ValueError("out must be contiguous")
     return out
+
+
+def _check_no_overlap(start: torch.Tensor, walks: torch.Tensor) -> None:
+    """``start`` must be ``walks[:, 0]`` itself or lie outside ``walks``: any other overlap
+    would let one walk overwrite another's start before it is read."""
+    if start.numel() == 0 or walks.numel() == 0 or start.device != walks.device:
+        return
+    start_end = start.data_ptr() + ((start.numel() - 1) * start.stride(0) + 1) * 8
+    if start_end <= walks.data_ptr() or start.data_ptr() >= walks.data_ptr() + walks.numel() * 8:
+        return  # apart
+    first_column = walks[:, 0]
+    same = start.data_ptr() == first_column.data_ptr() and (
+        start.numel() < 2 or start.stride(0) == first_column.stride(0)
+    )
+    if not same:
+        raise ValueError(
+            "start shares memory with out but is not out[:, 0]: the walks would overwrite "
+            "start nodes not yet read"
+        )
 
 
 def _positive_number(name: str, value: object) -> float:

@@ -131,18 +131,28 @@ class Corpus:
         buffer = torch.empty((most, options.walk_length), dtype=torch.int64, device=device)
         if buffer.device.type == "cpu":  # its size, not whole huge pages (2.5 MiB, not 4)
             without_huge_pages(buffer)
-        # and one for every chunk's start nodes (the order's chunks are computed on the CPU)
-        starts_buffer = torch.empty(min(options.chunk_walks, self.num_nodes), dtype=torch.int64)
         index = 0
         for turn in range(options.epochs * options.num_walks):
             # the round's order computed chunk by chunk: no permutation of N nodes is held
-            order = RandomOrder(self.num_nodes, seed=_round_seed(options.seed, turn))
-            for starts in order.chunks(options.chunk_walks, out=starts_buffer):
-                mine = starts.tensor_split(self._world_size)[self._rank].to(device)
-                out = buffer[: mine.numel()]
+            order = RandomOrder(self.num_nodes, seed=_round_seed(options.seed, turn), device=device)
+            for begin in range(0, self.num_nodes, options.chunk_walks):
+                size = min(options.chunk_walks, self.num_nodes - begin)
+                first, count = _share(size, self._rank, self._world_size)
+                out = buffer[:count]
+                # this rank's start nodes, computed into the first column of its walks: no
+                # array of them is held beside the buffer
+                mine = order.chunk(begin + first, begin + first + count, out=out[:, 0])
                 walks = self._walker(mine, options.walk_length - 1, generator=generator, out=out)
-                yield Chunk(index, self.count, walks, starts.numel())
+                yield Chunk(index, self.count, walks, size)
                 index += 1
+
+
+def _share(size: int, rank: int, world_size: int) -> tuple[int, int]:
+    """Where rank ``rank``'s share of a chunk of ``size`` walks starts in it, and its
+    length: the chunk cut as ``torch.tensor_split`` cuts it (the first ``size % world_size``
+    ranks take one more)."""
+    base, extra = divmod(size, world_size)
+    return rank * base + min(rank, extra), base + (rank < extra)
 
 
 def _round_seed(seed: int, turn: int) -> int:

@@ -98,6 +98,9 @@ def train_node_embeddings(
                 advance(chunk.size)
             del chunk  # before the next is walked: one chunk of walks held at a time
     rows = trainer.input_rows()
+    # the backend (its output rows, its noise) freed before the check reads the input
+    # rows: the check's temporaries never sit beside both tables
+    del trainer
     check_rows(rows, options.lr, "by the end of training")
     return rows
 

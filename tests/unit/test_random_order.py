@@ -142,15 +142,24 @@ def test_chunks_into_a_buffer_are_the_order_written_over_it(n, device):
         target = torch.empty(n // 2, dtype=torch.int64, device=device)
         assert order.chunk(1, 1 + n // 2, out=target).data_ptr() == target.data_ptr()
         assert torch.equal(target, whole[1 : 1 + n // 2])
+        # a column of a matrix: the values land in that column, the others are untouched
+        matrix = torch.full((n // 2, 3), -7, dtype=torch.int64, device=device)
+        assert order.chunk(1, 1 + n // 2, out=matrix[:, 1]).data_ptr() == matrix[:, 1].data_ptr()
+        assert torch.equal(matrix[:, 1], whole[1 : 1 + n // 2])
+        assert bool((matrix[:, 0::2] == -7).all())
+        size = min(1000, n)
+        column = torch.full((size, 2), -7, dtype=torch.int64, device=device)[:, 1]
+        parts = [part.clone() for part in order.chunks(size, out=column)]
+        assert torch.equal(torch.cat(parts), whole)
 
 
 @pytest.mark.parametrize(
     "call, message",
     [
-        (lambda order, out: order.chunk(0, 3, out=out), "of 3 entries.*shape \\(8,\\)"),
+        (lambda order, out: order.chunk(0, 3, out=out), "of 3 distinct entries.*shape \\(8,\\)"),
         (lambda order, out: order.chunk(0, 3, out=out[:3].view(torch.float64)), "float64"),
-        (lambda order, out: order.chunk(0, 3, out=out[::2][:3]), "not contiguous"),
-        (lambda order, out: list(order.chunks(4, out=out[:3])), "at least 4 entries"),
+        (lambda order, out: order.chunk(0, 3, out=out[:1].expand(3)), "strides \\(0,\\)"),
+        (lambda order, out: list(order.chunks(4, out=out[:3])), "at least 4 distinct entries"),
         (lambda order, out: list(order.chunks(4, out=out.view(2, 4))), "shape \\(2, 4\\)"),
     ],
 )
@@ -338,11 +347,16 @@ def test_the_compiled_order_refuses_a_bad_buffer():
     from graphemb._native.sampling import random_order
 
     out = torch.full((6,), -1, dtype=torch.int64)
-    # of 6 entries for 3 positions, not contiguous, of float64
-    for count, bad in ((3, out), (3, out[::2]), (5, out[:5].view(torch.float64))):
-        with pytest.raises(ValueError, match="out must be a contiguous int64 CPU tensor"):
+    # of 6 entries for 3 positions, broadcast (one entry for three), of float64
+    for count, bad in ((3, out), (3, out[:1].expand(3)), (5, out[:5].view(torch.float64))):
+        with pytest.raises(ValueError, match="out must be an int64 CPU vector"):
             random_order(5, 2, [1, 2], False, 0, count, bad)
     assert bool((out == -1).all())
     written = random_order(5, 2, [1, 2], False, 0, 5, out[:5])
     assert written.data_ptr() == out.data_ptr()
-    assert torch.equal(written, random_order(5, 2, [1, 2], False, 0, 5))
+    expected = random_order(5, 2, [1, 2], False, 0, 5)
+    assert torch.equal(written, expected)
+    # every other entry of a buffer: those entries, and only those, are written
+    spaced = torch.full((10,), -1, dtype=torch.int64)
+    random_order(5, 2, [1, 2], False, 0, 5, spaced[::2])
+    assert torch.equal(spaced[::2], expected) and bool((spaced[1::2] == -1).all())

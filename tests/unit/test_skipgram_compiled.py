@@ -458,3 +458,33 @@ def test_the_finite_check_names_the_first_bad_row_in_any_block(bad_row):
     rows[-1, 0] = float("inf")  # a later bad row is not the one named
     with pytest.raises(TrainingDiverged, match=rf"embedding row {bad_row} is not finite"):
         check_rows(rows, 0.025, "here")
+
+
+@pytest.mark.parametrize("backend", ["compiled", "torch"])
+def test_the_backend_is_freed_before_the_final_check_reads_the_rows(backend, monkeypatch):
+    """The last check reads the input rows alone: the backend (its output rows, its noise)
+    is gone by then, so that the check's temporaries never sit beside both tables."""
+    if backend == "compiled" and kernel is None:
+        pytest.skip("the compiled kernels are disabled (GRAPHEMB_DISABLE_KERNELS)")
+    import weakref
+
+    from graphemb.skipgram import run
+
+    made, alive_at_check = [], []
+    create_backend = run.create_backend
+
+    def recording_create(*args, **kwargs):
+        trainer = create_backend(*args, **kwargs)
+        made.append(weakref.ref(trainer))
+        return trainer
+
+    def recording_check(rows, lr, where):
+        alive_at_check.append(made[0]() is not None)
+        check_rows(rows, lr, where)
+
+    monkeypatch.setattr(run, "create_backend", recording_create)
+    monkeypatch.setattr(run, "check_rows", recording_check)
+    graph, _ = two_communities(20)
+    rows = train_node_embeddings(graph, dimensions=8, walk_length=5, num_walks=1, backend=backend)
+    assert rows.shape == (graph.num_nodes, 8) and bool(torch.isfinite(rows).all())
+    assert alive_at_check == [False]

@@ -135,6 +135,29 @@ def test_every_round_starts_one_walk_from_every_node_in_its_own_order():
     assert torch.equal(again, starts)  # seeded
 
 
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_each_rank_starts_its_tensor_split_share_of_every_chunk(world_size):
+    """Rank r's walks of a chunk start from ``tensor_split(chunk's starts, world)[r]``, the
+    starts one process draws (50 nodes in chunks of 16: the last chunk of 2 leaves a rank of
+    3 without walks)."""
+    options = SkipGramOptions(walk_length=3, num_walks=2, chunk_walks=16, seed=9)
+    graph = _ring(50)
+    single = [chunk.walks[:, 0].clone() for chunk in Corpus(graph, options).chunks()]
+    shares = [
+        [
+            (chunk.walks[:, 0].clone(), chunk.size)
+            for chunk in Corpus(graph, options, rank, world_size).chunks()
+        ]
+        for rank in range(world_size)
+    ]
+    assert all(len(drawn) == len(single) for drawn in shares)
+    for index, whole in enumerate(single):
+        for rank, part in enumerate(torch.tensor_split(whole, world_size)):
+            starts, size = shares[rank][index]
+            assert torch.equal(starts, part), (index, rank)
+            assert size == whole.numel()
+
+
 @pytest.mark.skipif(
     compiled_kernel() is None, reason="the compiled kernels are disabled (GRAPHEMB_DISABLE_KERNELS)"
 )

@@ -189,6 +189,39 @@ def test_walks_written_into_out_are_the_walks_drawn_without_it(p, q):
     assert bool((buffer[start.numel() :] == 12345).all())  # nothing written beyond out
 
 
+@pytest.mark.parametrize("p, q", [(1.0, 1.0), (0.5, 2.0)])
+def test_walks_from_starts_held_in_outs_first_column_are_the_walks_from_an_array(p, q):
+    """``start`` may be ``out[:, 0]`` itself (the start nodes computed into the buffer), or
+    any strided vector: the same walks as from a contiguous array of the same nodes."""
+    graph = directed_graph()
+    walker = RandomWalker(graph, p, q)
+    start = torch.arange(graph.num_nodes).flip(0).repeat(5)
+    expected = walker(start, 6, generator=seeded("cpu", 11))
+    out = torch.full((start.numel(), 7), 12345, dtype=torch.int64)
+    out[:, 0] = start
+    walks = walker(out[:, 0], 6, generator=seeded("cpu", 11), out=out)
+    assert walks is out and torch.equal(walks, expected)
+    spaced = torch.stack([start, -start - 1], dim=1).reshape(-1)[::2]  # stride 2, apart from out
+    assert spaced.stride(0) == 2
+    assert torch.equal(walker(spaced, 6, generator=seeded("cpu", 11)), expected)
+
+
+def test_starts_overlapping_out_elsewhere_than_its_first_column_are_refused():
+    """A start vector inside ``out`` but not its first column would be overwritten by other
+    walks before it is read: refused, and ``out`` left as it was."""
+    walker = RandomWalker(directed_graph())
+    out = torch.zeros((6, 4), dtype=torch.int64)
+    out.view(-1)[:6] = torch.tensor([0, 1, 2, 3, 4, 5])
+    before = out.clone()
+    # its first entries, its second column, its first column shifted by a row
+    for start, rows in ((out.view(-1)[:6], out), (out[:, 1], out), (out[1:, 0], out[:5])):
+        with pytest.raises(
+            ValueError, match=r"start shares memory with out but is not out\[:, 0\]"
+        ):
+            walker(start, 3, out=rows)
+        assert torch.equal(out, before)
+
+
 @pytest.mark.parametrize(
     "out, error, message",
     [
