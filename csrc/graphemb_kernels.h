@@ -112,13 +112,14 @@ GE_API int ge_sample_blocks(const int64_t* indptr, const int64_t* indices, int64
                             int64_t num_layers, uint64_t key, void* marker, int marker_dtype,
                             int64_t scan_fraction, ge_allocate allocate, void* context);
 /* One walk of walk_length steps from each of the num_walks start nodes (walk i's at
- * start[i * start_stride], start_stride >= 0) along the out-edges of the CSR graph (indptr, indices; rows
- * sorted when p or q is not 1), into out (num_walks, walk_length + 1), row-major: the
- * start, then the steps, PAD (-1) after a node the walk cannot leave. start may be out's
- * first column (start == out, start_stride == walk_length + 1): each walk reads its start
- * before it writes its row, and writes no other row. Weighted: cumulative (E + 1,) prefix sums of the weights
- * and last (N,) each node's last edge of positive weight; both null when unweighted.
- * node2vec's biased steps unless p == q == 1. */
+ * start[i * start_stride], start_stride >= 0) along the out-edges of the CSR graph
+ * (indptr, indices; rows sorted when p or q is not 1), into out (num_walks,
+ * walk_length + 1), row-major: the start, then the steps, PAD (-1) after a node the walk
+ * cannot leave. start may be out's first column (start == out, start_stride ==
+ * walk_length + 1): each walk reads its start before it writes its row, and writes no
+ * other row. Weighted: cumulative (E + 1,) prefix sums of the weights and last (N,) each
+ * node's last edge of positive weight; both null when unweighted. node2vec's biased
+ * steps unless p == q == 1. */
 GE_API int ge_random_walks(const int64_t* indptr, const int64_t* indices, const double* cumulative,
                            const int64_t* last, int64_t num_nodes, const int64_t* start,
                            int64_t start_stride, int64_t num_walks, int64_t walk_length,

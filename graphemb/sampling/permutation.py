@@ -184,9 +184,8 @@ class RandomOrder:
             Values per chunk, >= 1.
         out : Tensor of int64, optional
             A vector on :attr:`device` (strided or not) of at least ``min(size, num_nodes)``
-            entries: each
-            chunk is then computed into its start and returned as a view of it, which the
-            next chunk overwrites (nothing allocated per chunk).
+            entries: each chunk is then computed into its start and returned as a view of
+            it, which the next chunk overwrites (nothing allocated per chunk).
 
         Yields
         ------

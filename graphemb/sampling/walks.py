@@ -446,8 +446,9 @@ def _check_no_overlap(start: torch.Tensor, walks: torch.Tensor) -> None:
     would let one walk overwrite another's start before it is read."""
     if start.numel() == 0 or walks.numel() == 0 or start.device != walks.device:
         return
-    start_end = start.data_ptr() + ((start.numel() - 1) * start.stride(0) + 1) * 8
-    if start_end <= walks.data_ptr() or start.data_ptr() >= walks.data_ptr() + walks.numel() * 8:
+    size = walks.element_size()  # start's too: both int64
+    start_end = start.data_ptr() + ((start.numel() - 1) * start.stride(0) + 1) * size
+    if start_end <= walks.data_ptr() or start.data_ptr() >= walks.data_ptr() + walks.numel() * size:
         return  # apart
     first_column = walks[:, 0]
     same = start.data_ptr() == first_column.data_ptr() and (
