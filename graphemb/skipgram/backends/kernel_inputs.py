@@ -175,11 +175,10 @@ def _plan_sums(indptr: torch.Tensor, floor: float, scale: float) -> tuple[float,
     one after another land among the allocator's small blocks, and pages they share stay
     resident through training (44 KiB at 10M nodes)."""
     size = max(1, min(PLAN_BLOCK, indptr.numel() - 1))
-    counts = torch.empty(size, dtype=torch.int64)
     count, weight, term = (torch.empty(size, dtype=torch.float64) for _ in range(3))
     high = torch.empty(size, dtype=torch.bool)
     accepted = positive = missing = 0.0
-    for _, block in _count_blocks(indptr, out=counts):
+    for _, block in _count_blocks(indptr):
         n = block.numel()
         c, w, t, h = count[:n].copy_(block), weight[:n], term[:n], high[:n]
         torch.pow(c, 0.75, out=w).mul_(scale)
@@ -204,8 +203,7 @@ def default_floor(indptr: torch.Tensor) -> float:
     histogram of the counts in which counts from :data:`FLOOR_CAP` up share one bin (a floor
     that high is ``FLOOR_CAP``: any floor draws the same distribution)."""
     histogram = torch.zeros(FLOOR_CAP + 1, dtype=torch.int64)
-    counts_buffer = torch.empty(max(1, min(PLAN_BLOCK, indptr.numel() - 1)), dtype=torch.int64)
-    for _, counts in _count_blocks(indptr, out=counts_buffer):
+    for _, counts in _count_blocks(indptr):
         block = torch.bincount(counts.clamp_(max=FLOOR_CAP))  # up to the block's largest
         histogram[: block.numel()] += block
     below = histogram[1:].cumsum(0)  # positive nodes of count at most 1, 2, ...
@@ -233,16 +231,18 @@ def _below_floor(
     return nodes, lack
 
 
-def _count_blocks(
-    indptr: torch.Tensor, out: torch.Tensor | None = None
-) -> Iterator[tuple[int, torch.Tensor]]:
-    """``(first node, counts)`` of :data:`PLAN_BLOCK` nodes at a time (int64), computed
-    into the start of ``out`` (of at least ``min(PLAN_BLOCK, N)`` entries) if given."""
+def _count_blocks(indptr: torch.Tensor) -> Iterator[tuple[int, torch.Tensor]]:
+    """``(first node, counts)`` of :data:`PLAN_BLOCK` nodes at a time (int64), each block
+    computed into one array allocated once: a block is a view of it, valid until the next
+    block is drawn."""
     num_nodes = indptr.numel() - 1
+    buffer = torch.empty(max(0, min(PLAN_BLOCK, num_nodes)), dtype=torch.int64)
     for start in range(0, num_nodes, PLAN_BLOCK):
         stop = min(start + PLAN_BLOCK, num_nodes)
-        into = None if out is None else out[: stop - start]
-        yield start, torch.sub(indptr[start + 1 : stop + 1], indptr[start:stop], out=into)
+        yield (
+            start,
+            torch.sub(indptr[start + 1 : stop + 1], indptr[start:stop], out=buffer[: stop - start]),
+        )
 
 
 def _alias(corpus: Corpus) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
