@@ -104,6 +104,28 @@ def high_water_bytes() -> int:
     return kib_field("/proc/self/status", "VmHWM")
 
 
+def page_overhang(blocks: Sequence[tuple[int, int]]) -> int:
+    """Bytes of the whole pages that blocks of memory hold beyond their own bytes.
+
+    Resident memory is counted in pages: a block of ``n`` bytes holds every page from the
+    allocator's 8-byte size word just before its data (glibc writes it there) to its last
+    byte. A block whose data starts on a page boundary (torch's huge-page allocations)
+    holds the page before it for those 8 bytes, and one whose end is not on a boundary the
+    rest of its last page.
+
+    Parameters
+    ----------
+    blocks : sequence of (int, int)
+        Each block's data address and its bytes (``tensor.data_ptr()``,
+        ``tensor.nbytes``).
+    """
+    total = 0
+    for address, size in blocks:
+        first, end = (address - 8) // PAGE_SIZE, -(-(address + size) // PAGE_SIZE)
+        total += (end - first) * PAGE_SIZE - size
+    return total
+
+
 def release_free_heap() -> bool:
     """Hand the C allocator's free pages back to the system (glibc's ``malloc_trim``): what
     earlier work freed but the allocator kept stops counting as resident. False where the

@@ -58,7 +58,10 @@
 // The input rows stay float32.
 //
 // Threads split the walks into contiguous ranges and update the shared tables
-// without locks (Hogwild, as word2vec's threads do). Thread i draws from its own
+// without locks (Hogwild, as word2vec's threads do). They are the kernels' threads
+// (common/parallel.h: torch's OpenMP threads where torch loaded them), which live on
+// between calls: a run of one call per chunk of walks starts no thread of its own, and a
+// thread never waits for another's range. Thread i draws from its own
 // splitmix64 stream whose state starts at mix(seed ^ (i * 0x9E3779B97F4A7C15)), mix being
 // splitmix64's output function; with one thread the result is deterministic (and
 // reproducible by a float64 reference, tests/skipgram_reference.py). A uniform
@@ -69,6 +72,7 @@
 // stops the run on the first non-finite one (a diverged run writes NaN everywhere later).
 
 #include "common/errors.h"
+#include "common/parallel.h"
 #include "graphemb_kernels.h"
 #include "skipgram/loop.h"
 #include "skipgram/tables.h"
@@ -77,7 +81,6 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
-#include <thread>
 #include <vector>
 
 namespace ge::skipgram {
@@ -225,14 +228,11 @@ void train(const ge_skipgram_config& c, int64_t* result) {
   const TrainRange train_range = train_range_for(c.vector_width, c.syn1_format);
   std::atomic<int64_t> done{0};
   std::vector<Counts> counts(used);
-  WorkspaceLease spaces(used, c.length, c.window, c.negatives + 1, c.dim);
-  std::vector<std::thread> pool;
-  for (int64_t i = 1; i < used; ++i) {
-    pool.emplace_back(train_range, std::cref(tables), count * i / used, count * (i + 1) / used,
-                      c.seed, static_cast<int>(i), &spaces[i], &done, &counts[i]);
-  }
-  train_range(tables, 0, count / used, c.seed, 0, &spaces[0], &done, &counts[0]);
-  for (auto& worker : pool) worker.join();
+  WorkspaceLease spaces(used, {c.length, c.window, c.negatives + 1, c.dim, c.noise_pool});
+  run_on_threads(used, [&](int64_t i) {
+    train_range(tables, count * i / used, count * (i + 1) / used, c.seed, static_cast<int>(i),
+                 &spaces[i], &done, &counts[i]);
+  });
   result[0] = result[1] = 0;
   for (const auto& part : counts) {
     result[0] += part.nonfinite;

@@ -341,3 +341,42 @@ def test_the_peak_restarts_and_freed_heap_goes_back_to_the_system():
     assert kib["before"] - kib["after"] > 200 << 10  # the 256 MiB peak is gone
     if kib["released"]:  # glibc
         assert kib["kept"] - kib["now"] > 32 << 10
+
+
+@pytest.mark.parametrize("huge_pages", ["0", "1"])
+def test_page_overhang_is_what_the_arrays_hold_beyond_their_bytes(huge_pages):
+    """In a process of its own, the resident memory that 16 torch arrays of 2 MiB + 100
+    bytes add once written is their bytes plus ``page_overhang``: each holds the rest of its
+    last page and, when its data starts on a page boundary (torch's huge-page allocations),
+    the page before it for the allocator's size word. Without the overhang the figures
+    differ by about 16 pages."""
+    script = textwrap.dedent(
+        """
+        import json, sys
+        sys.path.insert(0, sys.argv[1])
+        import torch
+        from harness import memory
+
+        size = (2 << 20) + 100
+        torch.empty(size, dtype=torch.uint8).fill_(1)  # threads started, before the readings
+        before = memory.resident_bytes()
+        arrays = [torch.empty(size, dtype=torch.uint8) for _ in range(16)]
+        for array in arrays:
+            array.fill_(1)
+        grown = memory.resident_bytes() - before
+        blocks = [(a.data_ptr(), a.nbytes) for a in arrays]
+        print(json.dumps({"grown": grown, "bytes": sum(a.nbytes for a in arrays),
+                          "overhang": memory.page_overhang(blocks),
+                          "aligned": sum(a.data_ptr() % memory.PAGE_SIZE == 0 for a in arrays)}))
+        """
+    )
+    # glibc maps each array of its own (a fixed threshold: no reuse of freed blocks)
+    env = {**os.environ, "THP_MEM_ALLOC_ENABLE": huge_pages, "MALLOC_MMAP_THRESHOLD_": "65536"}
+    done = subprocess.run([sys.executable, "-c", script, str(BENCHMARKS)], env=env,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["aligned"] == (16 if huge_pages == "1" else 0)
+    assert got["overhang"] > 15 * (memory.PAGE_SIZE - 200)
+    # the readings may also see a page or two of the interpreter's own objects
+    assert 0 <= got["grown"] - (got["bytes"] + got["overhang"]) <= 2 * memory.PAGE_SIZE
