@@ -99,22 +99,22 @@ struct Loop {
                              int thread, Workspace* space, std::atomic<int64_t>* done,
                              Counts* counts) {
     SplitMix64 rng{mix(seed ^ (static_cast<uint64_t>(thread) * kGamma))};
+    const int64_t width = t.negatives + 1;
     WalkPlan* plans = space->plans;
-    Row* rows = space->row_pointers<Row>();  // t.negatives + 1 of them
+    std::vector<Row> rows(width);
     float* scratch = space->scratch.data();
     // Writes' own stream (output_rows.h): the thread's draws stay those of float32 rows.
     Writes writes(mix(~seed ^ (static_cast<uint64_t>(thread) * kGamma)));
     PrefetchCursor cursor;
     Counts mine;
-    // a pool's first draws come first in the thread's stream
-    NoiseSource noise(t, rng, space->noise_slots);
+    NoiseSource noise(t, rng);  // a pool's first draws come first in the thread's stream
     if (first < last) plan_walk(t, rng, noise, first, plans[0]);
     for (int64_t w = first; w < last; ++w) {
       const WalkPlan& plan = plans[(w - first) & 1];
       WalkPlan& following = plans[(w - first + 1) & 1];
       const bool more = w + 1 < last;
       if (more) plan_walk(t, rng, noise, w + 1, following);
-      train_walk(t, plan, more ? &following : nullptr, cursor, walk_rate(t, done), rows,
+      train_walk(t, plan, more ? &following : nullptr, cursor, walk_rate(t, done), rows.data(),
                  scratch, writes, mine);
       cursor.turn();
       done->fetch_add(1, std::memory_order_relaxed);

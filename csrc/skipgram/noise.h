@@ -110,20 +110,11 @@ inline int64_t resolve(const Tables& t, PendingDraw& draw) {
   return node;
 }
 
-// A slot of the pool: its node, and whether it was drawn as a noise node since it took it.
-struct NoiseSlot {
-  int64_t node;
-  bool read;
-};
-
 class NoiseSource {
  public:
-  // A thread's source: the pool (if any) filled with its first fresh draws, in `slots`
-  // (the caller's memory, reserved for t.noise_pool slots: the training threads allocate
-  // nothing, workspace.h).
-  NoiseSource(const Tables& t, SplitMix64& rng, std::vector<NoiseSlot>& slots)
-      : pool_(slots), reuse_(t.noise_reuse), left_(t.noise_reuse) {
-    pool_.clear();
+  // A thread's source: the pool (if any) filled with its first fresh draws.
+  NoiseSource(const Tables& t, SplitMix64& rng) : reuse_(t.noise_reuse), left_(t.noise_reuse) {
+    pool_.reserve(static_cast<size_t>(t.noise_pool));
     for (int64_t i = 0; i < t.noise_pool; ++i) {
       PendingDraw draw = fresh_draw(t.noise, rng);
       pool_.push_back({resolve(t, draw), false});
@@ -139,13 +130,17 @@ class NoiseSource {
       return resolve(t, draw);
     }
     if (--left_ == 0) refresh(t, rng);
-    NoiseSlot& slot = pool_[rng.below(pool_.size())];
+    Slot& slot = pool_[rng.below(pool_.size())];
     cold = !slot.read;  // its row is read for the first time
     slot.read = true;
     return slot.node;
   }
 
  private:
+  struct Slot {
+    int64_t node;
+    bool read;  // drawn as a noise node since it took its node
+  };
   // A fresh draw on its way to its slot.
   struct Queued {
     PendingDraw draw;
@@ -177,7 +172,7 @@ class NoiseSource {
     left_ = reuse_;
   }
 
-  std::vector<NoiseSlot>& pool_;
+  std::vector<Slot> pool_;
   std::array<Queued, kDelay> queue_{};
   size_t head_ = 0, queued_ = 0;
   size_t next_ = 0;

@@ -228,7 +228,7 @@ void train(const ge_skipgram_config& c, int64_t* result) {
   const TrainRange train_range = train_range_for(c.vector_width, c.syn1_format);
   std::atomic<int64_t> done{0};
   std::vector<Counts> counts(used);
-  WorkspaceLease spaces(used, {c.length, c.window, c.negatives + 1, c.dim, c.noise_pool});
+  WorkspaceLease spaces(used, c.length, c.window, c.negatives + 1, c.dim);
   run_on_threads(used, [&](int64_t i) {
     train_range(tables, count * i / used, count * (i + 1) / used, c.seed, static_cast<int>(i),
                  &spaces[i], &done, &counts[i]);
