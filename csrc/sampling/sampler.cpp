@@ -48,9 +48,9 @@ namespace {
 // Grains are large: a parallel region ends in a barrier, and when other processes hold
 // the cores each barrier waits for the scheduler (measured on 2 busy cores: 3 layers of
 // small regions 10x slower on 2 threads than on 1). Small layers run on the calling thread.
-constexpr int64_t kDrawGrain = 2048;     // seeds per task of the draws
+constexpr int64_t kDrawGrain = 2048;     // seeds per task of the draws and row pointers
 constexpr int64_t kPassGrain = 1 << 16;  // elements per task of the light passes
-constexpr int64_t kWordGrain = 1 << 13;  // words of the node maps per task of the scan
+constexpr int64_t kWordGrain = 1 << 11;  // words of the node maps per task of the scan
 constexpr int64_t kAhead = 16;  // prefetch distance of the random reads, in items
 constexpr int64_t kUnseen = -1;
 
@@ -100,15 +100,19 @@ struct Graph {
   int64_t num_nodes;
 };
 
-// Row pointers r (D + 1) of the sampled edges of `seeds`: min(fanout, degree) each.
+// Row pointers r (D + 1) of the sampled edges of `seeds`: min(fanout, degree) each. The
+// counts are read in parallel (a random read of indptr each), then summed in order.
 void row_pointers(const Graph& g, const int64_t* seeds, int64_t num_seeds, int64_t fanout,
                   int64_t* r) {
   r[0] = 0;
-  for (int64_t i = 0; i < num_seeds; ++i) {  // light and serial: a prefix sum
-    if (i + kAhead < num_seeds) __builtin_prefetch(g.indptr + seeds[i + kAhead]);
-    const int64_t degree = g.indptr[seeds[i] + 1] - g.indptr[seeds[i]];
-    r[i + 1] = r[i] + (fanout < 0 ? degree : std::min(degree, fanout));
-  }
+  parallel_for(0, num_seeds, kDrawGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      if (i + kAhead < end) __builtin_prefetch(g.indptr + seeds[i + kAhead]);
+      const int64_t degree = g.indptr[seeds[i] + 1] - g.indptr[seeds[i]];
+      r[i + 1] = fanout < 0 ? degree : std::min(degree, fanout);
+    }
+  });
+  for (int64_t i = 0; i < num_seeds; ++i) r[i + 1] += r[i];
 }
 
 // A prefetch of every cache line of values[0 .. count).
@@ -205,38 +209,46 @@ void draw(const Graph& g, const int64_t* seeds, int64_t num_seeds, const int64_t
   });
 }
 
-// Numbers a layer's new sources (the union of the drawn maps) from `first` on, in
-// increasing id order, into new_nodes and the marker; adds them to the block and clears
-// the drawn maps; returns how many. Two passes over the words in parallel parts: count,
-// then number.
-template <typename M>
-int64_t number_by_scan(NodeBits& bits, M* marker, int64_t first, std::vector<int64_t>& out) {
+// A layer's new sources are the union of the drawn maps less the block's; numbered by a
+// scan of the maps' words in parallel parts, in two passes: count_new_sources counts each
+// part's (returning the parts' first numbers, and the total last), number_new_sources
+// numbers them from `first` on, in increasing id order, into `out` and the marker, adds
+// them to the block and clears the drawn maps. The output is allocated in between, on the
+// calling thread, once its size is known.
+inline uint64_t new_sources_in(const NodeBits& bits, int64_t w) {
+  uint64_t x = 0;
+  for (const auto& drawn : bits.drawn) x |= drawn[w];
+  return x & ~bits.in_block[w];
+}
+
+std::vector<int64_t> count_new_sources(const NodeBits& bits) {
   const int64_t words = bits.words;
-  const auto maps = static_cast<int64_t>(bits.drawn.size());
   const int64_t parts =
       std::max<int64_t>(1, std::min<int64_t>(num_threads() * 2, words / kWordGrain));
-  const auto fresh = [&](int64_t w) {
-    uint64_t x = 0;
-    for (int64_t t = 0; t < maps; ++t) x |= bits.drawn[t][w];
-    return x & ~bits.in_block[w];
-  };
-  std::vector<int64_t> counts(parts + 1, 0);
+  std::vector<int64_t> starts(parts + 1, 0);
   parallel_for(0, parts, 1, [&](int64_t begin, int64_t end) {
     for (int64_t p = begin; p < end; ++p) {
       int64_t c = 0;
       for (int64_t w = words * p / parts, stop = words * (p + 1) / parts; w < stop; ++w)
-        c += __builtin_popcountll(fresh(w));
-      counts[p + 1] = c;
+        c += __builtin_popcountll(new_sources_in(bits, w));
+      starts[p + 1] = c;
     }
   });
-  for (int64_t p = 0; p < parts; ++p) counts[p + 1] += counts[p];
-  out.resize(counts[parts]);
+  for (int64_t p = 0; p < parts; ++p) starts[p + 1] += starts[p];
+  return starts;
+}
+
+template <typename M>
+void number_new_sources(NodeBits& bits, M* marker, int64_t first,
+                        const std::vector<int64_t>& starts, int64_t* out) {
+  const int64_t words = bits.words;
+  const auto parts = static_cast<int64_t>(starts.size()) - 1;
   parallel_for(0, parts, 1, [&](int64_t begin, int64_t end) {
     for (int64_t p = begin; p < end; ++p) {
-      int64_t k = counts[p];
+      int64_t k = starts[p];
       for (int64_t w = words * p / parts, stop = words * (p + 1) / parts; w < stop; ++w) {
-        uint64_t x = fresh(w);
-        for (int64_t t = 0; t < maps; ++t) bits.drawn[t][w] = 0;
+        uint64_t x = new_sources_in(bits, w);
+        for (auto& drawn : bits.drawn) drawn[w] = 0;
         bits.in_block[w] |= x;
         for (; x != 0; x &= x - 1) {
           const int64_t v = 64 * w + __builtin_ctzll(x);
@@ -246,7 +258,6 @@ int64_t number_by_scan(NodeBits& bits, M* marker, int64_t first, std::vector<int
       }
     }
   });
-  return counts[parts];
 }
 
 // The same for a layer of few edges, drawn without the maps: its sources outside the
@@ -291,11 +302,21 @@ void blocks_with(const Graph& g, const int64_t* s, int64_t num_seeds, const int6
     if (scan) bits.make_drawn();
     draw(g, f, num_dst, r, key, static_cast<uint64_t>(layer), src, src + num_edges, positions,
          scan ? &bits : nullptr);
-    const int64_t num_new = scan ? number_by_scan<M>(bits, marker, num_dst, fresh)
-                                 : number_by_sort<M>(bits, marker, src, num_edges, num_dst, fresh);
-    int64_t* nodes = ge::allocate<int64_t>(allocate, context, 4 * layer + 3, num_dst + num_new);
-    std::copy(f, f + num_dst, nodes);
-    std::copy(fresh.begin(), fresh.end(), nodes + num_dst);
+    int64_t* nodes = nullptr;
+    int64_t num_new = 0;
+    if (scan) {  // numbered straight into the layer's nodes
+      const std::vector<int64_t> starts = count_new_sources(bits);
+      num_new = starts.back();
+      nodes = ge::allocate<int64_t>(allocate, context, 4 * layer + 3, num_dst + num_new);
+      number_new_sources<M>(bits, marker, num_dst, starts, nodes + num_dst);
+    } else {
+      num_new = number_by_sort<M>(bits, marker, src, num_edges, num_dst, fresh);
+      nodes = ge::allocate<int64_t>(allocate, context, 4 * layer + 3, num_dst + num_new);
+      std::copy(fresh.begin(), fresh.end(), nodes + num_dst);
+    }
+    parallel_for(0, num_dst, kPassGrain, [&](int64_t begin, int64_t end) {
+      std::copy(f + begin, f + end, nodes + begin);
+    });
     parallel_for(0, num_edges, kPassGrain, [&](int64_t begin, int64_t end) {
       for (int64_t e = begin; e < end; ++e) {
         if (e + kAhead < end) __builtin_prefetch(marker + src[e + kAhead]);

@@ -114,13 +114,14 @@ def test_scan_and_sort_number_the_new_sources_alike(monkeypatch, threads):
     after the destinations, every source once."""
     from graphemb.sampling import neighbor
 
-    # 80k edges into the first 20k of 100k nodes: fraction 1 sorts every layer (E < N),
-    # 10^9 scans every one; 5,000 seeds make two chunks of draws on 2 threads
+    # 80k edges into the first 20k of 300k nodes: fraction 1 sorts every layer (E < N),
+    # 10^9 scans every one, in parts of 2^17 nodes (four, on 2 threads); 5,000 seeds make
+    # three chunks of draws and of row pointers
     generator = torch.Generator().manual_seed(2)
     graph = Graph.from_edges(
-        torch.randint(0, 100_000, (80_000,), generator=generator),
+        torch.randint(0, 300_000, (80_000,), generator=generator),
         torch.randint(0, 20_000, (80_000,), generator=generator),
-        100_000,
+        300_000,
     )
     seeds = torch.arange(0, 20_000, 4)
     before = torch.get_num_threads()
