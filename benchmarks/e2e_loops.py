@@ -250,11 +250,17 @@ def _graphemb_model(args, emb, pyg_aggregation: bool):
     """graphemb's GraphSAGE on ``emb`` (with ``pyg_aggregation``, its layers aggregating
     as PyG's ``SAGEConv`` does on ``block.adj_t``)."""
     from graphemb.nn import GraphSAGE
+    from graphemb.nn.stack import BlockGNN
 
     model_class = GraphSAGE
     if pyg_aggregation:
 
         class PygAggregation(GraphSAGE):
+            # every layer on looked-up rows, through the activation, the dropout, then
+            # SAGEConv itself: none of graphemb's fused paths
+            first_layer = BlockGNN.first_layer
+            convolve_dropped = BlockGNN.convolve_dropped
+
             def convolve(self, layer, block, h):
                 return layer((h, h[: block.num_dst_nodes]), block.adj_t)
 

@@ -23,7 +23,7 @@ extern "C" {
 #define GE_API __attribute__((visibility("default")))
 
 /* Raised by the Python bindings when the library and the bindings disagree. */
-#define GE_ABI_VERSION 10
+#define GE_ABI_VERSION 11
 
 typedef enum {
   GE_OK = 0,
@@ -145,11 +145,15 @@ typedef struct {
  * summed or averaged (mean) per row; dtype float32 or float64 for all. With mask (NULL:
  * none), dense's elements are dropped as they are read; with relu, they are read as
  * max(x, 0) first. With with_self, out is (rows, 2 features): each row's aggregate, then
- * dense's row of the same index (read the same way); rows <= dense_rows. */
+ * dense's row of the same index (read the same way); rows <= dense_rows. With dense_ids
+ * (NULL: none), the product's dense matrix is (sources, features) with row i at
+ * dense_ids[i] of dense, each id in [0, dense_rows): col, with_self and the mask's
+ * element positions refer to those rows; sources is ignored without dense_ids. */
 GE_API int ge_csr_aggregate(const int64_t* crow, int64_t rows, const int64_t* col,
                             int64_t entries, const void* values, const void* dense,
                             int64_t dense_rows, int64_t features, int dtype, int mean,
-                            const ge_dropout_mask* mask, void* out, int with_self, int relu);
+                            const ge_dropout_mask* mask, void* out, int with_self, int relu,
+                            const int64_t* dense_ids, int64_t sources);
 /* Its backward: out (out_rows, features) = the transpose of that CSR matrix (values 1,
  * or 1 / the row's entry count with mean) x grad (rows, features), plus addend
  * (addend_rows, features; NULL for none) on the first addend_rows rows of out; with mask

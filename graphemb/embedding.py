@@ -11,11 +11,11 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from datetime import timedelta
-from typing import NamedTuple
 
 import torch
 
 from ._checks import LookupIds, as_size
+from ._row_gradients import RecordedGradients, traced_rows
 from .distributed.coordination import DEFAULT_TIMEOUT, as_timedelta
 from .storage import Partition, RowPrefetch, RowStorage, create_storage
 from .storage.initialization import table_initializer
@@ -23,19 +23,6 @@ from .storage.initialization import table_initializer
 __all__ = ["NodeEmbedding", "RecordedGradients"]
 
 _TABLE_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
-
-
-class RecordedGradients(NamedTuple):
-    """Gradient rows handed from :class:`NodeEmbedding` to an optimizer
-    (:meth:`NodeEmbedding.take_gradients`)."""
-
-    ids: torch.Tensor
-    """(M,) int64 global ids, duplicates allowed."""
-    grads: torch.Tensor
-    """(M, embedding_dim) gradient rows, one per id, in the compute dtype."""
-    pushed: bool
-    """Whether the rows already went to their owners: then they are the rows this rank owns,
-    from every rank, and each summed row is to be divided by the world size."""
 
 
 class NodeEmbedding:
@@ -160,8 +147,8 @@ class NodeEmbedding:
         )
         init = None if init_func is None else table_initializer(init_func, name, self._storage)
         self._weight = self._storage.create_table("weight", (embedding_dim,), dtype, init)
-        # Lookups under autograd hang off this zero-size leaf, so that backward reaches
-        # _TracedLookup.backward, which records the rows' gradient for the optimizer.
+        # Reads under autograd hang off this zero-size leaf, so that backward records the
+        # rows' gradient for the optimizer (_traced_rows.py).
         self._anchor = torch.empty(0, requires_grad=True)
         self._gradients: list[tuple[torch.Tensor, torch.Tensor]] = []
         # Overlap: the push started at the end of this step's first backward, if any, and
@@ -208,10 +195,45 @@ class NodeEmbedding:
         out_device = ids.device if device is None else torch.device(device)
         flat = self._ids.flat(ids)
         if torch.is_grad_enabled():
-            rows = _TracedLookup.apply(self._anchor, self, flat, out_device)
+            rows = traced_rows(
+                self._anchor, flat, lambda: self._read(flat).to(out_device), self._record_gradient
+            )
         else:
             rows = self._read(flat).to(out_device)
         return rows.view(*ids.shape, self._embedding_dim)
+
+    def read_in_place(
+        self,
+        node_ids: torch.Tensor,
+        read: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+        rows_gradient: Callable[[torch.Tensor], torch.Tensor],
+    ) -> torch.Tensor | None:
+        """``read(weight, ids)``, a function of the rows of ``node_ids``, computed on the
+        table where it lies, without a lookup's copy of the rows (e.g. a GNN layer that
+        aggregates the rows as it reads them); their gradient reaches the optimizer as a
+        lookup's would. ``None``, nothing read, where this process does not hold every row
+        (partitioned, hierarchical), a :meth:`prefetch` is pending, or the ids are not 1-D
+        on the table's device: look the rows up then.
+
+        Parameters
+        ----------
+        node_ids : Tensor of integers, shape (S,)
+            Ids in ``[0, num_embeddings)``, checked as a lookup checks them.
+        read : callable (weight (N, dim), ids (S,) int64) -> Tensor
+            Reads only the rows ``ids`` of ``weight``, and never writes it.
+        rows_gradient : callable (the gradient of read's result) -> Tensor (S, dim)
+            The gradient of the rows ``weight[ids]``.
+        """
+        ids = self._ids.checked_type(node_ids)
+        if self._storage.collective_lookups or self._prefetches or ids.dim() != 1:
+            return None
+        if ids.device != self._weight.device:
+            return None
+        flat = self._ids.flat(ids)
+        if not torch.is_grad_enabled():
+            return read(self._weight, flat)
+        compute = lambda: read(self._weight, flat)  # noqa: E731
+        return traced_rows(self._anchor, flat, compute, self._record_gradient, rows_gradient)
 
     def _read(self, flat_ids: torch.Tensor) -> torch.Tensor:
         if not self._prefetches:
@@ -467,24 +489,3 @@ class NodeEmbedding:
             f"device={self.device}, dtype={self.dtype}, rank={self.rank}, "
             f"world_size={self.world_size})"
         )
-
-
-class _TracedLookup(torch.autograd.Function):
-    """Reads rows; on backward, hands their gradient to the embedding instead of a leaf.
-
-    Recording in backward (rather than returning a leaf and reading ``.grad`` later) keeps
-    nothing alive for lookups that never get a gradient, and lets several backward passes
-    add up exactly as gradients of dense parameters do.
-    """
-
-    @staticmethod
-    def forward(ctx, anchor, embedding, flat_ids, out_device):  # noqa: D102
-        ctx.embedding = embedding
-        ctx.save_for_backward(flat_ids)
-        return embedding._read(flat_ids).to(out_device)
-
-    @staticmethod
-    def backward(ctx, grad):  # noqa: D102
-        (flat_ids,) = ctx.saved_tensors
-        ctx.embedding._record_gradient(flat_ids, grad)
-        return None, None, None, None

@@ -32,6 +32,12 @@
 // read through the ReLU of the layer below (its output never written), and the backward
 // zeroes the gradient where that layer's output was not above 0.
 //
+// With `dense_ids` the forward reads source i's row at dense[dense_ids[i]]: a model's first
+// layer aggregates the rows of the embedding table in place, instead of a lookup copying
+// the batch's input rows out first (at 1M nodes, 290k rows of 256 bytes: as long as the
+// aggregation itself). The dropout's mask and the element order stay those of the copy
+// (source i's elements are i * F + f), so the floats are the copy's.
+//
 // The loops are compiled in the clones of common/clones.h: AVX-512, AVX2 and baseline,
 // chosen at run time, all giving the same floats.
 
@@ -88,28 +94,44 @@ struct Reading {
   }
 };
 
+// The dense rows the forward reads: source i's row at rows + ids[i] * F (ids null: i).
+template <typename T>
+struct SourceRows {
+  const T* rows;
+  const int64_t* ids;
+  int64_t F;
+
+  inline const T* of(int64_t i) const { return rows + (ids != nullptr ? ids[i] : i) * F; }
+  // Prefetch source i's row, and the id of source j (read later, when j's row is).
+  inline void prefetch(int64_t i, int64_t j) const {
+    prefetch_row(reinterpret_cast<const char*>(of(i)), F * static_cast<int64_t>(sizeof(T)));
+    if (ids != nullptr) __builtin_prefetch(ids + j);
+  }
+};
+
 // One task's rows [begin, end) of the aggregation; F columns.
 template <typename T>
 inline __attribute__((always_inline)) void aggregate_range(const int64_t* crow,
                                                            const int64_t* col, const T* values,
-                                                           const T* dense, int64_t F, bool mean,
-                                                           const Reading<T>& reading,
+                                                           const SourceRows<T>& dense,
+                                                           bool mean, const Reading<T>& reading,
                                                            bool with_self, T* out,
                                                            int64_t begin, int64_t end) {
+  const int64_t F = dense.F;
   const int64_t last = crow[end];
-  const int64_t row_bytes = F * static_cast<int64_t>(sizeof(T));
   const int64_t stride = with_self ? 2 * F : F;
   for (int64_t r = begin; r < end; ++r) {
     T* o = out + r * stride;
     for (int64_t f = 0; f < F; ++f) o[f] = T(0);
     const int64_t e0 = crow[r], e1 = crow[r + 1];
     for (int64_t e = e0; e < e1; ++e) {
-      if (e + kAhead < last) {
-        prefetch_row(reinterpret_cast<const char*>(dense + col[e + kAhead] * F), row_bytes);
+      if (e + 2 * kAhead < last) {
+        dense.prefetch(col[e + kAhead], col[e + 2 * kAhead]);
+      } else if (e + kAhead < last) {
+        dense.prefetch(col[e + kAhead], col[e + kAhead]);
       }
-      const T* d = dense + col[e] * F;
       const T w = values != nullptr ? values[e] : T(1);
-      reading.row(d, col[e] * F, F, [&](auto f, T v) { o[f] += w * v; });
+      reading.row(dense.of(col[e]), col[e] * F, F, [&](auto f, T v) { o[f] += w * v; });
     }
     if (mean && e1 > e0) {
       const T count = static_cast<T>(e1 - e0);
@@ -117,23 +139,23 @@ inline __attribute__((always_inline)) void aggregate_range(const int64_t* crow,
     }
     if (with_self) {  // the destination's own row: source r, read as the others
       T* own = o + F;
-      reading.row(dense + r * F, r * F, F, [&](auto f, T v) { own[f] = v; });
+      reading.row(dense.of(r), r * F, F, [&](auto f, T v) { own[f] = v; });
     }
   }
 }
 
 GE_FLOAT_CLONES void aggregate_floats(
-    const int64_t* crow, const int64_t* col, const float* values, const float* dense, int64_t F,
-    bool mean, const Reading<float>& reading, bool with_self, float* out, int64_t begin,
-    int64_t end) {
-  aggregate_range(crow, col, values, dense, F, mean, reading, with_self, out, begin, end);
+    const int64_t* crow, const int64_t* col, const float* values,
+    const SourceRows<float>& dense, bool mean, const Reading<float>& reading, bool with_self,
+    float* out, int64_t begin, int64_t end) {
+  aggregate_range(crow, col, values, dense, mean, reading, with_self, out, begin, end);
 }
 
 GE_FLOAT_CLONES void aggregate_doubles(
-    const int64_t* crow, const int64_t* col, const double* values, const double* dense,
-    int64_t F, bool mean, const Reading<double>& reading, bool with_self, double* out,
-    int64_t begin, int64_t end) {
-  aggregate_range(crow, col, values, dense, F, mean, reading, with_self, out, begin, end);
+    const int64_t* crow, const int64_t* col, const double* values,
+    const SourceRows<double>& dense, bool mean, const Reading<double>& reading,
+    bool with_self, double* out, int64_t begin, int64_t end) {
+  aggregate_range(crow, col, values, dense, mean, reading, with_self, out, begin, end);
 }
 
 // Task boundaries: rows [bounds[k], bounds[k + 1]) hold about equal shares of
@@ -157,15 +179,15 @@ std::vector<int64_t> balanced_bounds(const int64_t* crow, int64_t rows, int64_t 
 // out = the aggregation of rows [0, rows) (with_self: beside each row's own), in tasks of
 // about equal work.
 template <typename T, typename Kernel>
-void aggregate(const int64_t* c, int64_t rows, const int64_t* k, const T* v, const T* d,
-               int64_t F, bool mean, const Reading<T>& reading, bool with_self, T* o,
-               Kernel kernel) {
+void aggregate(const int64_t* c, int64_t rows, const int64_t* k, const T* v,
+               const SourceRows<T>& d, bool mean, const Reading<T>& reading, bool with_self,
+               T* o, Kernel kernel) {
   // many more tasks than threads, taken from a shared counter (common/parallel.h)
   const int64_t tasks = std::max<int64_t>(1, std::min<int64_t>(rows, 16 * num_threads()));
   const std::vector<int64_t> bounds = balanced_bounds(c, rows, tasks);
   for_each_task(tasks,
                 [&](int64_t t) {
-                  kernel(c, k, v, d, F, mean, reading, with_self, o, bounds[t], bounds[t + 1]);
+                  kernel(c, k, v, d, mean, reading, with_self, o, bounds[t], bounds[t + 1]);
                 });
 }
 
@@ -373,32 +395,38 @@ extern "C" int ge_csr_aggregate(const int64_t* crow, int64_t rows, const int64_t
                                 int64_t entries, const void* values, const void* dense,
                                 int64_t dense_rows, int64_t features, int dtype, int mean,
                                 const ge_dropout_mask* mask, void* out, int with_self,
-                                int relu) {
+                                int relu, const int64_t* dense_ids, int64_t sources) {
   using namespace ge;
   return guarded([&] {
     require(rows >= 0 && crow[0] == 0 && crow[rows] == entries, GE_VALUE_ERROR,
             "graphemb_kernels.csr_aggregate: crow must run from 0 to the ", entries,
             " entries, got ", crow[0], " to ", crow[rows]);
-    for (int64_t e = 0; e < entries; ++e) {
-      require(static_cast<uint64_t>(col[e]) < static_cast<uint64_t>(dense_rows), GE_INDEX_ERROR,
-              "graphemb_kernels.csr_aggregate: col[", e, "] = ", col[e],
-              " is out of range for dense of ", dense_rows, " rows");
+    if (dense_ids == nullptr) sources = dense_rows;
+    for (int64_t i = 0; dense_ids != nullptr && i < sources; ++i) {
+      require(static_cast<uint64_t>(dense_ids[i]) < static_cast<uint64_t>(dense_rows),
+              GE_INDEX_ERROR, "graphemb_kernels.csr_aggregate: dense_ids[", i, "] = ",
+              dense_ids[i], " is out of range for dense of ", dense_rows, " rows");
     }
-    require(!with_self || rows <= dense_rows, GE_VALUE_ERROR,
+    for (int64_t e = 0; e < entries; ++e) {
+      require(static_cast<uint64_t>(col[e]) < static_cast<uint64_t>(sources), GE_INDEX_ERROR,
+              "graphemb_kernels.csr_aggregate: col[", e, "] = ", col[e],
+              " is out of range for ", sources, dense_ids != nullptr ? " sources" : " rows of dense");
+    }
+    require(!with_self || rows <= sources, GE_VALUE_ERROR,
             "graphemb_kernels.csr_aggregate: with its own rows, the ", rows,
-            " rows must be the first of dense's ", dense_rows);
+            " rows must be the first of the ", sources, " sources");
     if (dtype == GE_FLOAT32) {
       aggregate(crow, rows, col, static_cast<const float*>(values),
-                static_cast<const float*>(dense), features, mean != 0,
-                Reading<float>{mask_of<float>(mask), relu != 0}, with_self != 0,
+                SourceRows<float>{static_cast<const float*>(dense), dense_ids, features},
+                mean != 0, Reading<float>{mask_of<float>(mask), relu != 0}, with_self != 0,
                 static_cast<float*>(out), aggregate_floats);
       return;
     }
     require(dtype == GE_FLOAT64, GE_TYPE_ERROR,
             "graphemb_kernels.csr_aggregate: dense must be float32 or float64");
     aggregate(crow, rows, col, static_cast<const double*>(values),
-              static_cast<const double*>(dense), features, mean != 0,
-              Reading<double>{mask_of<double>(mask), relu != 0}, with_self != 0,
+              SourceRows<double>{static_cast<const double*>(dense), dense_ids, features},
+              mean != 0, Reading<double>{mask_of<double>(mask), relu != 0}, with_self != 0,
               static_cast<double*>(out), aggregate_doubles);
   });
 }

@@ -46,14 +46,21 @@ def csr_aggregate(
     mask: Mask | None = None,
     with_self: bool = False,
     relu: bool = False,
+    dense_ids: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """CSR ``(crow, col, values or None)`` x ``dense`` (N, F) -> (R, F), summed or averaged
     per row (rows without entries: 0); with ``mask``, of ``dense`` after that dropout
     (:func:`dropout_masked_scale` with these arguments), dropped as it is read; with
     ``relu``, of ``relu(dense)`` (then dropped). With ``with_self`` -> (R, 2F): each row's
-    aggregate, then ``dense``'s row of the same index (read the same way), ``R <= N``."""
+    aggregate, then ``dense``'s row of the same index (read the same way), ``R <= N``.
+
+    ``dense_ids`` (S,): the product of ``dense[dense_ids]`` (S, F), read in place (never
+    copied out); ``mask`` and ``with_self`` then refer to that matrix, so the result is
+    the same floats. An id outside ``[0, N)`` raises ``IndexError``."""
     _check_index(crow, "crow")
     _check_index(col, "col")
+    if dense_ids is not None:
+        _check_index(dense_ids, "dense_ids")
     if dense.device.type != "cpu" or not dense.is_contiguous() or dense.dim() != 2:
         raise ValueError(
             "graphemb_kernels.csr_aggregate: dense must be a contiguous 2-D CPU tensor"
@@ -73,10 +80,11 @@ def csr_aggregate(
             "dense's dtype"
         )
     rows = crow.numel() - 1
-    if with_self and rows > dense.shape[0]:
+    sources = dense.shape[0] if dense_ids is None else dense_ids.numel()
+    if with_self and rows > sources:
         raise ValueError(
             f"graphemb_kernels.csr_aggregate: with its own rows, the {rows} rows must be the "
-            f"first of dense's {dense.shape[0]}"
+            f"first of the {sources} sources"
         )
     width = dense.shape[1] * (2 if with_self else 1)
     out = torch.empty(rows, width, dtype=dense.dtype)
@@ -97,6 +105,8 @@ def csr_aggregate(
             out.data_ptr(),
             int(bool(with_self)),
             int(bool(relu)),
+            None if dense_ids is None else dense_ids.data_ptr(),
+            sources,
         )
     return out
 

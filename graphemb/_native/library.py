@@ -34,7 +34,7 @@ __all__ = [
     "span",
 ]
 
-ABI_VERSION = 10
+ABI_VERSION = 11
 """``GE_ABI_VERSION`` of ``csrc/graphemb_kernels.h`` that these bindings speak."""
 
 DECLINED = 7
@@ -135,7 +135,8 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     ),
     "ge_csr_aggregate": (
         c_int,
-        [_P, c_int64, _P, c_int64, _P, _P, c_int64, c_int64, c_int, c_int, _MASK, _P, c_int, c_int],
+        [_P, c_int64, _P, c_int64, _P, _P, c_int64, c_int64, c_int, c_int, _MASK, _P, c_int, c_int]
+        + [_P, c_int64],  # dense_ids, sources
     ),
     "ge_csr_aggregate_transposed": (
         c_int,

@@ -16,10 +16,11 @@ import torch
 
 from .._compiled import float_kernel
 from ..distributed.recycling import RecycledBlocks
+from ..embedding import NodeEmbedding
 from ..sampling.block import Block
-from .dropout import Mask
+from .dropout import Dropout, Mask
 
-__all__ = ["aggregate_neighbors", "aggregate_with_own_rows"]
+__all__ = ["aggregate_embedding_rows", "aggregate_neighbors", "aggregate_with_own_rows"]
 
 # The blocks of the sources' gradients on CPU: a model's layers each hold one until the
 # layer below has used it, and the largest (the input rows', tens of MB) is asked for again
@@ -210,6 +211,53 @@ def aggregate_with_own_rows(
     if mask is not None or relu:
         h = h.contiguous()  # element i of the mask is element i of h in memory order
     return _BlockAggregation.apply(h, adj_t, block, reduce, mask, relu)
+
+
+def aggregate_embedding_rows(
+    block: Block, embedding: NodeEmbedding, reduce: str, dropout: Dropout
+) -> torch.Tensor | None:
+    """:func:`aggregate_with_own_rows` of ``dropout(embedding(block.src_nodes))``, each row
+    read from the embedding's table as it is aggregated, never copied out; ``None`` where
+    that cannot be done: no compiled kernels for the table's device and dtype, or a table
+    whose rows this process does not all hold (:meth:`NodeEmbedding.read_in_place`).
+
+    The same floats as the lookup followed by :func:`aggregate_with_own_rows` with
+    ``dropout``'s mask, and the same gradient for the rows; the dropout's key is drawn from
+    torch's generator as that path draws it. What it saves is the lookup: a pass that
+    copies every input row of the batch out of the table, and the memory of the copy.
+
+    Parameters
+    ----------
+    block : Block
+        The first block of a batch: ``S`` source nodes, ``D`` destinations.
+    embedding : NodeEmbedding
+        The table the source nodes' rows come from.
+    reduce : str
+        ``"mean"`` or ``"sum"``.
+    dropout : Dropout
+        The dropout on the rows (identity in eval mode).
+
+    Returns
+    -------
+    Tensor of shape (D, 2 * embedding_dim), or None
+    """
+    table = embedding.weight
+    kernel = float_kernel("csr_aggregate", table)
+    if kernel is None or reduce not in ("mean", "sum"):
+        return None
+    adj_t = block.adj_t if block.adj_t.dtype == table.dtype else block.adj_t.to(table.dtype)
+    crow, col = adj_t.crow_indices().contiguous(), adj_t.col_indices().contiguous()
+    masks: list[Mask | None] = []  # the one drawn by the read, for its backward
+
+    def read(weight: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        masks.append(dropout.hashed_mask(weight))
+        mean = reduce == "mean"
+        return kernel(crow, col, None, weight, mean, masks[0], True, False, ids.contiguous())
+
+    def rows_gradient(grad_pair: torch.Tensor) -> torch.Tensor:
+        return _transposed_product(block, adj_t, grad_pair, reduce, masks[0])
+
+    return embedding.read_in_place(block.src_nodes, read, rows_gradient)
 
 
 def aggregate_neighbors(

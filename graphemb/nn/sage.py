@@ -10,8 +10,9 @@ from torch import nn
 
 from ..sampling.block import Block
 from ._pyg import pyg_layer, require_pyg
-from .aggregation import aggregate_with_own_rows
+from .aggregation import aggregate_embedding_rows, aggregate_with_own_rows
 from .dropout import Dropout
+from .input import EmbeddingInput
 from .stack import SAGEStack
 
 require_pyg("GraphSAGE")  # here, a clear error; PyG itself is imported by the first model
@@ -137,6 +138,23 @@ class GraphSAGE(SAGEStack):
             h = self.activation(h)
         pair = aggregate_with_own_rows(block, h, layer.aggr, mask, relu=relu)
         return self._combine(layer, pair)
+
+    def first_layer(self, block: Any, features: torch.Tensor | None) -> torch.Tensor:
+        # An input of embedding rows alone: the first aggregation reads them from the
+        # table (aggregate_embedding_rows), without the lookup's copy.
+        layer, embedding = self.layers[0], self.input.embedding
+        if (
+            self.sparse_adjacency
+            and type(self.input) is EmbeddingInput
+            and self.input.num_features == 0
+            and embedding is not None
+            and isinstance(block, Block)
+        ):
+            reduce = str(layer.aggr)  # mean or sum: a name, as sparse_adjacency says
+            pair = aggregate_embedding_rows(block, embedding, reduce, self.input_dropout)
+            if pair is not None:
+                return self._combine(layer, pair)
+        return super().first_layer(block, features)
 
     @staticmethod
     def _combine(layer: Any, pair: torch.Tensor) -> torch.Tensor:

@@ -150,11 +150,17 @@ class BlockGNN(nn.Module):
         Graph, (N, out_size).
         """
         blocks = self.layer_blocks(blocks)
-        h = self.input(blocks[0], features)
-        for index, (layer, block) in enumerate(zip(self.layers, blocks, strict=True)):
-            dropout = self.dropout if index else self.input_dropout
-            h = self.convolve_dropped(layer, block, h, dropout, activate=index > 0)
+        h = self.first_layer(blocks[0], features)
+        for layer, block in zip(self.layers[1:], blocks[1:], strict=True):
+            h = self.convolve_dropped(layer, block, h, self.dropout, activate=True)
         return h
+
+    def first_layer(self, block: Any, features: torch.Tensor | None) -> torch.Tensor:
+        """The first layer's output on ``block``: :meth:`convolve_dropped` on the input
+        layer's rows after the input dropout. A model whose first layer can read the
+        embedding's rows where they lie overrides this, with the same result."""
+        h = self.input(block, features)
+        return self.convolve_dropped(self.layers[0], block, h, self.input_dropout)
 
 
 class SAGEStack(BlockGNN):

@@ -116,10 +116,51 @@ def test_own_rows_beside_the_aggregate_and_their_paired_gradient(mean, dtype, re
         assert torch.equal(out, apart)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_rows_read_through_ids_give_the_floats_of_their_copy(dtype):
+    """``dense_ids``: the product of ``dense[dense_ids]`` read in place (a model's first
+    layer reading the embedding table). Oracle: float64 dense products of the copied rows;
+    with the dropout's mask, the ReLU and the own rows, exactly the floats of the kernel on
+    the copy (the mask's positions are the copy's, whatever rows the ids name)."""
+    kernels = compiled_module()
+    for seed, (rows, columns, entries, hub) in enumerate(SHAPES):
+        columns = max(columns, rows)
+        crow, col, dense = _csr(rows, columns, entries, seed, hub)
+        generator = torch.Generator().manual_seed(300 + seed)
+        table = torch.randint(-8, 9, (3 * columns + 5, 6), generator=generator).to(dtype)
+        ids = torch.randint(0, table.shape[0], (columns,), generator=generator)  # repeats too
+        copy = table[ids]
+        plain = kernels.csr_aggregate(crow, col, None, table, False, dense_ids=ids)
+        torch.testing.assert_close(plain.double(), dense @ copy.double(), rtol=0, atol=0)
+        for mean, mask, relu in [(True, None, False), (True, (2**31, 2.0, seed), True),
+                                 (False, (2**30, 4 / 3, -seed), False)]:  # fmt: skip
+            expected = kernels.csr_aggregate(crow, col, None, copy, mean, mask, True, relu)
+            got = kernels.csr_aggregate(crow, col, None, table, mean, mask, True, relu, ids)
+            assert torch.equal(got, expected)
+
+
+def test_ids_read_through_are_checked_and_bad_ones_named():
+    kernels = compiled_module()
+    crow, col, _ = _csr(6, 10, 20, seed=1)
+    table = torch.ones(8, 3)
+    ids = torch.arange(10) % 8
+    ids[4] = 8
+    with pytest.raises(IndexError, match=r"dense_ids\[4\] = 8 is out of range for dense of 8"):
+        kernels.csr_aggregate(crow, col, None, table, True, dense_ids=ids)
+    assert int(col.max()) >= 5
+    with pytest.raises(IndexError, match=r"col\[\d+\] = \d+ is out of range for 5 sources"):
+        kernels.csr_aggregate(crow, col, None, table, True, dense_ids=torch.arange(5))
+    with pytest.raises(ValueError, match="the 6 rows must be the first of the 5 sources"):
+        kernels.csr_aggregate(crow, col.clamp(max=4), None, table, True, None, True,
+                              dense_ids=torch.arange(5))  # fmt: skip
+    with pytest.raises(TypeError, match="dense_ids must be int64, got float32"):
+        kernels.csr_aggregate(crow, col, None, table, True, dense_ids=torch.zeros(10))
+
+
 def test_own_rows_and_paired_gradient_bad_input_is_named():
     kernels = compiled_module()
     crow, col, _ = _csr(6, 10, 20, seed=1)
-    with pytest.raises(ValueError, match="the 6 rows must be the first of dense's 4"):
+    with pytest.raises(ValueError, match="the 6 rows must be the first of the 4 sources"):
         kernels.csr_aggregate(crow, col.clamp(max=3), None, torch.ones(4, 3), True, None, True)
     for grad, addend, out_rows, what in [
         (torch.ones(6, 5), None, 10, "width 5"),

@@ -17,7 +17,11 @@ from graphemb.sampling import Block, NeighborSampler
 pytest.importorskip("torch_geometric", reason="graphemb.nn needs torch_geometric")
 
 from graphemb.nn import GraphSAGE  # noqa: E402
-from graphemb.nn.aggregation import aggregate_neighbors, aggregate_with_own_rows  # noqa: E402
+from graphemb.nn.aggregation import (  # noqa: E402
+    aggregate_embedding_rows,
+    aggregate_neighbors,
+    aggregate_with_own_rows,
+)
 
 pytestmark = pytest.mark.skipif(
     compiled_module() is None or disabled(), reason="the compiled kernels are disabled here"
@@ -123,21 +127,28 @@ def test_graphsage_training_step_equals_dropout_then_each_layer(input_dropout, m
     )
     import graphemb.nn.sage as sage
 
-    masks, relus = [], []
+    masks, relus, in_place = [], [], []
 
     def spy(block, h, reduce="mean", mask=None, relu=False):
         masks.append(mask)
         relus.append(relu)
         return aggregate_with_own_rows(block, h, reduce, mask, relu)
 
+    def spy_table_reads(block, embedding, reduce, dropout):
+        pair = aggregate_embedding_rows(block, embedding, reduce, dropout)
+        in_place.append(pair is not None)
+        return pair
+
     monkeypatch.setattr(sage, "aggregate_with_own_rows", spy)
+    monkeypatch.setattr(sage, "aggregate_embedding_rows", spy_table_reads)
     runs = []
     for fused in (True, False):
         torch.manual_seed(11)  # the dropouts' keys
         if fused:
             logits = model(blocks)
-            assert len(masks) == 2 and all(mask is not None for mask in masks)  # both fused
-            assert relus == [False, True]  # the hidden layer's ReLU read by the second
+            assert in_place == [True]  # the first layer: the table's rows, dropped as read
+            assert len(masks) == 1 and masks[0] is not None  # the second: fused
+            assert relus == [True]  # the hidden layer's ReLU read by the second
         else:
             h = model.input(blocks[0], None)
             for index, (layer, block) in enumerate(zip(model.layers, blocks, strict=True)):

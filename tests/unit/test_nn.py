@@ -10,7 +10,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-from nn_cases import assert_one_sgd_step_moves_exactly, random_embedding, sbm
+from nn_cases import (
+    assert_one_sgd_step_moves_exactly,
+    dense_adjacency,
+    f64,
+    random_embedding,
+    sage_reference,
+    sbm,
+)
 
 from graphemb import NodeEmbedding
 from graphemb.datasets import stochastic_block_model
@@ -35,39 +42,6 @@ def with_isolated_node(data):
 def sample(graph, seeds, fanouts, seed=0):
     generator = torch.Generator(device=graph.device).manual_seed(seed)
     return NeighborSampler(fanouts).sample_blocks(graph, seeds, generator=generator)
-
-
-def dense_adjacency(block: Block) -> torch.Tensor:
-    """(D, S) float64 edge counts of ``block``."""
-    adjacency = torch.zeros(block.num_dst_nodes, block.num_src_nodes, dtype=torch.float64)
-    src, dst = block.edge_index.cpu()
-    adjacency.index_put_((dst, src), torch.ones(src.numel(), dtype=torch.float64), accumulate=True)
-    return adjacency
-
-
-def f64(tensor):
-    return tensor.detach().cpu().to(torch.float64)
-
-
-def sage_reference(layer, block: Block, h: torch.Tensor, aggregator: str) -> torch.Tensor:
-    """GraphSAGE's formula in float64 on dense matrices, from the layer's weights:
-    ``W_l . aggregate(h_src over in-edges) + b + W_r . h_dst``."""
-    h = f64(h)
-    adjacency = dense_adjacency(block)
-    if aggregator == "pool":  # max-pooling aggregator: relu(W_p h + b_p) before the maximum
-        h_src = torch.relu(h @ f64(layer.lin.weight).T + f64(layer.lin.bias))
-    else:
-        h_src = h
-    if aggregator == "mean":
-        aggregated = adjacency @ h_src / adjacency.sum(1, keepdim=True).clamp(min=1)
-    elif aggregator == "sum":
-        aggregated = adjacency @ h_src
-    else:  # max / pool; no in-edge: 0
-        masked = torch.where(adjacency[:, :, None] > 0, h_src[None], -torch.inf)
-        aggregated = masked.amax(dim=1)
-        aggregated = torch.where(torch.isinf(aggregated), 0.0, aggregated)
-    out = aggregated @ f64(layer.lin_l.weight).T + f64(layer.lin_l.bias)
-    return out + h[: block.num_dst_nodes] @ f64(layer.lin_r.weight).T
 
 
 def gat_reference(layer, block: Block, h: torch.Tensor, concat: bool) -> torch.Tensor:
