@@ -204,6 +204,9 @@ def run(args, spec: dict, with_dgl: bool) -> dict:
     try:
         pools = rank_pools(args, spec)
         local = ready_contenders(launched)
+        one = e2e_report.one_name(args)
+        # the bounds measured now and again after the profiles: the lower of the two counts
+        early = e2e_report.measure_bounds(args, local[one]) if one in local else None
         runners = {name: worker.runner() for name, worker in local.items()}
         for name, pool in pools.items():
             runners.update({n: pool.runner(n) for n in loops.pool_contenders(name)})
@@ -215,7 +218,7 @@ def run(args, spec: dict, with_dgl: bool) -> dict:
                 runners, warmup=args.warmup, steps=args.steps, rounds=args.rounds
             )
             profiles = e2e_report.profile_all(args, local, pools)
-        figures = e2e_report.report_run(args, TARGETS, per_round, profiles, local, pools)
+        figures = e2e_report.report_run(args, TARGETS, per_round, profiles, local, pools, early)
     finally:
         for worker in launched.values():  # the workers exit while the ranks stop
             worker.request_stop()
