@@ -22,6 +22,8 @@ Recorder = Callable[[torch.Tensor, torch.Tensor], None]
 
 
 class _TracedRows(torch.autograd.Function):
+    """``compute()`` forward; backward hands the rows' gradient to ``record``."""
+
     @staticmethod
     def forward(  # type: ignore[override]
         ctx: Any,

@@ -148,7 +148,7 @@ class NodeEmbedding:
         init = None if init_func is None else table_initializer(init_func, name, self._storage)
         self._weight = self._storage.create_table("weight", (embedding_dim,), dtype, init)
         # Reads under autograd hang off this zero-size leaf, so that backward records the
-        # rows' gradient for the optimizer (_traced_rows.py).
+        # rows' gradient for the optimizer (_row_gradients.py).
         self._anchor = torch.empty(0, requires_grad=True)
         self._gradients: list[tuple[torch.Tensor, torch.Tensor]] = []
         # Overlap: the push started at the end of this step's first backward, if any, and
