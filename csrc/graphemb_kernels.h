@@ -145,10 +145,10 @@ typedef struct {
  * summed or averaged (mean) per row; dtype float32 or float64 for all. With mask (NULL:
  * none), dense's elements are dropped as they are read; with relu, they are read as
  * max(x, 0) first. With with_self, out is (rows, 2 features): each row's aggregate, then
- * dense's row of the same index (read the same way); rows <= dense_rows. With dense_ids
- * (NULL: none), the product's dense matrix is (sources, features) with row i at
- * dense_ids[i] of dense, each id in [0, dense_rows): col, with_self and the mask's
- * element positions refer to those rows; sources is ignored without dense_ids. */
+ * dense's row of the same index (read the same way); rows <= dense_rows. With sources >= 0
+ * the product's dense matrix is (sources, features) instead, its row i at dense_ids[i] of
+ * dense, each id in [0, dense_rows): col, with_self and the mask's element positions refer
+ * to those rows. With sources < 0, dense itself (dense_ids ignored). */
 GE_API int ge_csr_aggregate(const int64_t* crow, int64_t rows, const int64_t* col,
                             int64_t entries, const void* values, const void* dense,
                             int64_t dense_rows, int64_t features, int dtype, int mean,

@@ -401,8 +401,14 @@ extern "C" int ge_csr_aggregate(const int64_t* crow, int64_t rows, const int64_t
     require(rows >= 0 && crow[0] == 0 && crow[rows] == entries, GE_VALUE_ERROR,
             "graphemb_kernels.csr_aggregate: crow must run from 0 to the ", entries,
             " entries, got ", crow[0], " to ", crow[rows]);
-    if (dense_ids == nullptr) sources = dense_rows;
-    for (int64_t i = 0; dense_ids != nullptr && i < sources; ++i) {
+    const bool indirect = sources >= 0;  // else dense's own rows, dense_ids ignored
+    if (!indirect) {
+      dense_ids = nullptr;
+      sources = dense_rows;
+    }
+    require(!indirect || sources == 0 || dense_ids != nullptr, GE_VALUE_ERROR,
+            "graphemb_kernels.csr_aggregate: ", sources, " sources need their dense_ids");
+    for (int64_t i = 0; indirect && i < sources; ++i) {
       require(static_cast<uint64_t>(dense_ids[i]) < static_cast<uint64_t>(dense_rows),
               GE_INDEX_ERROR, "graphemb_kernels.csr_aggregate: dense_ids[", i, "] = ",
               dense_ids[i], " is out of range for dense of ", dense_rows, " rows");
@@ -410,7 +416,7 @@ extern "C" int ge_csr_aggregate(const int64_t* crow, int64_t rows, const int64_t
     for (int64_t e = 0; e < entries; ++e) {
       require(static_cast<uint64_t>(col[e]) < static_cast<uint64_t>(sources), GE_INDEX_ERROR,
               "graphemb_kernels.csr_aggregate: col[", e, "] = ", col[e],
-              " is out of range for ", sources, dense_ids != nullptr ? " sources" : " rows of dense");
+              " is out of range for ", sources, indirect ? " sources" : " rows of dense");
     }
     require(!with_self || rows <= sources, GE_VALUE_ERROR,
             "graphemb_kernels.csr_aggregate: with its own rows, the ", rows,

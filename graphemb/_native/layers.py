@@ -106,7 +106,7 @@ def csr_aggregate(
             int(bool(with_self)),
             int(bool(relu)),
             None if dense_ids is None else dense_ids.data_ptr(),
-            sources,
+            -1 if dense_ids is None else sources,
         )
     return out
 

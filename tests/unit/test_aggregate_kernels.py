@@ -155,6 +155,14 @@ def test_ids_read_through_are_checked_and_bad_ones_named():
                               dense_ids=torch.arange(5))  # fmt: skip
     with pytest.raises(TypeError, match="dense_ids must be int64, got float32"):
         kernels.csr_aggregate(crow, col, None, table, True, dense_ids=torch.zeros(10))
+    # no sources: no entries can name one (an empty batch), whatever the table holds
+    empty = torch.zeros(1, dtype=torch.int64)
+    none = torch.empty(0, dtype=torch.int64)
+    out = kernels.csr_aggregate(empty, none, None, table, True, None, True, dense_ids=none)
+    assert out.shape == (0, 6)
+    with pytest.raises(IndexError, match=r"col\[0\] = 0 is out of range for 0 sources"):
+        kernels.csr_aggregate(torch.tensor([0, 1]), torch.tensor([0]), None, table, True,
+                              dense_ids=none)  # fmt: skip
 
 
 def test_own_rows_and_paired_gradient_bad_input_is_named():
