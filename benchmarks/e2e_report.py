@@ -138,7 +138,12 @@ def measure_bounds(args, worker, earlier: dict | None = None) -> dict:
     from harness.bandwidth import copy_bandwidth
 
     start = args.warmup + args.steps
-    shapes = worker.command("shapes", start=start, count=args.profile_steps)
+    # the same batches each time: sampled once
+    shapes = (
+        earlier["shapes"]
+        if earlier
+        else worker.command("shapes", start=start, count=args.profile_steps)
+    )
     map_mib = max(1, (4 * args.num_nodes) >> 20)  # int32 position of every node
     machine = {
         "bandwidth": copy_bandwidth(args.bw_mib),

@@ -225,9 +225,12 @@ class NodeEmbedding:
             The gradient of the rows ``weight[ids]``.
         """
         ids = self._ids.checked_type(node_ids)
-        if self._storage.collective_lookups or self._prefetches or ids.dim() != 1:
-            return None
-        if ids.device != self._weight.device:
+        if (
+            self._storage.collective_lookups
+            or self._prefetches
+            or ids.dim() != 1
+            or ids.device != self._weight.device
+        ):
             return None
         flat = self._ids.flat(ids)
         if not torch.is_grad_enabled():

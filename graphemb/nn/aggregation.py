@@ -153,6 +153,12 @@ class _BlockAggregation(torch.autograd.Function):
         return grad, None, None, None, None, None
 
 
+def _adjacency(block: Block, dtype: torch.dtype) -> torch.Tensor:
+    """The block's (D, S) CSR adjacency ``adj_t`` with values of ``dtype``."""
+    adj_t = block.adj_t
+    return adj_t if adj_t.dtype == dtype else adj_t.to(dtype)
+
+
 def aggregate_with_own_rows(
     block: Block,
     h: torch.Tensor,
@@ -201,9 +207,7 @@ def aggregate_with_own_rows(
     >>> h.grad.tolist()
     [[1.0], [0.5], [0.5]]
     """
-    adj_t = block.adj_t
-    if adj_t.dtype != h.dtype:
-        adj_t = adj_t.to(h.dtype)
+    adj_t = _adjacency(block, h.dtype)
     if reduce not in ("mean", "sum"):
         raise ValueError(f"reduce must be 'mean' or 'sum', got {reduce!r}")
     if relu and float_kernel("csr_aggregate", h) is None:
@@ -245,7 +249,7 @@ def aggregate_embedding_rows(
     kernel = float_kernel("csr_aggregate", table)
     if kernel is None or reduce not in ("mean", "sum"):
         return None
-    adj_t = block.adj_t if block.adj_t.dtype == table.dtype else block.adj_t.to(table.dtype)
+    adj_t = _adjacency(block, table.dtype)
     crow, col = adj_t.crow_indices().contiguous(), adj_t.col_indices().contiguous()
     masks: list[Mask | None] = []  # the one drawn by the read, for its backward
 
