@@ -88,11 +88,14 @@ void for_each_row(const StepRows<C>& step, MakeUpdate make_update, Prefetch pref
     return [&, sum = std::vector<C>(dim), update = make_update()](int64_t block) mutable {
       const int64_t end = run_start_from(idx, count, (block + 1) * kPositionsPerBlock);
       int64_t first = run_start_from(idx, count, block * kPositionsPerBlock);
+      int64_t fetched = first;  // positions before it have been prefetched
       while (first < end) {
-        const int64_t ahead = first + kPrefetchPositions;
-        if (ahead < count) {
-          prefetch_bytes(g.row(ord[ahead]), dim * static_cast<int64_t>(sizeof(C)));
-          prefetch_row(idx[ahead]);
+        // every position up to kPrefetchPositions ahead: a run of duplicates moves `first`
+        // by its length, and the positions it skips need their rows too
+        for (const int64_t ahead = std::min(first + kPrefetchPositions, count); fetched < ahead;
+             ++fetched) {
+          prefetch_bytes(g.row(ord[fetched]), dim * static_cast<int64_t>(sizeof(C)));
+          if (fetched == 0 || idx[fetched] != idx[fetched - 1]) prefetch_row(idx[fetched]);
         }
         int64_t last = first + 1;
         while (last < count && idx[last] == idx[first]) ++last;

@@ -1,0 +1,108 @@
+#!/usr/bin/env python
+"""Two builds of the compiled kernels' sparse optimizer step compared round by round in one
+process.
+
+On a shared or virtual machine the same step can take 25 ms in one process and 29 ms in
+the next: an A/B of two processes measures the machine, not a change of a few per cent.
+Here one process builds the table and the optimizer once, loads both kernel libraries side
+by side and times ``optimizer.step()`` with each in turn: base, candidate, base, ... Each
+round hands both builds the same batches of ids with the same gradient, so both update the
+same rows within milliseconds of each other. The figure is the median over rounds of the
+base's time over the candidate's (above 1: the candidate is faster), with its smallest and
+largest, beside each build's median time.
+
+The ids are uniform with replacement (``--batch`` of them: duplicates summed, as a lookup of
+repeated ids gives) or, with ``--distinct``, that many distinct ids (as the input nodes of
+a sampled block give). Both libraries must speak this checkout's interface
+(``ABI_VERSION``); see ``bench_kernel_builds.py`` for how to build the base from an earlier
+commit. No target: the ratio is reported, not judged. The last line is
+``BENCH_SUMMARY {json}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from bench_kernel_builds import report, run_builds
+from harness import cli
+
+OPTIMIZERS = ("SparseAdam", "SparseAdagrad", "SparseRowWiseAdagrad", "SparseSGD")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = cli.parser(__doc__.split("\n\n")[0])
+    add = parser.add_argument
+    add("base", help="the kernel library measured against (a built _kernels*.so)")
+    add("candidate", help="the kernel library measured")
+    add("--optimizer", choices=OPTIMIZERS, default="SparseAdam", help="(SparseAdam)")
+    add("--rows", type=int, default=1_000_000, help="rows of the table (1000000)")
+    add("--dim", type=int, default=64, help="columns of the table (64)")
+    add("--batch", type=int, default=340_000, help="ids a step (340000)")
+    add("--distinct", action="store_true", help="distinct ids, not uniform with replacement")
+    add("--rounds", type=int, default=40, help="rounds, each timing both builds (40)")
+    add("--calls", type=int, default=3, help="steps a build takes in a round (3)")
+    add("--threads", type=int, default=2, help="torch threads, hence the kernels' (2)")
+    add("--seed", type=int, default=0)
+    add("--json", help="also write the summary JSON here")
+    args = parser.parse_args(argv)
+    if args.rounds < 2 or args.calls < 1:
+        parser.error(f"--rounds must be at least 2 and --calls 1, got {args.rounds}, {args.calls}")
+    if args.distinct and args.batch > args.rows:
+        parser.error(f"--distinct: --batch {args.batch} is more than --rows {args.rows}")
+    return args
+
+
+def measure(args: argparse.Namespace, builds: list) -> dict[str, list[float]]:
+    """Milliseconds per step of each round, by build name ("base", "candidate")."""
+    import torch
+
+    import graphemb._native.library as native
+    import graphemb.optim
+    from graphemb import NodeEmbedding
+
+    torch.set_num_threads(args.threads)
+    generator = torch.Generator().manual_seed(args.seed)
+    table = NodeEmbedding(args.rows, args.dim, "step-builds",
+                          init_func=lambda rows: rows.uniform_(-0.1, 0.1))  # fmt: skip
+    optimizer = getattr(graphemb.optim, args.optimizer)([table], lr=0.01)
+    batches = [
+        torch.randperm(args.rows, generator=generator)[: args.batch]
+        if args.distinct
+        else torch.randint(0, args.rows, (args.batch,), generator=generator)
+        for _ in range(args.calls)
+    ]
+    gradient = torch.randn(args.batch, args.dim, generator=generator)
+    names, times = ("base", "candidate"), {"base": [], "candidate": []}
+    for round_ in range(args.rounds + 1):  # round 0 warms both builds and is not kept
+        for name, build in zip(names, builds, strict=True):
+            native._library = build  # the library every kernel call goes through
+            spent = 0.0
+            for ids in batches:
+                table(ids).backward(gradient)
+                started = time.perf_counter()
+                optimizer.step()
+                spent += time.perf_counter() - started
+                optimizer.zero_grad()
+            if round_:
+                times[name].append(1e3 * spent / args.calls)
+    return times
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    cli.apply_allocator(args)
+    times, load = run_builds(args, measure)
+    for name, values in times.items():
+        print(f"{name}: median {statistics.median(values):.2f} ms a step over "
+              f"{len(values)} rounds")  # fmt: skip
+    ids = "distinct" if args.distinct else "uniform with replacement"
+    what = (f"base / candidate ms a step, {args.optimizer} {args.rows:,} x {args.dim}, "
+            f"{args.batch:,} ids ({ids})")  # fmt: skip
+    ratios = [b / c for b, c in zip(times["base"], times["candidate"], strict=True)]
+    report(args, "step_builds", what, ratios, "rounds", load, ms=times)
+
+
+if __name__ == "__main__":
+    main()
