@@ -197,7 +197,7 @@ class RowStorage(ABC):
         self, ids: torch.Tensor, values: Sequence[torch.Tensor], operation: str
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """Send rows to their owners; returns the rows this rank owns (ids may repeat)."""
-        if self.exchange is None:
+        if self.exchange is None or self.world_size == 1:  # nobody to send rows to
             return ids, list(values)
         return self.exchange.push(ids, self.partition.owner(ids), values, operation)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from ..distributed.huge_pages import index_rows
@@ -11,11 +13,21 @@ __all__ = ["PartitionedStorage"]
 
 
 class PartitionedStorage(RowStorage):
-    """Each rank holds only the rows it owns, in its own CPU or GPU memory."""
+    """Each rank holds only the rows it owns, in its own CPU or GPU memory.
+
+    In a process group of one rank (one GPU under ``torchrun``, say) that rank owns every
+    row at its global index: lookups read its table and gradients go straight to the
+    update, as in a single process; nothing is exchanged, since there is nobody to
+    exchange with.
+    """
 
     kind = "partitioned"
-    collective_lookups = True
     needs_exchange = True
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.collective_lookups = self.world_size > 1  # rows to pull from other ranks
+        self.coalesce_before_push = self.world_size > 1  # rows to send to other ranks
 
     def local_rows(self):
         return self.partition.local_size(self.rank)
@@ -28,14 +40,21 @@ class PartitionedStorage(RowStorage):
         return self._table_in_process_memory(self.local_rows(), row_shape, dtype, init)
 
     def read_rows(self, table, ids, operation):
+        if not self.collective_lookups:  # every row is here, at its global index
+            return self._rows_here(table, ids)
+
         def serve(requested: torch.Tensor) -> torch.Tensor:
             return index_rows(table, self.partition.to_local(requested))
 
         return self.exchange.pull(ids, self.partition.owner(ids), serve, operation)
 
     def local_index(self, ids):
-        return self.partition.to_local(ids)
+        # One part maps every id to itself, whatever the partition's rule.
+        return ids if self.world_size == 1 else self.partition.to_local(ids)
 
     def write_all(self, table, values):
+        if self.world_size == 1:  # every row, in order: no gathered copy of the whole table
+            table.copy_(values)
+            return
         own = self.partition.global_ids(self.rank, device=values.device)
         table.copy_(values.index_select(0, own))

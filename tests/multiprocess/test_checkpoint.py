@@ -25,22 +25,26 @@ from graphemb.optim import SparseAdam
 BEFORE, AFTER = 8, 6  # steps before the save, steps after it
 DATA_WORLD = 2  # batches of 2 data ranks, whatever the number of processes
 
+
+def _remainder(world: int, name: str) -> NodeEmbedding:
+    return NodeEmbedding(
+        scenarios.NUM,
+        scenarios.DIM,
+        name,
+        timeout=30,
+        partition=Partition.remainder(scenarios.NUM, world),
+    )
+
+
 LAYOUTS = {  # name -> (processes, make_embedding factory)
     "local": (1, lambda world, name: NodeEmbedding(scenarios.NUM, scenarios.DIM, name)),
     "shared2": (
         2,
         lambda world, name: NodeEmbedding(scenarios.NUM, scenarios.DIM, name, timeout=30),
     ),
-    "remainder2": (
-        2,
-        lambda world, name: NodeEmbedding(
-            scenarios.NUM,
-            scenarios.DIM,
-            name,
-            timeout=30,
-            partition=Partition.remainder(scenarios.NUM, world),
-        ),
-    ),
+    "remainder2": (2, _remainder),
+    # a process group of one rank: every row here, nothing exchanged
+    "remainder1": (1, _remainder),
     "range3": (
         3,
         lambda world, name: NodeEmbedding(
@@ -118,7 +122,7 @@ def cross_load(rank, world, layout, source):
 
 def run_layout(function, layout, *args):
     world = LAYOUTS[layout][0]
-    if world == 1:
+    if layout == "local":  # no process group
         return [function(0, 1, layout, *args)]
     return run_ranks(function, world, layout, *args)
 
@@ -151,6 +155,8 @@ def test_save_train_equals_load_train_exactly(trained, layout):
         ("shared2-single", "remainder2"),  # shared memory -> partitioned
         ("shared2-sharded", "range3"),  # sharded 2 -> 3: resharding
         ("range3-sharded", "local"),  # sharded 3 -> 1
+        ("remainder1-single", "remainder2"),  # a group of one -> partitioned over 2
+        ("range3-sharded", "remainder1"),  # sharded 3 -> a group of one
     ],
 )
 def test_load_into_another_layout_and_world_size(trained, source, target):

@@ -81,6 +81,56 @@ def test_partitioned_lookups_and_training_equal_one_process(world_size, mode):
         assert owned[1].numel() == 0
 
 
+ONE_PART = {
+    "remainder": lambda num: Partition.remainder(num, 1),
+    "blocks": lambda num: Partition.blocks(num, 1, block_size=4),
+    "range": lambda num: Partition.range(num, [0, num]),
+}
+
+
+def _no_exchange(*args, **kwargs):
+    raise AssertionError("a rank alone exchanged rows")
+
+
+def alone_worker(rank, world_size, mode):
+    def make(name):
+        emb = NodeEmbedding(
+            scenarios.NUM, scenarios.DIM, name, timeout=30, partition=ONE_PART[mode](scenarios.NUM)
+        )
+        for method in ("pull", "plan_pull", "push"):
+            setattr(emb.storage.exchange, method, _no_exchange)
+        return emb
+
+    training = scenarios.train_rank(rank, world_size, make)
+    probe = make("probe")
+    probe.all_set_embedding(_numbered_table())
+    ids = torch.tensor([5, 0, 36, 5])
+    with torch.no_grad():
+        rows = probe(ids)
+        in_place = probe.read_in_place(ids, lambda weight, flat: 2 * weight[flat], lambda g: g)
+    return {"training": training, "kind": probe.storage_kind, "rows": rows,
+            "in_place": in_place, "weight": probe.weight.clone()}  # fmt: skip
+
+
+def _numbered_table() -> torch.Tensor:
+    return torch.arange(scenarios.NUM * scenarios.DIM, dtype=torch.float32).view(scenarios.NUM, -1)
+
+
+@pytest.mark.parametrize("mode", list(ONE_PART))
+def test_partitioned_alone_trains_as_one_process_without_exchanging(mode):
+    """A process group of one rank: every row is the rank's, at its global index, and
+    nothing goes through the exchange (its pulls and pushes raise here); the training is
+    exactly one process's."""
+    (result,) = run_ranks(alone_worker, 1, mode)
+    assert result["kind"] == "partitioned"
+    scenarios.assert_same_training(result["training"], scenarios.train_union(1), exact=True)
+    table = _numbered_table()
+    assert torch.equal(result["weight"], table)
+    ids = torch.tensor([5, 0, 36, 5])
+    assert torch.equal(result["rows"], table[ids])
+    assert result["in_place"] is not None and torch.equal(result["in_place"], 2 * table[ids])
+
+
 def gather_to_one_worker(rank, world_size):
     emb = NodeEmbedding(
         10,
