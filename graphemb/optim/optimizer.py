@@ -229,7 +229,7 @@ class SparseOptimizer(torch.optim.Optimizer):
         grads: torch.Tensor | RowParts = recorded
         if pushed:
             divisor = storage.world_size
-        elif storage.distributed:
+        elif storage.world_size > 1:  # rows to send to their owners (alone, it owns every row)
             if storage.coalesce_before_push:  # fewer rows to send
                 with record_function("graphemb::coalesce"):
                     ids, recorded = coalesce_rows(ids, recorded, self._workspace)

@@ -27,7 +27,6 @@ class PartitionedStorage(RowStorage):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.collective_lookups = self.world_size > 1  # rows to pull from other ranks
-        self.coalesce_before_push = self.world_size > 1  # rows to send to other ranks
 
     def local_rows(self):
         return self.partition.local_size(self.rank)

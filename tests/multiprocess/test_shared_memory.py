@@ -78,6 +78,31 @@ def test_ranks_train_like_one_process_on_the_union(world_size, no_leaked_segment
         scenarios.assert_same_training(result, oracle)
 
 
+def _no_mail(*args, **kwargs):
+    raise AssertionError("a rank alone posted rows to a mailbox or waited at a barrier")
+
+
+def alone_worker(rank, world_size):
+    def make(name):
+        emb = shared_embedding(name)
+        for method in ("deliver", "deliver_in_place"):
+            setattr(emb.storage._mailboxes, method, _no_mail)
+        emb.storage.exchange.barrier = _no_mail
+        return emb
+
+    result = scenarios.train_rank(rank, world_size, make)
+    return result, {make("probe").storage_kind}
+
+
+def test_a_rank_alone_trains_as_one_process_without_mailboxes(no_leaked_segments):
+    """A process group of one rank owns every row: the step updates them without posting
+    its gradient rows to its own mailbox or waiting at a barrier, exactly as one process
+    does."""
+    ((result, kinds),) = run_ranks(alone_worker, 1)
+    assert kinds == {"shared"}
+    scenarios.assert_same_training(result, scenarios.train_union(1), exact=True)
+
+
 def pure_torch_worker(rank, world_size):
     os.environ["GRAPHEMB_DISABLE_KERNELS"] = "1"  # read when an optimizer takes an embedding
     result = scenarios.train_rank(rank, world_size, shared_embedding)
