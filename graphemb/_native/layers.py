@@ -37,6 +37,16 @@ def _check_index(tensor: torch.Tensor, name: str) -> None:
         raise ValueError(f"graphemb_kernels: {name} must be a contiguous 1-D CPU tensor")
 
 
+def _check_rows(tensor: torch.Tensor, name: str, kernel: str) -> None:
+    if tensor.device.type != "cpu" or not tensor.is_contiguous() or tensor.dim() != 2:
+        raise ValueError(f"graphemb_kernels.{kernel}: {name} must be a contiguous 2-D CPU tensor")
+    if tensor.dtype not in _FLOATS:
+        raise TypeError(
+            f"graphemb_kernels.{kernel}: {name} must be float32 or float64, got "
+            f"{dtype_name(tensor.dtype)}"
+        )
+
+
 def csr_aggregate(
     crow: torch.Tensor,
     col: torch.Tensor,
@@ -61,15 +71,7 @@ def csr_aggregate(
     _check_index(col, "col")
     if dense_ids is not None:
         _check_index(dense_ids, "dense_ids")
-    if dense.device.type != "cpu" or not dense.is_contiguous() or dense.dim() != 2:
-        raise ValueError(
-            "graphemb_kernels.csr_aggregate: dense must be a contiguous 2-D CPU tensor"
-        )
-    if dense.dtype not in _FLOATS:
-        raise TypeError(
-            "graphemb_kernels.csr_aggregate: dense must be float32 or float64, got "
-            f"{dtype_name(dense.dtype)}"
-        )
+    _check_rows(dense, "dense", "csr_aggregate")
     if crow.numel() < 1:
         raise ValueError("graphemb_kernels.csr_aggregate: crow is empty")
     if values is not None and (
@@ -111,16 +113,6 @@ def csr_aggregate(
     return out
 
 
-def _check_rows(tensor: torch.Tensor, name: str, kernel: str) -> None:
-    if tensor.device.type != "cpu" or not tensor.is_contiguous() or tensor.dim() != 2:
-        raise ValueError(f"graphemb_kernels.{kernel}: {name} must be a contiguous 2-D CPU tensor")
-    if tensor.dtype not in _FLOATS:
-        raise TypeError(
-            f"graphemb_kernels.{kernel}: {name} must be float32 or float64, got "
-            f"{dtype_name(tensor.dtype)}"
-        )
-
-
 def csr_aggregate_transposed(
     crow: torch.Tensor,
     col: torch.Tensor,
@@ -147,37 +139,7 @@ def csr_aggregate_transposed(
     ReLU (``csr_aggregate(..., relu=True)``); the result is 0 wherever they are not above 0
     (the ReLU's backward)."""
     kernel = "csr_aggregate_transposed"
-    _check_index(crow, "crow")
-    _check_index(col, "col")
-    _check_rows(grad, "grad", kernel)
-    if crow.numel() < 1:
-        raise ValueError(f"graphemb_kernels.{kernel}: crow is empty")
-    rows = crow.numel() - 1
-    if rows != grad.shape[0]:
-        raise ValueError(
-            f"graphemb_kernels.{kernel}: grad has {grad.shape[0]} rows, crow {rows} (+ 1)"
-        )
-    width = grad.shape[1]
-    if paired:
-        if addend is not None or width % 2 or rows > out_rows:
-            raise ValueError(
-                f"graphemb_kernels.{kernel}: a paired grad needs an even width, no addend and "
-                f"at most out_rows = {out_rows} rows; got width {width}, {rows} rows"
-                + (", an addend" if addend is not None else "")
-            )
-        width //= 2
-    if addend is not None:
-        _check_rows(addend, "addend", kernel)
-        if addend.dtype != grad.dtype or addend.shape[1] != width:
-            raise ValueError(f"graphemb_kernels.{kernel}: addend must have grad's dtype and width")
-    if relu_input is not None:
-        _check_rows(relu_input, "relu_input", kernel)
-        if relu_input.dtype != grad.dtype or relu_input.shape != (out_rows, width):
-            raise ValueError(
-                f"graphemb_kernels.{kernel}: relu_input must be {dtype_name(grad.dtype)} of "
-                f"shape ({out_rows}, {width}), got {dtype_name(relu_input.dtype)} "
-                f"{tuple(relu_input.shape)}"
-            )
+    rows, width = _transposed_shapes(crow, col, grad, out_rows, addend, paired, relu_input)
     if out is None:
         out = torch.empty(out_rows, width, dtype=grad.dtype)
     elif (
@@ -211,6 +173,52 @@ def csr_aggregate_transposed(
             None if relu_input is None else relu_input.data_ptr(),
         )
     return out
+
+
+def _transposed_shapes(
+    crow: torch.Tensor,
+    col: torch.Tensor,
+    grad: torch.Tensor,
+    out_rows: int,
+    addend: torch.Tensor | None,
+    paired: bool,
+    relu_input: torch.Tensor | None,
+) -> tuple[int, int]:
+    """:func:`csr_aggregate_transposed`'s arguments checked: the rows of its CSR matrix and
+    the width ``F`` of its output."""
+    kernel = "csr_aggregate_transposed"
+    _check_index(crow, "crow")
+    _check_index(col, "col")
+    _check_rows(grad, "grad", kernel)
+    if crow.numel() < 1:
+        raise ValueError(f"graphemb_kernels.{kernel}: crow is empty")
+    rows = crow.numel() - 1
+    if rows != grad.shape[0]:
+        raise ValueError(
+            f"graphemb_kernels.{kernel}: grad has {grad.shape[0]} rows, crow {rows} (+ 1)"
+        )
+    width = grad.shape[1]
+    if paired:
+        if addend is not None or width % 2 or rows > out_rows:
+            raise ValueError(
+                f"graphemb_kernels.{kernel}: a paired grad needs an even width, no addend and "
+                f"at most out_rows = {out_rows} rows; got width {width}, {rows} rows"
+                + (", an addend" if addend is not None else "")
+            )
+        width //= 2
+    if addend is not None:
+        _check_rows(addend, "addend", kernel)
+        if addend.dtype != grad.dtype or addend.shape[1] != width:
+            raise ValueError(f"graphemb_kernels.{kernel}: addend must have grad's dtype and width")
+    if relu_input is not None:
+        _check_rows(relu_input, "relu_input", kernel)
+        if relu_input.dtype != grad.dtype or relu_input.shape != (out_rows, width):
+            raise ValueError(
+                f"graphemb_kernels.{kernel}: relu_input must be {dtype_name(grad.dtype)} of "
+                f"shape ({out_rows}, {width}), got {dtype_name(relu_input.dtype)} "
+                f"{tuple(relu_input.shape)}"
+            )
+    return rows, width
 
 
 def dropout_masked_scale(x: torch.Tensor, threshold: int, scale: float, key: int) -> torch.Tensor:

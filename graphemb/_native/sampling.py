@@ -177,27 +177,7 @@ def random_walks(
         leave.
     """
     num_nodes = _check_graph(indptr, indices, start, strided=True)
-    if (cumulative is None) != (last is None):
-        raise ValueError("graphemb_kernels.random_walks: weighted walks need cumulative and last")
-    if cumulative is not None and last is not None:
-        if (
-            cumulative.dtype != torch.float64
-            or cumulative.shape != (indices.numel() + 1,)
-            or cumulative.device.type != "cpu"
-            or not cumulative.is_contiguous()
-        ):
-            raise ValueError(
-                "graphemb_kernels.random_walks: cumulative must be a contiguous float64 CPU "
-                f"tensor of E + 1 = {indices.numel() + 1} entries, got "
-                f"{dtype_name(cumulative.dtype)} of shape {list(cumulative.shape)} on "
-                f"{cumulative.device}"
-            )
-        _check_long(last, "last")
-        if last.numel() != num_nodes:
-            raise ValueError(
-                f"graphemb_kernels.random_walks: last must have {num_nodes} entries, got "
-                f"{last.numel()}"
-            )
+    _check_weights(cumulative, last, indices.numel(), num_nodes)
     if (
         out.dtype != torch.int64
         or out.device.type != "cpu"
@@ -226,6 +206,32 @@ def random_walks(
             float(q),
             int(key) & _KEY_MASK,
             out.data_ptr(),
+        )
+
+
+def _check_weights(
+    cumulative: torch.Tensor | None, last: torch.Tensor | None, num_edges: int, num_nodes: int
+) -> None:
+    """:func:`random_walks`' weights: both or neither, of the graph's sizes."""
+    if (cumulative is None) != (last is None):
+        raise ValueError("graphemb_kernels.random_walks: weighted walks need cumulative and last")
+    if cumulative is None or last is None:
+        return
+    if (
+        cumulative.dtype != torch.float64
+        or cumulative.shape != (num_edges + 1,)
+        or cumulative.device.type != "cpu"
+        or not cumulative.is_contiguous()
+    ):
+        raise ValueError(
+            "graphemb_kernels.random_walks: cumulative must be a contiguous float64 CPU "
+            f"tensor of E + 1 = {num_edges + 1} entries, got {dtype_name(cumulative.dtype)} "
+            f"of shape {list(cumulative.shape)} on {cumulative.device}"
+        )
+    _check_long(last, "last")
+    if last.numel() != num_nodes:
+        raise ValueError(
+            f"graphemb_kernels.random_walks: last must have {num_nodes} entries, got {last.numel()}"
         )
 
 

@@ -13,7 +13,7 @@ import torch.distributed as dist
 
 from .._checks import as_size
 from ..graph import Graph
-from .backends import create_backend
+from .backends import SkipGramBackend, create_backend
 from .corpus import Corpus
 from .guard import check_rows
 from .options import Backend, CompiledOptions, SkipGramOptions, TorchOptions, parse_backend
@@ -89,20 +89,29 @@ def train_node_embeddings(
         world_size=world_size,
         compiled_options=compiled_options, torch_options=torch_options,
     )  # fmt: skip
-    done = 0
-    with trainer, _progress_bar(rate.total_walks, progress and rank == 0) as advance:
-        for chunk in corpus.chunks():
-            for repeat in range(options.passes):  # SGD passes over the same walks
-                trainer.train_chunk(chunk, repeat, done, rate)
-                done += chunk.size
-                advance(chunk.size)
-            del chunk  # before the next is walked: one chunk of walks held at a time
+    with trainer:
+        _train_chunks(trainer, corpus, options.passes, rate, progress and rank == 0)
     rows = trainer.input_rows()
     # the backend (its output rows, its noise) freed before the check reads the input
     # rows: the check's temporaries never sit beside both tables
     del trainer
     check_rows(rows, options.lr, "by the end of training")
     return rows
+
+
+def _train_chunks(
+    trainer: SkipGramBackend, corpus: Corpus, passes: int, rate: LearningRate, progress: bool
+) -> None:
+    """Every chunk of ``corpus``'s walks through ``trainer``, ``passes`` times over, one
+    chunk held at a time; a progress bar of the walks trained if ``progress``."""
+    done = 0
+    with _progress_bar(rate.total_walks, progress) as advance:
+        for chunk in corpus.chunks():
+            for repeat in range(passes):  # SGD passes over the same walks
+                trainer.train_chunk(chunk, repeat, done, rate)
+                done += chunk.size
+                advance(chunk.size)
+            del chunk  # before the next is walked: one chunk of walks held at a time
 
 
 def _process_group() -> tuple[int, int]:
