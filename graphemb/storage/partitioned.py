@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
+from ..distributed.coordination import Coordinator
+from ..distributed.exchange import Exchange
 from ..distributed.huge_pages import index_rows
 from .base import RowStorage
+from .partition import Partition
 
 __all__ = ["PartitionedStorage"]
 
@@ -24,8 +25,16 @@ class PartitionedStorage(RowStorage):
     kind = "partitioned"
     needs_exchange = True
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(
+        self,
+        name: str,
+        num_embeddings: int,
+        device: torch.device,
+        partition: Partition,
+        exchange: Exchange | None = None,  # required: RowStorage refuses None
+        coordinator: Coordinator | None = None,
+    ) -> None:
+        super().__init__(name, num_embeddings, device, partition, exchange, coordinator)
         self.collective_lookups = self.world_size > 1  # rows to pull from other ranks
 
     def local_rows(self):
