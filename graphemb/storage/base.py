@@ -68,8 +68,6 @@ class RowStorage(ABC):
     """
 
     kind: str = "abstract"
-    # Whether every lookup is a collective (rows may come from other ranks).
-    collective_lookups: bool = False
     # Sum duplicate rows before pushing them: worth a sort when rows cross a network, not
     # when they are copied through shared memory (the owner sums duplicates anyway).
     coalesce_before_push: bool = True
@@ -105,6 +103,11 @@ class RowStorage(ABC):
     @property
     def world_size(self) -> int:
         return 1 if self.exchange is None else self.exchange.world_size
+
+    @property
+    def collective_lookups(self) -> bool:
+        """Whether every lookup is a collective (rows may come from other ranks)."""
+        return False
 
     @property
     def distributed(self) -> bool:

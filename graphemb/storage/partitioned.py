@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from ..distributed.coordination import Coordinator
-from ..distributed.exchange import Exchange
 from ..distributed.huge_pages import index_rows
 from .base import RowStorage
-from .partition import Partition
 
 __all__ = ["PartitionedStorage"]
 
@@ -25,17 +22,9 @@ class PartitionedStorage(RowStorage):
     kind = "partitioned"
     needs_exchange = True
 
-    def __init__(
-        self,
-        name: str,
-        num_embeddings: int,
-        device: torch.device,
-        partition: Partition,
-        exchange: Exchange | None = None,  # required: RowStorage refuses None
-        coordinator: Coordinator | None = None,
-    ) -> None:
-        super().__init__(name, num_embeddings, device, partition, exchange, coordinator)
-        self.collective_lookups = self.world_size > 1  # rows to pull from other ranks
+    @property
+    def collective_lookups(self) -> bool:
+        return self.world_size > 1  # rows to pull from other ranks
 
     def local_rows(self):
         return self.partition.local_size(self.rank)
