@@ -50,6 +50,8 @@ class SharedMemoryStorage(RowStorage):
         self._mailboxes = SharedMemoryMailboxes(name, coordinator, exchange)
 
     def _create_table(self, key, row_shape, dtype, init):
+        if self.world_size == 1:  # nobody else maps it: process memory, huge pages, no /dev/shm
+            return self._table_in_process_memory(self.num_embeddings, row_shape, dtype, init)
         return create_shared_table(
             self.coordinator, f"{self.name}/{key}", (self.num_embeddings, *row_shape), dtype, init
         )

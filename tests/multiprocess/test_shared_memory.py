@@ -91,15 +91,32 @@ def alone_worker(rank, world_size):
         return emb
 
     result = scenarios.train_rank(rank, world_size, make)
-    return result, {make("probe").storage_kind}
+    probe = make("probe")
+    probe(torch.tensor([1, 2])).sum().backward()
+    optimizer = SparseAdam([probe])
+    optimizer.step()  # its state tables too
+    tables = [probe.weight, *optimizer.state[probe].values()]
+    return result, {probe.storage_kind}, {_mapped_file(t.data_ptr()) for t in tables}
 
 
-def test_a_rank_alone_trains_as_one_process_without_mailboxes(no_leaked_segments):
-    """A process group of one rank owns every row: the step updates them without posting
-    its gradient rows to its own mailbox or waiting at a barrier, exactly as one process
-    does."""
-    ((result, kinds),) = run_ranks(alone_worker, 1)
+def _mapped_file(address: int) -> str:
+    """The file mapped at ``address`` in this process ('' for anonymous memory)."""
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        fields = line.split(maxsplit=5)  # range, perms, offset, dev, inode[, path]
+        start, end = (int(x, 16) for x in fields[0].split("-"))
+        if start <= address < end:
+            return fields[5].strip() if len(fields) == 6 else ""
+    raise LookupError(f"address {address:#x} is not mapped")
+
+
+def test_a_rank_alone_trains_as_one_process_without_shared_memory(no_leaked_segments):
+    """A process group of one rank owns every row: its tables live in its own memory (no
+    segment in /dev/shm, whose size containers often limit), and the step updates them
+    without posting its gradient rows to its own mailbox or waiting at a barrier, exactly
+    as one process does."""
+    ((result, kinds, files),) = run_ranks(alone_worker, 1)
     assert kinds == {"shared"}
+    assert not any(str(SHM_DIR) in file for file in files), files
     scenarios.assert_same_training(result, scenarios.train_union(1), exact=True)
 
 
