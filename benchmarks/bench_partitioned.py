@@ -25,9 +25,9 @@ SparseAdam update throughput of
 with torch.cuda.synchronize() around every timed step, against the device's copy bandwidth
 (dst.copy_(src) on the GPU; bound = 28*D bytes per unique row / bandwidth). Verdict: the
 partitioned step at world size 1 within 1.2x of the local one (a rank alone exchanges
-nothing). --device-check-on-cpu runs that same GPU code path on the CPU (gloo instead of NCCL, an
-explicit one-part Partition) to check it on a machine without a GPU; its numbers are not
-GPU numbers. The last line is "BENCH_SUMMARY {json}".
+nothing). --device-check-on-cpu runs that same GPU code path on the CPU (gloo instead of
+NCCL, an explicit one-part Partition) to check it on a machine without a GPU; its numbers
+are not GPU numbers. The last line is "BENCH_SUMMARY {json}".
 """
 
 from __future__ import annotations
