@@ -39,10 +39,8 @@ PANEL_BLOCKS, PANEL_INSIDE = 50, 0.9
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = cli.parser(__doc__.split("\n\n")[0])
+    parser = builds_parser(__doc__.split("\n\n")[0])
     add = parser.add_argument
-    add("base", help="the kernel library measured against (a built _kernels*.so)")
-    add("candidate", help="the kernel library measured")
     add("--nodes", type=int, default=1_000_000, help="nodes of the graph (1000000)")
     add("--shape", choices=("uniform", "powerlaw"), default="uniform", help="(uniform)")
     add("--degree", type=float, default=20.0, help="average degree (20)")
@@ -143,6 +141,44 @@ def report(args: argparse.Namespace, benchmark: str, what: str, ratios: list[flo
     summary = {"benchmark": benchmark, "config": config, **results, "ratios": ratios,
                "line": line}  # fmt: skip
     emit_summary(summary, args.json)
+
+
+def builds_parser(description: str) -> argparse.ArgumentParser:
+    """The parser of an A/B of two builds: the two libraries, the allocator options."""
+    parser = cli.parser(description)
+    parser.add_argument("base", help="the kernel library measured against (a built _kernels*.so)")
+    parser.add_argument("candidate", help="the kernel library measured")
+    return parser
+
+
+def parse_rounds(
+    parser: argparse.ArgumentParser, argv: list[str] | None, rounds: int, calls: int, what: str
+) -> argparse.Namespace:
+    """``parser``'s arguments with the options of a round-by-round A/B (``--rounds``,
+    ``--calls`` of ``what`` a build makes in a round, ``--threads``, ``--seed``,
+    ``--json``), checked."""
+    add = parser.add_argument
+    add("--rounds", type=int, default=rounds, help=f"rounds, each timing both builds ({rounds})")
+    add("--calls", type=int, default=calls, help=f"{what} a build makes in a round ({calls})")
+    add("--threads", type=int, default=2, help="torch threads, hence the kernels' (2)")
+    add("--seed", type=int, default=0)
+    add("--json", help="also write the summary JSON here")
+    args = parser.parse_args(argv)
+    if args.rounds < 2 or args.calls < 1:
+        parser.error(f"--rounds must be at least 2 and --calls 1, got {args.rounds}, {args.calls}")
+    return args
+
+
+def report_rounds(
+    args: argparse.Namespace, benchmark: str, what: str, times: dict, unit: str, load: float
+) -> None:
+    """Each build's median ms a ``unit`` over the rounds, then :func:`report` of the rounds'
+    ratios base / candidate (above 1: the candidate is faster)."""
+    for name, values in times.items():
+        print(f"{name}: median {statistics.median(values):.2f} ms a {unit} over "
+              f"{len(values)} rounds")  # fmt: skip
+    ratios = [b / c for b, c in zip(times["base"], times["candidate"], strict=True)]
+    report(args, benchmark, what, ratios, "rounds", load, ms=times)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -20,34 +20,24 @@ the ratio is reported, not judged. The last line is ``BENCH_SUMMARY {json}``.
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 from types import SimpleNamespace
 
-from bench_kernel_builds import report, run_builds
+from bench_kernel_builds import builds_parser, parse_rounds, report_rounds, run_builds
 from bench_sampler import GRAPHS, build_graph
 from harness import cli
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = cli.parser(__doc__.split("\n\n")[0])
+    parser = builds_parser(__doc__.split("\n\n")[0])
     add = parser.add_argument
-    add("base", help="the kernel library measured against (a built _kernels*.so)")
-    add("candidate", help="the kernel library measured")
     add("--graph", choices=GRAPHS, default="powerlaw-out", help="(powerlaw-out)")
     add("--nodes", type=int, default=1_000_000, help="nodes of the graph (1000000)")
     add("--avg-degree", type=float, default=20.0, help="mean in-degree (20)")
     add("--fanouts", default="15,10,5", help="input layer first, DGL's order (15,10,5)")
     add("--batch-size", type=int, default=1024, help="seeds a batch (1024)")
-    add("--rounds", type=int, default=60, help="rounds, each timing both builds (60)")
-    add("--calls", type=int, default=5, help="batches a build samples in a round (5)")
-    add("--threads", type=int, default=2, help="torch threads, hence the kernels' (2)")
-    add("--seed", type=int, default=0)
-    add("--json", help="also write the summary JSON here")
-    args = parser.parse_args(argv)
+    args = parse_rounds(parser, argv, rounds=60, calls=5, what="batches")
     args.fanouts = [int(f) for f in args.fanouts.split(",")]
-    if args.rounds < 2 or args.calls < 1:
-        parser.error(f"--rounds must be at least 2 and --calls 1, got {args.rounds}, {args.calls}")
     if args.batch_size * args.calls > args.nodes:
         parser.error(f"--calls {args.calls} batches of {args.batch_size} distinct seeds need "
                      f"more than --nodes {args.nodes}")  # fmt: skip
@@ -88,13 +78,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     cli.apply_allocator(args)
     times, load = run_builds(args, measure)
-    for name, values in times.items():
-        print(f"{name}: median {statistics.median(values):.2f} ms a batch over "
-              f"{len(values)} rounds")  # fmt: skip
     fanouts = ",".join(map(str, args.fanouts))
     what = f"base / candidate ms a batch, {args.graph} {args.nodes:,} nodes, fanouts {fanouts}"
-    ratios = [b / c for b, c in zip(times["base"], times["candidate"], strict=True)]
-    report(args, "sampler_builds", what, ratios, "rounds", load, ms=times)
+    report_rounds(args, "sampler_builds", what, times, "batch", load)
 
 
 if __name__ == "__main__":

@@ -22,33 +22,23 @@ commit. No target: the ratio is reported, not judged. The last line is
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 
-from bench_kernel_builds import report, run_builds
+from bench_kernel_builds import builds_parser, parse_rounds, report_rounds, run_builds
 from harness import cli
 
 OPTIMIZERS = ("SparseAdam", "SparseAdagrad", "SparseRowWiseAdagrad", "SparseSGD")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = cli.parser(__doc__.split("\n\n")[0])
+    parser = builds_parser(__doc__.split("\n\n")[0])
     add = parser.add_argument
-    add("base", help="the kernel library measured against (a built _kernels*.so)")
-    add("candidate", help="the kernel library measured")
     add("--optimizer", choices=OPTIMIZERS, default="SparseAdam", help="(SparseAdam)")
     add("--rows", type=int, default=1_000_000, help="rows of the table (1000000)")
     add("--dim", type=int, default=64, help="columns of the table (64)")
     add("--batch", type=int, default=340_000, help="ids a step (340000)")
     add("--distinct", action="store_true", help="distinct ids, not uniform with replacement")
-    add("--rounds", type=int, default=40, help="rounds, each timing both builds (40)")
-    add("--calls", type=int, default=3, help="steps a build takes in a round (3)")
-    add("--threads", type=int, default=2, help="torch threads, hence the kernels' (2)")
-    add("--seed", type=int, default=0)
-    add("--json", help="also write the summary JSON here")
-    args = parser.parse_args(argv)
-    if args.rounds < 2 or args.calls < 1:
-        parser.error(f"--rounds must be at least 2 and --calls 1, got {args.rounds}, {args.calls}")
+    args = parse_rounds(parser, argv, rounds=40, calls=3, what="steps")
     if args.distinct and args.batch > args.rows:
         parser.error(f"--distinct: --batch {args.batch} is more than --rows {args.rows}")
     return args
@@ -94,14 +84,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     cli.apply_allocator(args)
     times, load = run_builds(args, measure)
-    for name, values in times.items():
-        print(f"{name}: median {statistics.median(values):.2f} ms a step over "
-              f"{len(values)} rounds")  # fmt: skip
     ids = "distinct" if args.distinct else "uniform with replacement"
     what = (f"base / candidate ms a step, {args.optimizer} {args.rows:,} x {args.dim}, "
             f"{args.batch:,} ids ({ids})")  # fmt: skip
-    ratios = [b / c for b, c in zip(times["base"], times["candidate"], strict=True)]
-    report(args, "step_builds", what, ratios, "rounds", load, ms=times)
+    report_rounds(args, "step_builds", what, times, "step", load)
 
 
 if __name__ == "__main__":
