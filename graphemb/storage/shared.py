@@ -79,7 +79,7 @@ class SharedMemoryStorage(RowStorage):
 
     def after_update(self, operation):
         # Nobody may read the next step's rows before every owner has written them.
-        self._barrier(operation)
+        self.exchange.barrier(operation)
         self._mailboxes.after_barrier()
 
     def write_all(self, table, values):
@@ -88,9 +88,4 @@ class SharedMemoryStorage(RowStorage):
         start = min(self.rank * per_rank, self.num_embeddings)
         end = min(start + per_rank, self.num_embeddings)
         table[start:end].copy_(values[start:end])
-        self._barrier(f"writing table of {self.name!r}")
-
-    def _barrier(self, operation: str) -> None:
-        """Wait until every rank is here (a rank alone has nobody to wait for)."""
-        if self.exchange is not None and self.world_size > 1:
-            self.exchange.barrier(operation)
+        self.exchange.barrier(f"writing table of {self.name!r}")
