@@ -39,7 +39,8 @@ PANEL_BLOCKS, PANEL_INSIDE = 50, 0.9
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = builds_parser(__doc__.split("\n\n")[0])
+    parser = cli.parser(__doc__.split("\n\n")[0])
+    add_builds(parser)
     add = parser.add_argument
     add("--nodes", type=int, default=1_000_000, help="nodes of the graph (1000000)")
     add("--shape", choices=("uniform", "powerlaw"), default="uniform", help="(uniform)")
@@ -143,12 +144,10 @@ def report(args: argparse.Namespace, benchmark: str, what: str, ratios: list[flo
     emit_summary(summary, args.json)
 
 
-def builds_parser(description: str) -> argparse.ArgumentParser:
-    """The parser of an A/B of two builds: the two libraries, the allocator options."""
-    parser = cli.parser(description)
+def add_builds(parser: argparse.ArgumentParser) -> None:
+    """The two libraries of an A/B of two builds, as ``parser``'s first arguments."""
     parser.add_argument("base", help="the kernel library measured against (a built _kernels*.so)")
     parser.add_argument("candidate", help="the kernel library measured")
-    return parser
 
 
 def parse_rounds(

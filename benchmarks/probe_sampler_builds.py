@@ -23,13 +23,14 @@ import argparse
 import time
 from types import SimpleNamespace
 
-from bench_kernel_builds import builds_parser, parse_rounds, report_rounds, run_builds
+from bench_kernel_builds import add_builds, parse_rounds, report_rounds, run_builds
 from bench_sampler import GRAPHS, build_graph
 from harness import cli
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = builds_parser(__doc__.split("\n\n")[0])
+    parser = cli.parser(__doc__.split("\n\n")[0])
+    add_builds(parser)
     add = parser.add_argument
     add("--graph", choices=GRAPHS, default="powerlaw-out", help="(powerlaw-out)")
     add("--nodes", type=int, default=1_000_000, help="nodes of the graph (1000000)")

@@ -24,14 +24,15 @@ from __future__ import annotations
 import argparse
 import time
 
-from bench_kernel_builds import builds_parser, parse_rounds, report_rounds, run_builds
+from bench_kernel_builds import add_builds, parse_rounds, report_rounds, run_builds
 from harness import cli
 
 OPTIMIZERS = ("SparseAdam", "SparseAdagrad", "SparseRowWiseAdagrad", "SparseSGD")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = builds_parser(__doc__.split("\n\n")[0])
+    parser = cli.parser(__doc__.split("\n\n")[0])
+    add_builds(parser)
     add = parser.add_argument
     add("--optimizer", choices=OPTIMIZERS, default="SparseAdam", help="(SparseAdam)")
     add("--rows", type=int, default=1_000_000, help="rows of the table (1000000)")
