@@ -1,6 +1,7 @@
 # graphemb: one command for the main job and one for the tests.
 #   modern stack : torch 2.13 (CPU wheel), PyG, no DGL -- the demo's stack
-#   dgl stack    : torch 2.2.1 + DGL 2.1.0 + PyG (the DGL adapters and the DGL oracles)
+#   dgl stack    : torch 2.2.1 + DGL 2.1.0 + PyG + FBGEMM (the DGL adapters, the DGL and
+#                  FBGEMM oracles)
 # Environments are built on first use under .venv/ and rebuilt when their pins change.
 # Dependencies live in pyproject.toml's extras; requirements/*-stack.txt only pin versions.
 
@@ -24,7 +25,7 @@ LOCAL_WHEELS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels)
 UV_INSTALL = $(VENV)/$(1)/bin/uv pip install --quiet --python $(VENV)/$(1)/bin/python \
 	$(LOCAL_WHEELS) -c requirements/$(1)-stack.txt -e
 # Extras each stack's test environment installs beyond "dev".
-EXTRAS_dgl    := ,dgl
+EXTRAS_dgl    := ,dgl,fbgemm
 EXTRAS_modern := ,bench,docs
 # The environments depend on pyproject.toml's [project] table only (its dependencies and
 # extras), not on tool settings: this file is rewritten only when that table changes.

@@ -1,34 +1,40 @@
 #!/usr/bin/env python
-"""One sparse training step on CPU: graphemb against torch and DGL, in one run.
+"""One sparse training step on CPU: graphemb against torch, DGL and FBGEMM, in one run.
 
-Timed unit: lookup of a batch of random ids + loss + backward + optimizer step, float32, one
-process. Contenders (all alive at once, timed in interleaved rounds, same ids, same loss):
+Timed unit: lookup of a batch of random ids + loss + backward + optimizer step, float32.
+Each contender runs in a fresh Python process of its own that imports its library alone,
+with its library's defaults and this run's allocator settings (``harness.isolated``); the
+processes are timed in interleaved rounds, on the same ids and the same loss:
 
-  graphemb  NodeEmbedding + graphemb.optim.SparseAdam / SparseAdagrad
+  graphemb  NodeEmbedding + graphemb.optim.SparseAdam / SparseAdagrad / SparseRowWiseAdagrad
   torch     nn.Embedding(sparse=True) + torch.optim.SparseAdam / torch.optim.Adagrad
-  dgl       dgl.nn.NodeEmbedding + dgl.optim.SparseAdam / SparseAdagrad (dgl stack only)
+  dgl       dgl.nn.NodeEmbedding + dgl.optim.SparseAdam / SparseAdagrad
+  fbgemm    FBGEMM's CPU table-batched embedding, its backward fused with EXACT_ADAGRAD /
+            EXACT_ROWWISE_ADAGRAD (it has no CPU Adam)
 
-Reports the median ms/step with its spread, speed-ups over torch SparseAdam, over the torch
-peer and over the DGL peer with the same optimizer (with the range of the per-round ratios),
-and the memory-bandwidth bound: bytes an update must move (Adam 28*D, Adagrad 20*D bytes per
-unique row) / measured copy bandwidth. Then a per-phase profile of graphemb's SparseAdam
-step (torch.profiler record_function spans: the harness's phases and the spans graphemb
-opens inside them) and, with --ops, torch.profiler's operator table. The last line is
-"BENCH_SUMMARY {json}".
+DGL and FBGEMM are on the dgl stack only; a peer whose library does not import is left out
+with the reason. Reports the median ms/step with its spread, speed-ups over torch
+SparseAdam and over each peer with the same optimizer (with the range of the per-round
+ratios), and the memory-bandwidth bound: bytes an update must move (Adam 28*D, Adagrad
+20*D, row-wise Adagrad 12*D bytes per unique row) / measured copy bandwidth. Then a
+per-phase profile of graphemb's SparseAdam step (torch.profiler record_function spans: the
+harness's phases and the spans graphemb opens inside them) and, with --ops, torch.profiler's
+operator table. The last line is "BENCH_SUMMARY {json}".
 """
 
 from __future__ import annotations
 
-import time
-
 from harness import bandwidth as bw
-from harness import cli, peers, phases, report, timing, workload
+from harness import cli, isolated, peers, phases, report, timing, workload
 
-FAMILIES = ("graphemb", "torch", "dgl")
+FAMILIES = ("graphemb", "torch", "dgl", "fbgemm")
+# Each family's optimizer of each formula (None: the library has none).
 OPTIMIZERS = {
-    "adam": ("SparseAdam", "SparseAdam", "SparseAdam"),
-    "adagrad": ("SparseAdagrad", "Adagrad", "SparseAdagrad"),
+    "adam": ("SparseAdam", "SparseAdam", "SparseAdam", None),
+    "adagrad": ("SparseAdagrad", "Adagrad", "SparseAdagrad", "EXACT_ADAGRAD"),
+    "rowwise_adagrad": ("SparseRowWiseAdagrad", None, None, "EXACT_ROWWISE_ADAGRAD"),
 }
+STATE_TABLES = {"adam": 3, "adagrad": 2, "rowwise_adagrad": 1}  # (N, D) tables, weight included
 TARGET_VS_TORCH = 4.0
 
 
@@ -44,13 +50,13 @@ def parse_args(argv=None):
     parser.add_argument(
         "--families",
         default=",".join(FAMILIES),
-        help="comma-separated subset of graphemb,torch,dgl (default: all)",
+        help=f"comma-separated subset of {','.join(FAMILIES)} (default: all)",
     )
     parser.add_argument(
         "--optimizers",
         default=",".join(OPTIMIZERS),
-        help="comma-separated subset of adam,adagrad (default: both; adam alone halves the "
-        "memory of a full-size run)",
+        help=f"comma-separated subset of {','.join(OPTIMIZERS)} (default: all; adam alone "
+        "holds the least memory in a full-size run)",
     )
     parser.add_argument(
         "--no-profile",
@@ -74,35 +80,39 @@ def parse_args(argv=None):
 
 
 def label(family: str, optimizer: str) -> str:
-    names = OPTIMIZERS[optimizer]
-    return f"{family} {names[FAMILIES.index(family)]}"
+    return f"{family} {OPTIMIZERS[optimizer][FAMILIES.index(family)]}"
 
 
-def build(args, work: workload.Workload, dgl_ok):
-    """Every contender, in a fixed order; their tables stay alive for the whole run."""
-    contenders = {}
-    for optimizer in args.optimizers:
-        for family in args.families:
-            if family == "dgl" and not dgl_ok:
-                continue
-            name = label(family, optimizer)
-            t0 = time.perf_counter()
-            if family == "graphemb":
-                c = peers.graphemb_contender(
-                    name, optimizer, work, table_name=workload.unique_name(optimizer)
-                )
-            elif family == "torch":
-                c = peers.torch_contender(name, optimizer, work)
-            else:
-                c = peers.dgl_contender(
-                    name, optimizer, work, table_name=workload.unique_name(optimizer)
-                )
-            contenders[name] = c
-            print(f"  built {name} in {time.perf_counter() - t0:.1f} s")
-    return contenders
+def planned(args) -> list[tuple[str, str]]:
+    """``(family, optimizer)`` of every contender asked for whose library has the formula."""
+    return [
+        (family, optimizer)
+        for optimizer in args.optimizers
+        for family in args.families
+        if OPTIMIZERS[optimizer][FAMILIES.index(family)] is not None
+    ]
 
 
-def print_bounds(args, batches, dgl_ok: bool) -> dict:
+def start_workers(args, threads: int) -> dict:
+    """One worker process per contender, built side by side; a peer that fails to build (its
+    library missing, or built for another torch) is left out with one line saying why."""
+    builds = {
+        label(family, optimizer): (
+            "harness.peers:from_spec",
+            workload.rank_spec(
+                args,
+                name=label(family, optimizer),
+                family=family,
+                optimizer=optimizer,
+                threads=threads,
+            ),
+        )  # fmt: skip
+        for family, optimizer in planned(args)
+    }
+    return isolated.start_all(builds)
+
+
+def print_bounds(args, batches) -> dict:
     """Unique rows per batch, the copy bandwidth, each optimizer's bound and the tables'
     memory, printed; the summary's entries of them."""
     n, d, b = args.num_embeddings, args.dim, args.batch
@@ -115,20 +125,14 @@ def print_bounds(args, batches, dgl_ok: bool) -> dict:
 
     bandwidth = bw.copy_bandwidth(args.bw_mib)
     print(f"copy bandwidth: {bw.fmt_bw(bandwidth)}")
-    bounds = {opt: bw.bound_ms(opt, d, unique, bandwidth) for opt in ("adam", "adagrad")}
-    for opt, per_col in bw.UPDATE_BYTES_PER_COLUMN.items():
+    bounds = {opt: bw.bound_ms(opt, d, unique, bandwidth) for opt in args.optimizers}
+    for opt in args.optimizers:
         print(
-            f"bound {opt}: {per_col}*D bytes x {unique:,.0f} unique rows = "
-            f"{bw.update_bytes(opt, d, unique) / 1e6:.0f} MB -> {bounds[opt]:.2f} ms"
+            f"bound {opt}: {bw.UPDATE_BYTES_PER_COLUMN[opt]}*D bytes x {unique:,.0f} unique "
+            f"rows = {bw.update_bytes(opt, d, unique) / 1e6:.0f} MB -> {bounds[opt]:.2f} ms"
         )
-
-    table_mb = n * d * 4 / 1e6
-    tables = {"adam": 3, "adagrad": 2}
-    planned = [(f, o) for o in args.optimizers for f in args.families if f != "dgl" or dgl_ok]
-    print(
-        f"memory: {len(planned)} contenders hold "
-        f"{sum(tables[o] for _, o in planned) * table_mb / 1e3:.1f} GB of tables"
-    )
+    tables = sum(STATE_TABLES[o] for _, o in planned(args)) * n * d * 4
+    print(f"memory: the contenders' processes hold {tables / 1e9:.1f} GB of tables")
     return {
         "unique_rows": {"expected": expected, "measured_mean": unique},
         "bandwidth": bandwidth,
@@ -136,62 +140,58 @@ def print_bounds(args, batches, dgl_ok: bool) -> dict:
     }
 
 
-def results_table(args, contenders: dict, times: dict, bounds: dict) -> dict:
+def results_table(args, workers: dict, times: dict, bounds: dict) -> dict:
     """Each contender's summary against its peers, printed as a table."""
     stats = {name: timing.stats_ms(timing.flat(t)) for name, t in times.items()}
     b = args.batch
 
-    def speedup(peer, name):
+    def speedup(peer: str, name: str):
         return timing.round_ratios(times[peer], times[name]) if peer in times else None
 
+    def peer_of(family: str, optimizer: str) -> str:
+        return label(family, optimizer) if OPTIMIZERS[optimizer][FAMILIES.index(family)] else ""
+
     results, rows = {}, []
-    for name, c in contenders.items():
+    for name in workers:
+        family, optimizer = _family_and_optimizer(name)
         s = stats[name]
-        vs_torch_adam = speedup(label("torch", "adam"), name)
-        vs_torch = speedup(label("torch", c.optimizer), name)
-        vs_dgl = speedup(label("dgl", c.optimizer), name)
-        of_bound = bounds[c.optimizer] / s["median_ms"]
+        vs = {peer: speedup(peer_of(peer, optimizer), name) for peer in FAMILIES[1:]}
+        of_bound = bounds[optimizer] / s["median_ms"]
         results[name] = {
             **s,
-            "family": c.family,
-            "optimizer": c.optimizer,
+            "family": family,
+            "optimizer": optimizer,
+            "library": workers[name].info.get("library"),
+            "process": workers[name].pid,
             "rows_per_s": b / (s["median_ms"] / 1e3),
-            "speedup_vs_torch_sparseadam": vs_torch_adam,
-            "speedup_vs_torch_same_optimizer": vs_torch,
-            "speedup_vs_dgl_same_optimizer": vs_dgl,
+            "speedup_vs_torch_sparseadam": speedup(label("torch", "adam"), name),
+            **{f"speedup_vs_{peer}_same_optimizer": vs[peer] for peer in FAMILIES[1:]},
             "fraction_of_bound": of_bound,
         }
         rows.append(
-            [
-                name,
-                f"{s['median_ms']:.1f}",
-                f"{s['p10_ms']:.1f}-{s['p90_ms']:.1f}",
-                f"{b / s['median_ms'] / 1e3:.2f}",
-                timing.fmt_ratio(vs_torch_adam),
-                timing.fmt_ratio(vs_torch),
-                timing.fmt_ratio(vs_dgl),
-                f"{100 * of_bound:.0f}%",
-            ]
-        )
+            [name, f"{s['median_ms']:.1f}", f"{s['p10_ms']:.1f}-{s['p90_ms']:.1f}",
+             f"{b / s['median_ms'] / 1e3:.2f}",
+             timing.fmt_ratio(results[name]["speedup_vs_torch_sparseadam"]),
+             *(timing.fmt_ratio(vs[peer]) for peer in FAMILIES[1:]), f"{100 * of_bound:.0f}%"]
+        )  # fmt: skip
     print("\nResults (speed-up = peer's median ms / this one's; [range of per-round ratios])")
     report.print_table(
-        [
-            "contender",
-            "ms/step",
-            "p10-p90",
-            "M ids/s",
-            "vs torch SparseAdam",
-            "vs torch same opt",
-            "vs DGL same opt",
-            "of bound",
-        ],
+        ["contender", "ms/step", "p10-p90", "M ids/s", "vs torch SparseAdam",
+         *(f"vs {peer} same opt" for peer in FAMILIES[1:]), "of bound"],
         rows,
-    )
+    )  # fmt: skip
     return results
 
 
-def print_verdicts(args, results: dict, bounds: dict, dgl_ok: bool, dgl_note: str) -> None:
-    """graphemb against its bound, torch SparseAdam (the target) and DGL."""
+def _family_and_optimizer(name: str) -> tuple[str, str]:
+    """The ``(family, optimizer)`` of a contender's :func:`label`."""
+    family, kind = name.split(" ", 1)
+    column = FAMILIES.index(family)
+    return family, next(o for o, names in OPTIMIZERS.items() if names[column] == kind)
+
+
+def print_verdicts(args, results: dict, bounds: dict) -> None:
+    """graphemb against its bound, torch SparseAdam (the target), DGL and FBGEMM."""
     print()
     for opt in args.optimizers:
         name = label("graphemb", opt)
@@ -207,61 +207,57 @@ def print_verdicts(args, results: dict, bounds: dict, dgl_ok: bool, dgl_note: st
             f"({report.target_mark(ratio, TARGET_VS_TORCH)})"
         )
     for opt in args.optimizers:
-        peer = results[label("graphemb", opt)]["speedup_vs_dgl_same_optimizer"]
-        if peer:
-            print(f"{label('graphemb', opt)} vs {label('dgl', opt)}: {peer['ratio']:.2f}x faster")
-    if not dgl_ok:
-        print(f"DGL contenders skipped: {dgl_note}")
+        for peer in ("dgl", "fbgemm"):
+            ratio = results[label("graphemb", opt)][f"speedup_vs_{peer}_same_optimizer"]
+            if ratio:
+                print(
+                    f"{label('graphemb', opt)} vs {label(peer, opt)}: {ratio['ratio']:.2f}x "
+                    f"faster [{ratio['round_min']:.2f}-{ratio['round_max']:.2f}]"
+                )
 
 
-def profile_graphemb_adam(args, contenders: dict, results: dict) -> tuple[dict | None, object]:
+def profile_graphemb_adam(args, workers: dict, results: dict) -> tuple[dict | None, object]:
     """The per-phase profile (unless --no-profile) and the operator table (--ops) of
-    graphemb's SparseAdam step, run after the timed steps."""
+    graphemb's SparseAdam step, run in its process after the timed steps."""
     profile = None
     ops = None
-    subject = contenders[label("graphemb", "adam")]
+    name = label("graphemb", "adam")
+    subject = workers[name]
     start = args.warmup + args.steps
     if not args.no_profile:
-        trace = report.trace_file(args.trace, f"{subject.name}-phases")
-        profile = phases.profile_phases(subject, start, cli.profile_steps(args), trace_path=trace)
-        phases.print_phases(
-            f"Phases of {subject.name}", profile, results[subject.name]["median_ms"]
-        )
+        trace = report.trace_file(args.trace, f"{name}-phases")
+        profile = subject.profile(start, cli.profile_steps(args), trace_path=trace)
+        phases.print_phases(f"Phases of {name}", profile, results[name]["median_ms"])
         start += profile["steps"]
     if args.ops:
-        ops = phases.operator_table(subject.step, subject.name, start, 3)
+        ops = subject.command("operators", start=start, count=3)
     return profile, ops
 
 
 def main(argv=None):
     args = parse_args(argv)
-    cli.apply_allocator(args)  # before the first tensor, for every contender
+    cli.apply_allocator(args)  # before the first tensor; every worker inherits it
     threads = cli.set_threads(args.threads)
-    dgl_ok, dgl_note = (False, "not requested (--families)")
-    if "dgl" in args.families:
-        dgl_ok, dgl_note = peers.dgl_available()
     report.print_header(
-        "bench_sparse_step: lookup + backward + step, one process, CPU",
+        "bench_sparse_step: lookup + backward + step, each contender in a process of its own, CPU",
         args,
         f" | threads {threads}",
     )
-    print(
-        f"dgl: {dgl_note if not dgl_ok else 'DGL ' + dgl_note}"
-        + ("" if dgl_ok else "  -> DGL contenders SKIPPED")
-    )
-
     n, d, b = args.num_embeddings, args.dim, args.batch
-    batches = workload.make_batches(n, b, 8, args.seed)
-    bounds = print_bounds(args, batches, dgl_ok)
-
-    work = workload.Workload(n, d, batches, workload.make_loss(args.loss, d))
-    contenders = build(args, work, dgl_ok)
-    runners = {name: timing.local_runner(c.step) for name, c in contenders.items()}
-    times = timing.interleaved(runners, warmup=args.warmup, steps=args.steps, rounds=args.rounds)
-
-    results = results_table(args, contenders, times, bounds["bound_ms"])
-    print_verdicts(args, results, bounds["bound_ms"], dgl_ok, dgl_note)
-    profile, ops = profile_graphemb_adam(args, contenders, results)
+    bounds = print_bounds(args, workload.make_batches(n, b, 8, args.seed))
+    workers = start_workers(args, threads)
+    try:
+        for name, worker in workers.items():
+            print(f"  {name}: {worker.info.get('library')}, process {worker.pid}")
+        runners = {name: worker.runner() for name, worker in workers.items()}
+        times = timing.interleaved(
+            runners, warmup=args.warmup, steps=args.steps, rounds=args.rounds
+        )
+        results = results_table(args, workers, times, bounds["bound_ms"])
+        print_verdicts(args, results, bounds["bound_ms"])
+        profile, ops = profile_graphemb_adam(args, workers, results)
+    finally:
+        isolated.close_all(workers.values())
 
     report.emit_summary(
         {
@@ -278,7 +274,7 @@ def main(argv=None):
                 "quick": args.quick,
                 "lr": peers.LR,
             },
-            "dgl": dgl_note if not dgl_ok else f"DGL {dgl_note}",
+            "left_out": sorted({label(*fo) for fo in planned(args)} - set(workers)),
             **bounds,
             "results": results,
             "target": {"graphemb_sparseadam_vs_torch_sparseadam": TARGET_VS_TORCH},

@@ -292,7 +292,7 @@ def deepwalk_memory(results: Path) -> list[str]:
 
 def _sparse_contenders(run: Result, optimizer: str) -> tuple[str, dict, dict]:
     """graphemb's name and entry in ``sparse_step.json`` for ``optimizer`` (adam,
-    adagrad), and its peers' entries (name -> entry)."""
+    adagrad, rowwise_adagrad), and its peers' entries (name -> entry)."""
     entries = {n: r for n, r in run.get("results").items() if r.get("optimizer") == optimizer}
     ours = [n for n, r in entries.items() if r.get("family") == "graphemb"]
     if not ours:
@@ -305,18 +305,21 @@ def _sparse_what(run: Result, title: str) -> str:
     return (
         f"{title}, N = {config['num_embeddings']:,}, D = {config['dim']}, "
         f"{config['batch']:,} ids ({run.get('unique_rows', 'measured_mean'):,.0f} unique), "
-        f"1 process, {config['threads']} threads, {config['steps']} steps in "
+        f"each contender in a process of its own, {config['threads']} threads, "
+        f"{config['steps']} steps in "
         f"{config['rounds']} interleaved rounds (`bench_sparse_step.py`; {_file(run.name)})"
     )
 
 
 def sparse_step(results: Path, optimizer: str = "adam") -> list[str]:
-    """One sparse training step (lookup + backward + update) against torch and DGL with the
-    same optimizer (``sparse_step.json``, ``bench_sparse_step.py --json``)."""
+    """One sparse training step (lookup + backward + update) against torch, DGL and FBGEMM
+    with the same optimizer (``sparse_step.json``, ``bench_sparse_step.py --json``)."""
     run = Result(results, "sparse_step.json")
     name, ours, peers = _sparse_contenders(run, optimizer)
     family = name.split(" ", 1)[1]
-    vs = [("torch", "speedup_vs_torch_same_optimizer"), ("DGL", "speedup_vs_dgl_same_optimizer")]
+    vs = [
+        (peer, f"speedup_vs_{peer.lower()}_same_optimizer") for peer in ("torch", "DGL", "FBGEMM")
+    ]
     lines = [line for line in run.get("verdicts") if line.startswith(f"{name} ")]
     cells = [
         _sparse_what(run, f"{family} step (lookup + backward + update)"),
@@ -339,7 +342,7 @@ def bandwidth_bound(results: Path) -> list[str]:
         _sparse_what(
             run,
             "the step against the memory-bandwidth bound (Adam moves 28 x D bytes "
-            "per unique row, Adagrad 20 x D)",
+            "per unique row, Adagrad 20 x D, row-wise Adagrad 12 x D)",
         ),
         " / ".join(f"{opt} {ms(r['median_ms'])} ms" for opt, r in steps.items()),
         f"bound at the copy bandwidth of the run, {copy:.1f} GB/s: "
@@ -469,6 +472,7 @@ def partitioned(results: Path) -> list[str]:
 ROWS: tuple[Callable[[Path], list[str]], ...] = (
     sparse_step,
     lambda results: sparse_step(results, "adagrad"),
+    lambda results: sparse_step(results, "rowwise_adagrad"),
     bandwidth_bound,
     multiprocess,
     partitioned,

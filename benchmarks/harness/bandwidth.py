@@ -12,8 +12,10 @@ from .timing import median, time_steps
 # Bytes an update must move per unique row and per column, float32 everywhere:
 #   Adam:    read + write weight, exp_avg, exp_avg_sq (6 x 4) + read the gradient (4) = 28
 #   Adagrad: read + write weight, sum (4 x 4)             + read the gradient (4) = 20
-# (Adam's per-row int64 step count, 16 bytes per row, is left out: it does not grow with D.)
-UPDATE_BYTES_PER_COLUMN = {"adam": 28, "adagrad": 20}
+#   row-wise Adagrad: read + write weight (2 x 4)         + read the gradient (4) = 12
+# (Adam's per-row int64 step count and row-wise Adagrad's per-row sum, 16 and 8 bytes per
+# row, are left out: they do not grow with D.)
+UPDATE_BYTES_PER_COLUMN = {"adam": 28, "adagrad": 20, "rowwise_adagrad": 12}
 
 
 def copy_bandwidth(mib: int = 256, repeats: int = 9, device: torch.device | str = "cpu") -> dict:

@@ -2,8 +2,11 @@
 
 A step = lookup of a batch of ids + loss + backward + optimizer step (+ the library's
 ``zero_grad`` where it has one). Peers: torch ``nn.Embedding(sparse=True)`` with
-``torch.optim.SparseAdam`` / ``Adagrad``, and ``dgl.nn.NodeEmbedding`` with DGL's sparse
-optimizers (the dgl stack only). Every table starts ``uniform(-0.1, 0.1)``; lr 0.01.
+``torch.optim.SparseAdam`` / ``Adagrad``, ``dgl.nn.NodeEmbedding`` with DGL's sparse
+optimizers, and FBGEMM's CPU table-batched embedding, whose backward applies Adagrad or
+row-wise Adagrad in place (DGL and FBGEMM: the dgl stack only). Every table starts
+``uniform(-0.1, 0.1)``; lr 0.01; every other setting is the library's default.
+:func:`from_spec` builds any of them in a worker process of its own (:mod:`harness.isolated`).
 """
 
 from __future__ import annotations
@@ -16,8 +19,9 @@ from dataclasses import dataclass, field
 import torch
 from torch.profiler import record_function
 
+from . import phases
 from .phases import PHASE_SPANS
-from .workload import Loss, Workload, unique_name
+from .workload import Loss, Workload, rank_workload, unique_name
 
 LR = 0.01
 DGL_STORE_PORT = 12346  # hard-coded in dgl/nn/pytorch/sparse_emb.py
@@ -35,8 +39,8 @@ class Contender:
     """
 
     name: str
-    family: str  # "graphemb" | "torch" | "dgl"
-    optimizer: str  # "adam" | "adagrad"
+    family: str  # "graphemb" | "torch" | "dgl" | "fbgemm"
+    optimizer: str  # "adam" | "adagrad" | "rowwise_adagrad"
     rows_per_step: int  # ids looked up per step by this process
     step: Callable[[int], object]  # a return value reaches RankPool.call only
     profile: Callable[[int], None]
@@ -111,11 +115,20 @@ def _uniform_init(table: torch.Tensor) -> torch.Tensor:
     return table
 
 
+#: The classes of graphemb's and DGL's sparse optimizers (they share the names and the
+#: ``([table], lr=)`` call; DGL has no row-wise Adagrad).
+SPARSE_OPTIMIZERS = {
+    "adam": "SparseAdam",
+    "adagrad": "SparseAdagrad",
+    "rowwise_adagrad": "SparseRowWiseAdagrad",
+}
+#: FBGEMM's fused optimizers of the same formulas (its CPU tables have no Adam).
+FBGEMM_OPTIMIZERS = {"adagrad": "EXACT_ADAGRAD", "rowwise_adagrad": "EXACT_ROWWISE_ADAGRAD"}
+
+
 def _sparse_optimizer(library, optimizer: str, emb, lr: float):
-    """``library.SparseAdam`` or ``library.SparseAdagrad`` (graphemb's and DGL's share the
-    names and the ``([table], lr=)`` call) of the one table ``emb``."""
-    kind = {"adam": library.SparseAdam, "adagrad": library.SparseAdagrad}[optimizer]
-    return kind([emb], lr=lr)
+    """``library.<SPARSE_OPTIMIZERS[optimizer]>`` of the one table ``emb``."""
+    return getattr(library, SPARSE_OPTIMIZERS[optimizer])([emb], lr=lr)
 
 
 def graphemb_contender(
@@ -211,6 +224,74 @@ def dgl_contender(
         opt.step()
 
     return _contender(name, "dgl", optimizer, emb, update, work, [emb, opt])
+
+
+def fbgemm_contender(name: str, optimizer: str, work: Workload, *, lr: float = LR) -> Contender:
+    """FBGEMM's ``SplitTableBatchedEmbeddingBagsCodegen`` on the CPU: one table in host
+    memory, float32, bags of one id each (a lookup), whose backward sums each row's
+    gradients and applies ``EXACT_ADAGRAD`` / ``EXACT_ROWWISE_ADAGRAD`` in place (the same
+    formulas as graphemb's ``SparseAdagrad`` / ``SparseRowWiseAdagrad``). Its step is in
+    the backward: the optimizer phase of a profile is empty."""
+    from fbgemm_gpu.split_embedding_configs import EmbOptimType, SparseType
+    from fbgemm_gpu.split_table_batched_embeddings_ops_common import (
+        EmbeddingLocation,
+        PoolingMode,
+    )
+    from fbgemm_gpu.split_table_batched_embeddings_ops_training import (
+        ComputeDevice,
+        SplitTableBatchedEmbeddingBagsCodegen,
+    )
+
+    table = SplitTableBatchedEmbeddingBagsCodegen(
+        [(work.num_embeddings, work.dim, EmbeddingLocation.HOST, ComputeDevice.CPU)],
+        optimizer=getattr(EmbOptimType, FBGEMM_OPTIMIZERS[optimizer]),
+        learning_rate=lr,
+        pooling_mode=PoolingMode.SUM,
+        weights_precision=SparseType.FP32,
+    )
+    with torch.no_grad():
+        _uniform_init(table.split_embedding_weights()[0])
+    offsets: dict[int, torch.Tensor] = {}  # bag boundaries 0, 1, ..., B per batch size
+
+    def lookup(ids: torch.Tensor) -> torch.Tensor:
+        bags = offsets.setdefault(ids.numel(), torch.arange(ids.numel() + 1))
+        return table(ids, bags)
+
+    return _contender(name, "fbgemm", optimizer, lookup, lambda: None, work, [table])
+
+
+def from_spec(spec: dict) -> Contender:
+    """The contender of ``spec`` built in a worker process (:mod:`harness.isolated`):
+    ``family`` and ``optimizer``, its ``name``, and the workload's options
+    (:func:`harness.workload.rank_spec`). Its ``info`` operation names the library's
+    version; ``operators`` prints torch.profiler's operator table of a few steps."""
+    work = rank_workload(spec, 0, 1)
+    name, family, optimizer = spec["name"], spec["family"], spec["optimizer"]
+    if family == "graphemb":
+        import graphemb as library
+
+        contender = graphemb_contender(name, optimizer, work, table_name=unique_name(optimizer))
+    elif family == "torch":
+        library = torch
+        contender = torch_contender(name, optimizer, work)
+    elif family == "dgl":
+        available, why = dgl_available()
+        if not available:
+            raise RuntimeError(why)
+        import dgl as library
+
+        contender = dgl_contender(name, optimizer, work, table_name=unique_name("dgl"))
+    elif family == "fbgemm":
+        contender = fbgemm_contender(name, optimizer, work)
+        import fbgemm_gpu as library
+    else:
+        raise ValueError(f"unknown family {family!r}")
+    version = getattr(library, "__version__", "unknown")
+    contender.ops["info"] = lambda: {"library": f"{family} {version}"}
+    contender.ops["operators"] = lambda start, count: phases.operator_table(
+        contender.step, name, start, count
+    )
+    return contender
 
 
 def dgl_available() -> tuple[bool, str]:

@@ -85,9 +85,7 @@ void rowwise_adagrad(const Call& call, const StepRows<C>& step) {
     prefetch_bytes(s + row, sizeof(C));
   };
   auto update = [&](int64_t row, const C* __restrict__ g) {
-    C squares = 0;
-    for (int64_t j = 0; j < dim; ++j) squares += g[j] * g[j];
-    const C sum = s[row] + squares / static_cast<C>(dim);
+    const C sum = s[row] + mean_square(g, dim);
     s[row] = sum;
     const C multiplier = static_cast<C>(lr) / (std::sqrt(sum) + static_cast<C>(eps));
     sgd_row(w + row * dim, g, dim, multiplier);

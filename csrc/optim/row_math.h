@@ -35,6 +35,28 @@ inline void sgd_row(W* __restrict__ w, const C* __restrict__ g, int64_t dim, C l
   for (int64_t j = 0; j < dim; ++j) w[j] = store<W>(load<C>(w[j]) - lr * g[j]);
 }
 
+// mean(g * g) over a row of `dim`, for row-wise Adagrad. The squares go into kSquareLanes
+// partial sums (element j into sum j % kSquareLanes), which vector units of any width add
+// side by side, then into one by a fixed pairwise tree: the same float in every clone,
+// where one running sum would wait on each addition before the next (dim additions in a
+// chain per row, the larger part of the step's time at dim 128).
+constexpr int64_t kSquareLanes = 16;
+
+template <typename C>
+inline C mean_square(const C* __restrict__ g, int64_t dim) {
+  C part[kSquareLanes] = {};
+  int64_t j = 0;
+  for (; j + kSquareLanes <= dim; j += kSquareLanes) {
+#pragma omp simd
+    for (int64_t k = 0; k < kSquareLanes; ++k) part[k] += g[j + k] * g[j + k];
+  }
+  for (int64_t k = 0; j < dim; ++j, ++k) part[k] += g[j] * g[j];
+  for (int64_t width = kSquareLanes / 2; width > 0; width /= 2) {
+    for (int64_t k = 0; k < width; ++k) part[k] += part[k + width];
+  }
+  return part[0] / static_cast<C>(dim);
+}
+
 template <typename W, typename C>
 inline void adagrad_row(W* __restrict__ w, C* __restrict__ s, const C* __restrict__ g,
                         int64_t dim, C lr, C eps) {
@@ -71,6 +93,9 @@ inline void adam_row(W* __restrict__ w, C* __restrict__ m, C* __restrict__ v,
 // The float32 and float64 tables' overloads, in clones (overload resolution prefers them to
 // the templates, which the 16-bit storage types run).
 #define GE_ROW_CLONES(T)                                                                      \
+  GE_FLOAT_CLONES inline T mean_square(const T* g, int64_t dim) {                             \
+    return mean_square<T>(g, dim);                                                            \
+  }                                                                                           \
   GE_FLOAT_CLONES inline void sgd_row(T* w, const T* g, int64_t dim, T lr) {                  \
     sgd_row<T, T>(w, g, dim, lr);                                                             \
   }                                                                                           \

@@ -71,10 +71,29 @@ def test_scaleout_benchmark_quick_mode_measures_traffic_and_steps():
         assert step["median_ms"] > 0, name
 
 
+@WITH_DGL_PEERS
+def test_sparse_step_quick_mode_runs_every_contender_in_a_process_of_its_own():
+    summary = json_line(run_quick_benchmark("bench_sparse_step.py").stdout, "BENCH_SUMMARY ")
+    results = summary["results"]
+    assert summary["left_out"] == [], summary["left_out"]
+    expected = {
+        "graphemb SparseAdam", "torch SparseAdam", "dgl SparseAdam",
+        "graphemb SparseAdagrad", "torch Adagrad", "dgl SparseAdagrad", "fbgemm EXACT_ADAGRAD",
+        "graphemb SparseRowWiseAdagrad", "fbgemm EXACT_ROWWISE_ADAGRAD",
+    }  # fmt: skip
+    assert set(results) == expected
+    assert len({result["process"] for result in results.values()}) == len(expected)
+    for name, result in results.items():
+        assert result["median_ms"] > 0, name
+        assert result["library"].startswith(result["family"] + " "), result["library"]
+    rowwise = results["graphemb SparseRowWiseAdagrad"]
+    assert rowwise["speedup_vs_fbgemm_same_optimizer"]["ratio"] > 0
+    assert rowwise["speedup_vs_torch_same_optimizer"] is None  # torch has no row-wise Adagrad
+
+
 @pytest.mark.parametrize(
     "script, args",
     [
-        pytest.param("bench_sparse_step.py", [], marks=WITH_DGL_PEERS),
         # DGL's multi-process store needs a fixed port: its contender is left out here
         pytest.param("bench_multiprocess.py", ["--no-dgl"], marks=GRAPHEMB_ONLY),
         pytest.param("bench_partitioned.py", [], marks=GRAPHEMB_ONLY),
