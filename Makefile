@@ -76,7 +76,7 @@ test-fallback: $(VENV)/modern/.ready
 ## checkout, passes the kernel tests on both stacks (torch 2.13 and 2.2.1) without a rebuild
 WHEEL_TESTS := test_native.py test_kernels.py test_sort_rows.py test_sampling_compiled.py \
 	test_io_edge_list_parser.py test_dropout.py test_skipgram_compiled.py test_aggregate_kernels.py \
-	test_skipgram_narrow_output.py test_walks.py test_walks_weighted.py
+	test_skipgram_narrow_output.py test_walks.py test_walks_weighted.py test_gather_rows.py
 test-wheel: $(VENV)/modern/.ready $(VENV)/dgl/.ready
 	rm -rf .whl && $(MODERN_PY) -m pip wheel --quiet --disable-pip-version-check --no-deps -w .whl .
 	cd .whl && unzip -q graphemb-*.whl -d site

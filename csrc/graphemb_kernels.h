@@ -23,7 +23,7 @@ extern "C" {
 #define GE_API __attribute__((visibility("default")))
 
 /* Raised by the Python bindings when the library and the bindings disagree. */
-#define GE_ABI_VERSION 11
+#define GE_ABI_VERSION 12
 
 typedef enum {
   GE_OK = 0,
@@ -81,6 +81,12 @@ GE_API int ge_fused_update(int formula, void* weight, int weight_dtype, int64_t 
  * into order (n each). */
 GE_API int ge_sort_rows(const int64_t* ids, int64_t n, int64_t num_rows, int64_t* index,
                         int64_t* order);
+
+/* ------------------------------------------------------------------ tables */
+/* Rows ids[0 .. n) of a table of `rows` rows of `row_bytes` bytes copied into out (n rows),
+ * in order; every id is checked against `rows` before anything is written. */
+GE_API int ge_gather_rows(const void* table, int64_t rows, int64_t row_bytes,
+                          const int64_t* ids, int64_t n, void* out);
 
 /* ------------------------------------------------------------------ graphs */
 /* CSC arrays of an edge list: indptr (num_nodes + 1,) written here; slot 0 of allocate:

@@ -3,8 +3,8 @@
 The library (``csrc/``, installed as ``graphemb/_kernels.abi3.so``) has a C interface
 (``csrc/graphemb_kernels.h``) and depends on no torch: one build serves every torch.
 :mod:`.library` loads it with ctypes; :mod:`.tensors` checks what Python hands it; the
-other modules are its bindings, one per concern (optimizer, graph, sampling, layers,
-skip-gram), gathered in :mod:`.kernels`. The rest of graphemb reaches them through
+other modules are its bindings, one per concern (optimizer, tables, graph, sampling,
+layers, skip-gram), gathered in :mod:`.kernels`. The rest of graphemb reaches them through
 :mod:`graphemb._compiled`, which also honours ``GRAPHEMB_DISABLE_KERNELS``.
 """
 

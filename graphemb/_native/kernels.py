@@ -10,6 +10,7 @@ from .library import library
 from .optimizer import formulas, fused_update, sort_rows
 from .sampling import random_order, random_walks, sample_blocks, sample_layer
 from .skipgram import SkipGramTrainer
+from .tables import gather_rows
 
 __all__ = [
     "API_VERSION",
@@ -22,6 +23,7 @@ __all__ = [
     "dropout_masked_scale",
     "formulas",
     "fused_update",
+    "gather_rows",
     "parse_integer_edges",
     "random_order",
     "random_walks",

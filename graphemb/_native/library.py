@@ -34,7 +34,7 @@ __all__ = [
     "span",
 ]
 
-ABI_VERSION = 11
+ABI_VERSION = 12
 """``GE_ABI_VERSION`` of ``csrc/graphemb_kernels.h`` that these bindings speak."""
 
 DECLINED = 7
@@ -95,6 +95,7 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
         ],
     ),
     "ge_sort_rows": (c_int, [_P, c_int64, c_int64, _P, _P]),
+    "ge_gather_rows": (c_int, [_P, c_int64, c_int64, _P, c_int64, _P]),
     "ge_csc_from_edges": (
         c_int,
         [_P, c_int64, _P, c_int64, c_int64, c_int64, c_int, _P, _ALLOCATE, c_void_p],

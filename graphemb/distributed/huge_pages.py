@@ -16,6 +16,7 @@ import sys
 import torch
 
 from .._allocator import MADV_HUGEPAGE, advise
+from .._compiled import compiled_module, disabled
 
 __all__ = [
     "advise_huge_pages",
@@ -66,7 +67,26 @@ def index_rows(
     table: torch.Tensor, ids: torch.Tensor, out: torch.Tensor | None = None
 ) -> torch.Tensor:
     """``table[ids]`` into ``out`` (of that shape, contiguous), else into a fresh tensor of
-    :func:`empty_rows`."""
+    :func:`empty_rows`.
+
+    A contiguous CPU table read at int64 ids goes through the compiled gather, which keeps
+    rows ahead in flight (``graphemb._native.tables.gather_rows``); anything else, and
+    every table without the kernels, through ``torch.index_select``.
+    """
     if out is None:
         out = empty_rows((ids.numel(), *table.shape[1:]), table.dtype, table.device)
+    module = compiled_module()
+    if (
+        module is not None
+        and table.device.type == "cpu"
+        and ids.dtype == torch.int64
+        and ids.device.type == "cpu"
+        and ids.dim() == 1
+        and table.dim() >= 1
+        and table.is_contiguous()
+        and ids.is_contiguous()
+        and out.is_contiguous()
+        and not disabled()
+    ):
+        return module.gather_rows(table, ids, out)
     return torch.index_select(table, 0, ids, out=out)
