@@ -20,14 +20,16 @@
 // prefetched its reads (the row pointers, then the drawn entries of the segment, then the
 // marker entries), which keeps several misses in flight at once.
 //
-// Relabelling (sample_blocks): `marker` (one entry per graph node, -1 = unseen) holds the
-// block-local id of every node of the current block. Between layers it needs no reset:
-// a block's source nodes are the next layer's destination nodes, with the same local ids.
-// New sources are numbered in increasing id order: when the layer's edges are many (E *
+// Relabelling (sample_blocks): `marker` (one entry per graph node) holds the block-local
+// id of every node of the current block. Between layers it needs no reset: a block's
+// source nodes are the next layer's destination nodes, with the same local ids. New
+// sources are numbered in increasing id order: when the layer's edges are many (E *
 // scan_fraction >= nodes) the draws set them in bit maps of the nodes (NodeBits, one per
 // thread) and a parallel scan of the maps' words numbers them; else the few new ones are
-// collected from the edges and sorted. At the end only the entries of the input nodes
-// (every node touched) are reset to -1: no hashing, no full clears of the marker.
+// collected from the edges and sorted. Which nodes the block holds is known from the bit
+// maps, made new for every call, never from the marker: an entry is read only after this
+// call wrote it, so the marker needs no clearing, neither before a call nor after it (no
+// hashing, no pass over the input nodes to reset their entries).
 // The caller checks the arguments (graphemb/sampling/neighbor.py and graphemb/_native/)
 // except for what is checked below; seeds must be distinct for sample_blocks. Outputs come
 // from the caller's allocator, slot by slot (graphemb_kernels.h).
@@ -52,7 +54,6 @@ constexpr int64_t kDrawGrain = 2048;     // seeds per task of the draws and row 
 constexpr int64_t kPassGrain = 1 << 16;  // elements per task of the light passes
 constexpr int64_t kWordGrain = 1 << 11;  // words of the node maps per task of the scan
 constexpr int64_t kAhead = 16;  // prefetch distance of the random reads, in items
-constexpr int64_t kUnseen = -1;
 
 using splitmix::SplitMix64;
 
@@ -326,9 +327,6 @@ void blocks_with(const Graph& g, const int64_t* s, int64_t num_seeds, const int6
     f = nodes;
     num_dst += num_new;
   }
-  parallel_for(0, num_dst, kPassGrain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) marker[f[i]] = static_cast<M>(kUnseen);
-  });
 }
 
 // Every seed a node of the graph, checked before anything is drawn.

@@ -94,7 +94,8 @@ def sample_blocks(
     key : int
         The draws' key: the sample depends on it only, not on the thread count.
     marker : Tensor of int32 or int64 (num_nodes,)
-        All -1; comes back all -1 (the relabelling's scratch space, kept by the caller).
+        The relabelling's scratch space, kept by the caller: any values before the call,
+        any after it (an entry is read only after the call wrote it).
     scan_fraction : int
         A layer of E edges numbers its new nodes by a scan of per-thread bit maps of the
         nodes (set by its draws) when ``E * scan_fraction >= num_nodes``, else by sorting

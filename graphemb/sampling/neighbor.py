@@ -264,26 +264,23 @@ class NeighborSampler:
         generator: torch.Generator | None,
     ) -> tuple[torch.Tensor, torch.Tensor, list[Block]]:
         """``sample_blocks`` by ``graphemb_kernels.sample_blocks``: all layers in one call,
-        relabelled with a marker array of graph size (-1 between calls)."""
+        relabelled with a marker array of graph size (scratch space: whatever the last call
+        left in it)."""
         marker = getattr(self._local, "marker", None)
         if marker is None or marker.numel() != graph.num_nodes:
             dtype = torch.int32 if graph.num_nodes < 2**31 else torch.int64
-            marker = torch.full((graph.num_nodes,), -1, dtype=dtype)
+            marker = torch.empty((graph.num_nodes,), dtype=dtype)
             self._local.marker = marker
-        try:
-            _check_distinct(seeds, marker)
-            layers = module.sample_blocks(
-                graph.indptr.contiguous(),
-                graph.indices.contiguous(),
-                seeds,
-                list(reversed(self.fanouts)),
-                draw_key(generator),
-                marker,
-                _SCAN_FRACTION,
-            )
-        except BaseException:
-            self._local.marker = None  # may be left dirty: rebuild on the next call
-            raise
+        _check_distinct(seeds, marker)
+        layers = module.sample_blocks(
+            graph.indptr.contiguous(),
+            graph.indices.contiguous(),
+            seeds,
+            list(reversed(self.fanouts)),
+            draw_key(generator),
+            marker,
+            _SCAN_FRACTION,
+        )
         blocks: list[Block] = []
         num_dst = seeds.numel()
         for src_nodes, edge_index, positions, row_pointers in layers:

@@ -3,7 +3,7 @@
 tests/unit/test_sampling.py runs every sampling test on both paths; these test what only
 the compiled path has: a hub's draws through whole ``sample_blocks`` calls (chi-square of
 every in-edge's inclusion frequency against ``fanout / degree``), and the marker array it
-keeps between calls (clean after every batch).
+keeps between calls (scratch space whose contents never change a sample).
 """
 
 from __future__ import annotations
@@ -75,35 +75,40 @@ def random_graph(seed: int = 0, num_nodes: int = 3000) -> Graph:
     return Graph.from_edges(src, dst, num_nodes)
 
 
+def _clean_sampler(graph: Graph) -> NeighborSampler:
+    """A sampler whose marker array holds -1 everywhere (no node seen) before its call."""
+    sampler = NeighborSampler([5, 4, 3])
+    sampler._local.marker = torch.full((graph.num_nodes,), -1, dtype=torch.int32)
+    return sampler
+
+
 @pytest.mark.parametrize("scan_fraction", [1, 10**9])  # sort-only, scan-only relabelling
-def test_marker_array_is_clean_between_batches(monkeypatch, scan_fraction):
-    """After every batch the marker array is all -1 again, and a sampler that sampled
-    other batches before gives the blocks of a fresh sampler."""
+def test_what_the_marker_array_holds_before_a_batch_changes_nothing(monkeypatch, scan_fraction):
+    """The marker array is scratch space that no entry is read from before the call wrote
+    it: filled with ids of other nodes (what earlier batches leave, and worse) before each
+    batch, it gives the blocks of a marker that holds -1 everywhere."""
     from graphemb.sampling import neighbor
 
     monkeypatch.setattr(neighbor, "_SCAN_FRACTION", scan_fraction)
     graph = random_graph()
     sampler = NeighborSampler([5, 4, 3])
     batches = [torch.arange(0, 300, 7), torch.arange(1, 3000, 13), torch.tensor([2999, 0, 5])]
+    garbage = torch.Generator().manual_seed(5)
     for i, seeds in enumerate(batches):
+        if i:  # the first batch makes the marker; later ones find it filled with garbage
+            sampler._local.marker.random_(-3, graph.num_nodes, generator=garbage)
         ours = sampler.sample_blocks(graph, seeds, torch.Generator().manual_seed(i))
-        marker = sampler._local.marker
-        assert marker.dtype == torch.int32 and bool((marker == -1).all())
-        fresh = NeighborSampler([5, 4, 3]).sample_blocks(
-            graph, seeds, torch.Generator().manual_seed(i)
-        )
-        for a, b in zip(ours[2], fresh[2], strict=True):
+        clean = _clean_sampler(graph).sample_blocks(graph, seeds, torch.Generator().manual_seed(i))
+        for a, b in zip(ours[2], clean[2], strict=True):
             assert torch.equal(a.src_nodes, b.src_nodes)
             assert torch.equal(a.edge_index, b.edge_index)
             assert torch.equal(a.edge_ids, b.edge_ids)
-    # a refused batch (repeated seed) leaves nothing behind either
+    # a refused batch (repeated seed) changes nothing either
     with pytest.raises(ValueError, match="node 7 appears more than once"):
         sampler.sample_blocks(graph, torch.tensor([7, 1, 7]))
     again = sampler.sample_blocks(graph, batches[0], torch.Generator().manual_seed(0))
-    fresh = NeighborSampler([5, 4, 3]).sample_blocks(
-        graph, batches[0], torch.Generator().manual_seed(0)
-    )
-    for a, b in zip(again[2], fresh[2], strict=True):
+    clean = _clean_sampler(graph).sample_blocks(graph, batches[0], torch.Generator().manual_seed(0))
+    for a, b in zip(again[2], clean[2], strict=True):
         assert torch.equal(a.edge_index, b.edge_index)
 
 
