@@ -29,6 +29,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from harness import cli
@@ -166,6 +167,38 @@ def parse_rounds(
     if args.rounds < 2 or args.calls < 1:
         parser.error(f"--rounds must be at least 2 and --calls 1, got {args.rounds}, {args.calls}")
     return args
+
+
+def alternate_rounds(
+    args: argparse.Namespace, builds: list, run_call: Callable[[int], float]
+) -> dict[str, list[float]]:
+    """``args.rounds`` rounds after an untimed one, each running ``args.calls`` calls with
+    the base's library, then as many with the candidate's; ``run_call(i)`` runs call ``i``
+    of the round (the same ``i`` for both builds) and returns the seconds it timed. Returns
+    each build's milliseconds a call, round by round (``"base"``, ``"candidate"``)."""
+    import graphemb._native.library as native
+
+    times: dict[str, list[float]] = {"base": [], "candidate": []}
+    for round_ in range(args.rounds + 1):  # round 0 warms both builds and is not kept
+        for name, build in zip(times, builds, strict=True):
+            native._library = build  # the library every kernel call goes through
+            spent = sum(run_call(round_ * args.calls + call) for call in range(args.calls))
+            if round_:
+                times[name].append(1e3 * spent / args.calls)
+    return times
+
+
+def measure_and_report(
+    args: argparse.Namespace,
+    measure: Callable[[argparse.Namespace, list], dict[str, list[float]]],
+    benchmark: str,
+    what: str,
+    unit: str,
+) -> None:
+    """A round-by-round A/B probe after its options and allocator settings: both builds
+    measured (:func:`run_builds`) and the rounds reported (:func:`report_rounds`)."""
+    times, load = run_builds(args, measure)
+    report_rounds(args, benchmark, what, times, unit, load)
 
 
 def report_rounds(

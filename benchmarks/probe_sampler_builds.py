@@ -23,7 +23,7 @@ import argparse
 import time
 from types import SimpleNamespace
 
-from bench_kernel_builds import add_builds, parse_rounds, report_rounds, run_builds
+from bench_kernel_builds import add_builds, alternate_rounds, measure_and_report, parse_rounds
 from bench_sampler import GRAPHS, build_graph
 from harness import cli
 
@@ -49,7 +49,6 @@ def measure(args: argparse.Namespace, builds: list) -> dict[str, list[float]]:
     """Milliseconds per batch of each round, by build name ("base", "candidate")."""
     import torch
 
-    import graphemb._native.library as native
     from graphemb.graph import Graph
     from graphemb.sampling import NeighborSampler
 
@@ -61,27 +60,25 @@ def measure(args: argparse.Namespace, builds: list) -> dict[str, list[float]]:
     sampler = NeighborSampler(args.fanouts)
     order = torch.randperm(args.nodes, generator=torch.Generator().manual_seed(args.seed))
     batches = order[: args.nodes // args.batch_size * args.batch_size].view(-1, args.batch_size)
-    names, times = ("base", "candidate"), {"base": [], "candidate": []}
-    for round_ in range(args.rounds + 1):  # round 0 warms both builds and is not kept
-        first = round_ * args.calls
-        for name, build in zip(names, builds, strict=True):
-            native._library = build  # the library every kernel call goes through
-            generator = torch.Generator().manual_seed(args.seed + round_)
-            started = time.perf_counter()
-            for call in range(args.calls):
-                sampler.sample_blocks(graph, batches[(first + call) % len(batches)], generator)
-            if round_:
-                times[name].append(1e3 * (time.perf_counter() - started) / args.calls)
-    return times
+
+    def run_call(i: int) -> float:
+        generator = torch.Generator().manual_seed(args.seed + i)  # the same for both builds
+        started = time.perf_counter()
+        sampler.sample_blocks(graph, batches[i % len(batches)], generator)
+        return time.perf_counter() - started
+
+    return alternate_rounds(args, builds, run_call)
+
+
+def describe(args: argparse.Namespace) -> str:
+    fanouts = ",".join(map(str, args.fanouts))
+    return f"base / candidate ms a batch, {args.graph} {args.nodes:,} nodes, fanouts {fanouts}"
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     cli.apply_allocator(args)
-    times, load = run_builds(args, measure)
-    fanouts = ",".join(map(str, args.fanouts))
-    what = f"base / candidate ms a batch, {args.graph} {args.nodes:,} nodes, fanouts {fanouts}"
-    report_rounds(args, "sampler_builds", what, times, "batch", load)
+    measure_and_report(args, measure, "sampler_builds", describe(args), "batch")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from bench_kernel_builds import add_builds, parse_rounds, report_rounds, run_builds
+from bench_kernel_builds import add_builds, alternate_rounds, measure_and_report, parse_rounds
 from harness import cli
 
 OPTIMIZERS = ("SparseAdam", "SparseAdagrad", "SparseRowWiseAdagrad", "SparseSGD")
@@ -49,7 +49,6 @@ def measure(args: argparse.Namespace, builds: list) -> dict[str, list[float]]:
     """Milliseconds per step of each round, by build name ("base", "candidate")."""
     import torch
 
-    import graphemb._native.library as native
     import graphemb.optim
     from graphemb import NodeEmbedding
 
@@ -65,30 +64,28 @@ def measure(args: argparse.Namespace, builds: list) -> dict[str, list[float]]:
         for _ in range(args.calls)
     ]
     gradient = torch.randn(args.batch, args.dim, generator=generator)
-    names, times = ("base", "candidate"), {"base": [], "candidate": []}
-    for round_ in range(args.rounds + 1):  # round 0 warms both builds and is not kept
-        for name, build in zip(names, builds, strict=True):
-            native._library = build  # the library every kernel call goes through
-            spent = 0.0
-            for ids in batches:
-                table(ids).backward(gradient)
-                started = time.perf_counter()
-                optimizer.step()
-                spent += time.perf_counter() - started
-                optimizer.zero_grad()
-            if round_:
-                times[name].append(1e3 * spent / args.calls)
-    return times
+
+    def run_call(i: int) -> float:
+        table(batches[i % len(batches)]).backward(gradient)
+        started = time.perf_counter()
+        optimizer.step()
+        seconds = time.perf_counter() - started
+        optimizer.zero_grad()
+        return seconds
+
+    return alternate_rounds(args, builds, run_call)
+
+
+def describe(args: argparse.Namespace) -> str:
+    ids = "distinct" if args.distinct else "uniform with replacement"
+    return (f"base / candidate ms a step, {args.optimizer} {args.rows:,} x {args.dim}, "
+            f"{args.batch:,} ids ({ids})")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     cli.apply_allocator(args)
-    times, load = run_builds(args, measure)
-    ids = "distinct" if args.distinct else "uniform with replacement"
-    what = (f"base / candidate ms a step, {args.optimizer} {args.rows:,} x {args.dim}, "
-            f"{args.batch:,} ids ({ids})")  # fmt: skip
-    report_rounds(args, "step_builds", what, times, "step", load)
+    measure_and_report(args, measure, "step_builds", describe(args), "step")
 
 
 if __name__ == "__main__":

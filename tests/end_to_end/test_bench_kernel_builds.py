@@ -1,9 +1,11 @@
 """``benchmarks/bench_kernel_builds.py`` runs two kernel libraries chunk by chunk in one
 process and reports the ratio of their tokens per second; ``probe_sampler_builds.py`` times
-their samplers round by round; ``probe_kernel_threads.py`` times GraphSAGE batches with the
-kernels on their own threads and on torch's OpenMP threads in turn. The installed library
-against itself: both halves run, the pairs and rounds are counted as the docstrings say.
-No timing is asserted (the ratio of a library to itself is noise)."""
+their samplers round by round, ``probe_layer_builds.py`` their GraphSAGE layers and
+``probe_step_builds.py`` their optimizer steps; ``probe_kernel_threads.py`` times
+GraphSAGE batches with the kernels on their own threads and on torch's OpenMP threads in
+turn. The installed library against itself: both halves run, the pairs and rounds are
+counted as the docstrings say. No timing is asserted (the ratio of a library to itself is
+noise)."""
 
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 SCRIPT = BENCHMARKS / "bench_kernel_builds.py"
 SAMPLER_SCRIPT = BENCHMARKS / "probe_sampler_builds.py"
 THREADS_SCRIPT = BENCHMARKS / "probe_kernel_threads.py"
+LAYERS_SCRIPT = BENCHMARKS / "probe_layer_builds.py"
+STEP_SCRIPT = BENCHMARKS / "probe_step_builds.py"
 
 pytestmark = pytest.mark.skipif(library_path() is None, reason="the kernels were not built")
 
@@ -71,6 +75,32 @@ def test_two_builds_sample_every_round_in_turn(tmp_path):
     assert all(t > 0 for t in times["base"] + times["candidate"])
     assert "symmetric 5,000 nodes" in summary["line"] and "over 3 rounds" in summary["line"]
     assert summary["line"] in done.stdout
+
+
+def test_two_builds_take_the_layers_of_every_round_in_turn(tmp_path):
+    built = str(library_path())
+    out = tmp_path / "ab.json"
+    done = run(built, built, "--nodes", "10000", "--rounds", "2", "--calls", "1",
+               "--json", str(out), script=LAYERS_SCRIPT)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(out.read_text())
+    times = summary["ms"]
+    assert len(times["base"]) == len(times["candidate"]) == 2  # the warm-up round not kept
+    assert all(t > 0 for t in times["base"] + times["candidate"])
+    assert "powerlaw-out 10,000 nodes" in summary["line"] and "over 2 rounds" in summary["line"]
+    assert summary["line"] in done.stdout
+
+
+def test_two_builds_take_the_steps_of_every_round_in_turn(tmp_path):
+    built = str(library_path())
+    out = tmp_path / "ab.json"
+    done = run(built, built, "--rows", "5000", "--batch", "2000", "--distinct", "--rounds", "3",
+               "--calls", "2", "--json", str(out), script=STEP_SCRIPT)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    times = json.loads(out.read_text())["ms"]
+    assert len(times["base"]) == len(times["candidate"]) == 3  # the warm-up round not kept
+    assert all(t > 0 for t in times["base"] + times["candidate"])
+    assert "2,000 ids (distinct)" in done.stdout
 
 
 def test_more_seeds_than_nodes_are_refused():
