@@ -62,45 +62,30 @@ def test_a_graph_with_too_few_chunks_is_refused():
     assert done.returncode == 1 and "only 1 chunk pair(s) ran" in done.stderr
 
 
-def test_two_builds_sample_every_round_in_turn(tmp_path):
+@pytest.mark.parametrize(
+    "script, options, rounds, what",
+    [
+        (SAMPLER_SCRIPT, ["--nodes", "5000", "--calls", "2", "--graph", "symmetric"], 3,
+         "symmetric 5,000 nodes"),
+        (LAYERS_SCRIPT, ["--nodes", "10000", "--calls", "1"], 2, "powerlaw-out 10,000 nodes"),
+        (STEP_SCRIPT, ["--rows", "5000", "--batch", "2000", "--distinct", "--calls", "2"], 3,
+         "2,000 ids (distinct)"),
+    ],
+    ids=["sampler", "layers", "step"],
+)  # fmt: skip
+def test_two_builds_take_every_round_in_turn(tmp_path, script, options, rounds, what):
     built = str(library_path())
     out = tmp_path / "ab.json"
-    done = run(built, built, "--nodes", "5000", "--rounds", "3", "--calls", "2",
-               "--graph", "symmetric", "--json", str(out), script=SAMPLER_SCRIPT)  # fmt: skip
+    done = run(built, built, *options, "--rounds", str(rounds), "--json", str(out),
+               script=script)  # fmt: skip
     assert done.returncode == 0, done.stderr
     summary = json.loads(out.read_text())
     times = summary["ms"]
-    assert len(times["base"]) == len(times["candidate"]) == 3  # the warm-up round not kept
-    assert len(summary["ratios"]) == 3
+    assert len(times["base"]) == len(times["candidate"]) == rounds  # the warm-up round not kept
+    assert len(summary["ratios"]) == rounds
     assert all(t > 0 for t in times["base"] + times["candidate"])
-    assert "symmetric 5,000 nodes" in summary["line"] and "over 3 rounds" in summary["line"]
+    assert what in summary["line"] and f"over {rounds} rounds" in summary["line"]
     assert summary["line"] in done.stdout
-
-
-def test_two_builds_take_the_layers_of_every_round_in_turn(tmp_path):
-    built = str(library_path())
-    out = tmp_path / "ab.json"
-    done = run(built, built, "--nodes", "10000", "--rounds", "2", "--calls", "1",
-               "--json", str(out), script=LAYERS_SCRIPT)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    summary = json.loads(out.read_text())
-    times = summary["ms"]
-    assert len(times["base"]) == len(times["candidate"]) == 2  # the warm-up round not kept
-    assert all(t > 0 for t in times["base"] + times["candidate"])
-    assert "powerlaw-out 10,000 nodes" in summary["line"] and "over 2 rounds" in summary["line"]
-    assert summary["line"] in done.stdout
-
-
-def test_two_builds_take_the_steps_of_every_round_in_turn(tmp_path):
-    built = str(library_path())
-    out = tmp_path / "ab.json"
-    done = run(built, built, "--rows", "5000", "--batch", "2000", "--distinct", "--rounds", "3",
-               "--calls", "2", "--json", str(out), script=STEP_SCRIPT)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    times = json.loads(out.read_text())["ms"]
-    assert len(times["base"]) == len(times["candidate"]) == 3  # the warm-up round not kept
-    assert all(t > 0 for t in times["base"] + times["candidate"])
-    assert "2,000 ids (distinct)" in done.stdout
 
 
 def test_more_seeds_than_nodes_are_refused():
