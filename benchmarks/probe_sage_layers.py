@@ -15,6 +15,13 @@ into its output (``addmm_``), and in the backward two products for the inputs' g
 table as it aggregates them (``aggregate_embedding_rows``). The reference looks the batch's
 input rows up first (a copy of 290k rows at 1M nodes) and aggregates the copy.
 
+``--compare recycled``: the layers' aggregates (``D x 2F``), outputs (``D x H``) and their
+inputs' gradients are written into recycled memory (``graphemb/nn/recycled_linear.py``,
+``RecycledBlocks``). The reference is the same model with those three pools handing out
+fresh tensors, as torch's allocator does for ``F.linear``. glibc serves a freed block of up
+to 32 MiB again from its heap, so the difference shows on larger results
+(``--batch-size``).
+
 Both models start from the same weights and the same table, are trained by
 ``SparseAdam`` and draw the same dropout keys; forward and backward of each batch are timed
 (the sparse step is not). Prints the median per model and the median of the per-batch
@@ -26,6 +33,7 @@ Needs the compiled kernels (CPU).
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager, nullcontext
 from types import SimpleNamespace
 
 import torch
@@ -35,9 +43,10 @@ from harness import cli, report
 
 from graphemb import NodeEmbedding
 from graphemb._compiled import float_kernel
+from graphemb.distributed.huge_pages import empty_rows
 from graphemb.distributed.recycling import RecycledBlocks
 from graphemb.graph import Graph
-from graphemb.nn import GraphSAGE
+from graphemb.nn import GraphSAGE, aggregation, recycled_linear
 from graphemb.nn.stack import BlockGNN
 from graphemb.optim import SparseAdam
 from graphemb.sampling import NeighborSampler
@@ -91,11 +100,27 @@ class TwoProducts(LookedUp):
         return layer.lin_l(aggregated).addmm_(own, layer.lin_r.weight.t())
 
 
+@contextmanager
+def fresh_layer_memory():
+    """The layers' aggregates, outputs and input gradients in fresh tensors meanwhile."""
+    pools = (aggregation._AGGREGATES, recycled_linear._OUTPUTS, recycled_linear._INPUT_GRADIENTS)
+    for pool in pools:
+        pool.empty = lambda shape, dtype, device: empty_rows(shape, dtype, device)  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        for pool in pools:
+            del pool.empty
+
+
 # --compare: (reference's name, its model), (candidate's name, its model)
 COMPARISONS = {
     "paired": (("two products", TwoProducts), ("paired", LookedUp)),
     "table-reads": (("looked up", LookedUp), ("in place", GraphSAGE)),
+    "recycled": (("fresh", GraphSAGE), ("recycled", GraphSAGE)),
 }
+# what a model's forward and backward run under, by its name (default: nothing)
+CONTEXTS = {"fresh": fresh_layer_memory}
 
 
 def parse_args(argv=None):
@@ -105,8 +130,10 @@ def parse_args(argv=None):
         help="bench_sampler.py's shape (powerlaw-out)")  # fmt: skip
     add("-n", "--num-nodes", type=int, default=1_000_000, help="default 1,000,000")
     add("--compare", default="paired", choices=sorted(COMPARISONS),
-        help="the change: the paired product (default), the first layer's table reads")  # fmt: skip
+        help="the change: the paired product (default), the first layer's table reads, the "
+        "layers' results in recycled memory")  # fmt: skip
     add("--batches", type=int, default=24, help="timed batches per model (24)")
+    add("-b", "--batch-size", type=int, default=1024, help="seeds per batch (1024)")
     add("--threads", type=int, default=2, help="torch threads (2)")
     add("--json", default=None, help="also write the summary JSON here")
     return parser.parse_args(argv)
@@ -146,7 +173,8 @@ def _workload(args):
     generator = torch.Generator().manual_seed(0)
     sampler = NeighborSampler([15, 10, 5])
     seeds = torch.randperm(args.num_nodes, generator=generator)
-    batches = [sampler.sample_blocks(graph, seeds[i * 1024 : (i + 1) * 1024], generator)[2]
+    size = getattr(args, "batch_size", 1024)
+    batches = [sampler.sample_blocks(graph, seeds[i * size : (i + 1) * size], generator)[2]
                for i in range(8)]  # fmt: skip
     return labels, batches
 
@@ -176,9 +204,10 @@ def _timed(args, models: dict, labels, batches) -> dict[str, list[float]]:
             model, sparse_opt = models[name]
             blocks = batches[step % len(batches)]
             torch.manual_seed(step)  # the same dropout keys for both
-            start = time.perf_counter()
-            F.cross_entropy(model(blocks), labels[blocks[-1].dst_nodes]).backward()
-            seconds = time.perf_counter() - start
+            with CONTEXTS.get(name, nullcontext)():
+                start = time.perf_counter()
+                F.cross_entropy(model(blocks), labels[blocks[-1].dst_nodes]).backward()
+                seconds = time.perf_counter() - start
             sparse_opt.step()
             model.zero_grad(set_to_none=True)
             if step >= 2:

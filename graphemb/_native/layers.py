@@ -47,6 +47,27 @@ def _check_rows(tensor: torch.Tensor, name: str, kernel: str) -> None:
         )
 
 
+def _output(
+    out: torch.Tensor | None, rows: int, width: int, dtype: torch.dtype, kernel: str
+) -> torch.Tensor:
+    """``out`` checked to be a contiguous CPU ``(rows, width)`` tensor of ``dtype`` (every
+    element of it is overwritten), or a new one where it is None."""
+    if out is None:
+        return torch.empty(rows, width, dtype=dtype)
+    if (
+        out.shape != (rows, width)
+        or out.dtype != dtype
+        or out.device.type != "cpu"
+        or not out.is_contiguous()
+    ):
+        raise ValueError(
+            f"graphemb_kernels.{kernel}: out must be a contiguous CPU {dtype_name(dtype)} "
+            f"tensor of shape ({rows}, {width}), got {dtype_name(out.dtype)} "
+            f"{tuple(out.shape)} on {out.device}"
+        )
+    return out
+
+
 def csr_aggregate(
     crow: torch.Tensor,
     col: torch.Tensor,
@@ -57,6 +78,7 @@ def csr_aggregate(
     with_self: bool = False,
     relu: bool = False,
     dense_ids: torch.Tensor | None = None,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """CSR ``(crow, col, values or None)`` x ``dense`` (N, F) -> (R, F), summed or averaged
     per row (rows without entries: 0); with ``mask``, of ``dense`` after that dropout
@@ -66,7 +88,9 @@ def csr_aggregate(
 
     ``dense_ids`` (S,): the product of ``dense[dense_ids]`` (S, F), read in place (never
     copied out); ``mask`` and ``with_self`` then refer to that matrix, so the result is
-    the same floats. An id outside ``[0, N)`` raises ``IndexError``."""
+    the same floats. An id outside ``[0, N)`` raises ``IndexError``. Written into ``out``
+    if given (a contiguous CPU tensor of the result's shape and ``dense``'s dtype, every
+    element overwritten), else into a new tensor."""
     _check_index(crow, "crow")
     _check_index(col, "col")
     if dense_ids is not None:
@@ -89,7 +113,7 @@ def csr_aggregate(
             f"first of the {sources} sources"
         )
     width = dense.shape[1] * (2 if with_self else 1)
-    out = torch.empty(rows, width, dtype=dense.dtype)
+    out = _output(out, rows, width, dense.dtype, "csr_aggregate")
     with span("graphemb_kernels::csr_aggregate"):
         library().call(
             "ge_csr_aggregate",
@@ -140,19 +164,7 @@ def csr_aggregate_transposed(
     (the ReLU's backward)."""
     kernel = "csr_aggregate_transposed"
     rows, width = _transposed_shapes(crow, col, grad, out_rows, addend, paired, relu_input)
-    if out is None:
-        out = torch.empty(out_rows, width, dtype=grad.dtype)
-    elif (
-        out.shape != (out_rows, width)
-        or out.dtype != grad.dtype
-        or out.device.type != "cpu"
-        or not out.is_contiguous()
-    ):
-        raise ValueError(
-            f"graphemb_kernels.{kernel}: out must be a contiguous CPU {dtype_name(grad.dtype)} "
-            f"tensor of shape ({out_rows}, {width}), got {dtype_name(out.dtype)} "
-            f"{tuple(out.shape)} on {out.device}"
-        )
+    out = _output(out, out_rows, width, grad.dtype, kernel)
     with span(f"graphemb_kernels::{kernel}"):
         library().call(
             "ge_csr_aggregate_transposed",

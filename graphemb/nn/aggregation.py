@@ -24,8 +24,9 @@ __all__ = ["aggregate_embedding_rows", "aggregate_neighbors", "aggregate_with_ow
 
 # The blocks of the sources' gradients on CPU: a model's layers each hold one until the
 # layer below has used it, and the largest (the input rows', tens of MB) is asked for again
-# every batch.
+# every batch. The aggregates likewise: each layer's is held for its product's backward.
 _SOURCE_GRADIENTS = RecycledBlocks(blocks=4)
+_AGGREGATES = RecycledBlocks(blocks=4)
 
 # The row-parallel CSR x dense kernel behind torch.sparse.mm(csr, x, reduce) on CPU (torch
 # >= 2.0), the one PyG's SAGEConv runs on adj_t. CUDA takes torch's cuSPARSE product.
@@ -49,6 +50,7 @@ def _spmm(
     kernel = float_kernel("csr_aggregate", dense)
     if kernel is not None:  # prefetches the scattered rows of dense (csrc/.../aggregate.cpp)
         values = None if unit_values else matrix.values().to(dense.dtype).contiguous()
+        width = dense.shape[1] * (2 if with_self else 1)
         return kernel(
             matrix.crow_indices().contiguous(),
             matrix.col_indices().contiguous(),
@@ -58,6 +60,7 @@ def _spmm(
             mask,
             with_self,
             relu,
+            out=_AGGREGATES.empty((matrix.shape[0], width), dense.dtype, dense.device),
         )
     if mask is not None or relu:
         raise RuntimeError("a dropout or ReLU inside the aggregation needs the compiled kernels")
@@ -256,7 +259,10 @@ def aggregate_embedding_rows(
     def read(weight: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         masks.append(dropout.hashed_mask(weight))
         mean = reduce == "mean"
-        return kernel(crow, col, None, weight, mean, masks[0], True, False, ids.contiguous())
+        out = _AGGREGATES.empty(
+            (block.num_dst_nodes, 2 * weight.shape[1]), weight.dtype, weight.device
+        )
+        return kernel(crow, col, None, weight, mean, masks[0], True, False, ids.contiguous(), out)
 
     def rows_gradient(grad_pair: torch.Tensor) -> torch.Tensor:
         return _transposed_product(block, adj_t, grad_pair, reduce, masks[0])

@@ -13,6 +13,7 @@ from ._pyg import pyg_layer, require_pyg
 from .aggregation import aggregate_embedding_rows, aggregate_with_own_rows
 from .dropout import Dropout
 from .input import EmbeddingInput
+from .recycled_linear import linear
 from .stack import SAGEStack
 
 require_pyg("GraphSAGE")  # here, a clear error; PyG itself is imported by the first model
@@ -170,7 +171,7 @@ class GraphSAGE(SAGEStack):
             # lin_l(aggregated) + lin_r(own rows) as one product of width 2F: the output
             # written once, and its gradient for both halves in one product backward.
             weight = torch.cat([neighbors.weight, root.weight], dim=1)
-            out = F.linear(pair, weight, neighbors.bias)
+            out = linear(pair, weight, neighbors.bias)
         else:
             out = neighbors(pair[:, :width])
             if root is not None:

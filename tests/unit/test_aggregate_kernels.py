@@ -139,6 +139,44 @@ def test_rows_read_through_ids_give_the_floats_of_their_copy(dtype):
             assert torch.equal(got, expected)
 
 
+@pytest.mark.parametrize("with_self", [False, True])
+def test_product_written_into_out_is_the_new_results_floats(with_self):
+    """``out=``: every element of a given tensor overwritten (it starts as NaN) with the
+    floats of the result the kernel allocates itself, and that tensor returned."""
+    kernels = compiled_module()
+    for seed, (rows, columns, entries, hub) in enumerate(SHAPES):
+        columns = max(columns, rows)
+        crow, col, _ = _csr(rows, columns, entries, seed, hub)
+        h = torch.randn(columns, 6, generator=torch.Generator().manual_seed(400 + seed))
+        mask = (2**31, 2.0, seed)
+        expected = kernels.csr_aggregate(crow, col, None, h, True, mask, with_self, True)
+        out = torch.full(expected.shape, float("nan"))
+        got = kernels.csr_aggregate(crow, col, None, h, True, mask, with_self, True, out=out)
+        assert got is out
+        assert torch.equal(out, expected)
+
+
+@pytest.mark.parametrize(
+    ("out", "message"),
+    [
+        (
+            torch.zeros(6, 9),
+            r"out must be a contiguous CPU float32 tensor of shape \(6, 8\), "
+            r"got float32 \(6, 9\)",
+        ),
+        (torch.zeros(6, 8, dtype=torch.float64), "got float64"),
+        (torch.zeros(8, 6).T, "out must be a contiguous"),
+    ],
+)
+def test_product_bad_out_is_named_and_left_as_it_was(out, message):
+    crow, col, _ = _csr(6, 10, 20, seed=1)
+    before = out.clone()
+    with pytest.raises(ValueError, match=message):
+        compiled_module().csr_aggregate(crow, col, None, torch.ones(10, 4), True, with_self=True,
+                                        out=out)  # fmt: skip
+    assert torch.equal(out, before)
+
+
 def test_ids_read_through_are_checked_and_bad_ones_named():
     kernels = compiled_module()
     crow, col, _ = _csr(6, 10, 20, seed=1)
