@@ -18,9 +18,14 @@ inline uint32_t fmix32(uint32_t h) {
 }
 
 // The hash of element `low` + 2^32 `high_bits` of a call whose key's halves are low_key and
-// high_key (high = high_key + the element index's high word).
+// high_key (high = high_key + the element index's high word): one finalizer over
+// (low ^ low_key) * golden + fmix32(high). Every step is a bijection of 32 bits, so over
+// the 2^32 elements that share `high` every word comes out once. The key enters twice, by
+// xor and by addition: with the offset alone, two calls whose offsets differed by a
+// multiple of golden would draw shifted copies of one mask. `high` is the same for a span
+// of 2^32 elements, so its finalizer is computed once per loop, not per element.
 inline uint32_t mask_word(uint32_t low, uint32_t high, uint32_t low_key) {
-  return fmix32(fmix32(low * 0x9E3779B9U + low_key) ^ high);
+  return fmix32((low ^ low_key) * 0x9E3779B9U + fmix32(high));
 }
 
 // A call's mask: x[i] -> x[i] * factor(i), factor = scale or 0 (masked = false: no mask).

@@ -45,7 +45,8 @@ def _fmix32(h: torch.Tensor) -> torch.Tensor:
 def _expected_dropout(x: torch.Tensor, threshold: int, scale: float, key: int) -> torch.Tensor:
     i = torch.arange(x.numel(), dtype=torch.int64)
     low, high = key & _MASK32, (key >> 32) + (i >> 32)
-    word = _fmix32(_fmix32((((i & _MASK32) * 0x9E3779B9) + low) & _MASK32) ^ (high & _MASK32))
+    offset = _fmix32(high & _MASK32)
+    word = _fmix32(((((i & _MASK32) ^ low) * 0x9E3779B9) + offset) & _MASK32)
     return torch.where(word >= threshold, x * scale, torch.zeros_like(x))
 
 
