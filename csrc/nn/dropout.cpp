@@ -12,14 +12,13 @@
 // finalizer of the key's high half (a different key per call, drawn from torch's generator
 // by the caller; hashed_mask.h). Every step is a bijection of 32 bits, so over 2^32
 // consecutive elements every word comes out once, and the finalizer's full avalanche makes
-// neighbouring counters give unrelated words. One finalizer an element,
-// not two: it is the aggregation kernels' costliest part where they apply the mask to every
-// row they read (measured: forward + backward of the end-to-end GraphSAGE layers 1.057x
-// faster than with two). The tests hold the keep rate, the joint pattern of neighbours and the
-// independence of two calls to binomial and chi-square bounds. All 32-bit integer
-// arithmetic: the loop is compiled twice, with AVX2 (8 elements a vector op) where the CPU
-// has it, and for any x86-64 CPU; the result does not depend on which, nor on the number
-// of threads.
+// neighbouring counters give unrelated words. One finalizer an element, not two: the hash
+// is the costliest part of the aggregation kernels that apply the mask to every row they
+// read (forward + backward of the end-to-end GraphSAGE layers: 1.047x faster than with
+// two). The tests hold the keep rate, the joint pattern of neighbours and the independence
+// of two calls to binomial and chi-square bounds. All 32-bit integer arithmetic: the loop
+// is compiled for AVX-512, AVX2 and any x86-64 CPU (clones.h); the result does not depend
+// on which, nor on the number of threads.
 
 #include "common/clones.h"
 #include "common/errors.h"
