@@ -82,12 +82,8 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
         The same floats as ``F.linear``, forward and backward. Differentiable once: for a
         second derivative (``create_graph=True``) use ``F.linear``.
     """
-    if (
-        x.device.type != "cpu"
-        or _cpu_autocast()
-        or x.dim() != 2
-        or weight.dim() != 2
-        or not x.dtype == weight.dtype == (x.dtype if bias is None else bias.dtype)
-    ):
+    same_dtypes = weight.dtype == x.dtype and (bias is None or bias.dtype == x.dtype)
+    two_d = x.dim() == 2 and weight.dim() == 2
+    if x.device.type != "cpu" or _cpu_autocast() or not two_d or not same_dtypes:
         return F.linear(x, weight, bias)
     return _RecycledLinear.apply(x, weight, bias)

@@ -78,3 +78,12 @@ def test_autocast_gets_f_linear_itself():
         out, expected = linear(x, weight, bias), F.linear(x, weight, bias)
     assert out.dtype == expected.dtype == torch.bfloat16
     assert torch.equal(out, expected)
+
+
+def test_other_inputs_get_f_linear_itself():
+    """A 3-D input is F.linear's; mismatched dtypes raise F.linear's own error."""
+    generator = torch.Generator().manual_seed(7)
+    x, weight = torch.randn(2, 3, 4, generator=generator), torch.randn(5, 4, generator=generator)
+    assert torch.equal(linear(x, weight), F.linear(x, weight))
+    with pytest.raises(RuntimeError):
+        linear(x[0].double(), weight)
