@@ -23,7 +23,7 @@ extern "C" {
 #define GE_API __attribute__((visibility("default")))
 
 /* Raised by the Python bindings when the library and the bindings disagree. */
-#define GE_ABI_VERSION 12
+#define GE_ABI_VERSION 13
 
 typedef enum {
   GE_OK = 0,
@@ -141,7 +141,8 @@ GE_API int ge_random_order(int64_t num_nodes, int64_t half_bits, const int64_t* 
 
 /* ------------------------------------------------------------------ layers */
 /* Dropout's mask (ge_dropout_masked_scale's threshold, scale and key) on the rows a kernel
- * reads (forward) or writes (backward), element index = row * features + column. */
+ * reads (forward) or writes (backward), element index = row * features + column;
+ * threshold in [0, 2^16). */
 typedef struct {
   uint32_t threshold;
   double scale;
@@ -174,7 +175,8 @@ GE_API int ge_csr_aggregate_transposed(const int64_t* crow, int64_t rows, const 
                                        int64_t addend_rows, const ge_dropout_mask* mask,
                                        void* out, int64_t out_rows, int paired,
                                        const void* relu_input);
-/* out[i] = x[i] * scale where a hash of (key, i) >= threshold, else 0; n elements. */
+/* out[i] = x[i] * scale where a 16-bit hash of (key, i) >= threshold, else 0; n elements;
+ * threshold in [0, 2^16). */
 GE_API int ge_dropout_masked_scale(const void* x, void* out, int64_t n, int dtype,
                                    uint32_t threshold, double scale, uint64_t key);
 

@@ -1,6 +1,6 @@
-// Dropout without a stored mask: element i of a call is kept when a 32-bit hash of
-// (key, i) is at least `threshold` = round(p * 2^32), so it is kept with probability
-// 1 - threshold / 2^32 (p to within 2^-32), independently of every other element.
+// Dropout without a stored mask: element i of a call is kept when a 16-bit hash of
+// (key, i) is at least `threshold` = round(p * 2^16), so it is kept with probability
+// 1 - threshold / 2^16 (p to within 2^-17), independently of every other element.
 //
 // torch's dropout draws a Bernoulli variable per element through its generic sampler,
 // writes a mask of x's size and multiplies by it, forward and backward. Here the mask is
@@ -11,14 +11,16 @@
 // The hash: murmur3's 32-bit finalizer over (counter ^ the key's low half) * golden + the
 // finalizer of the key's high half (a different key per call, drawn from torch's generator
 // by the caller; hashed_mask.h). Every step is a bijection of 32 bits, so over 2^32
-// consecutive elements every word comes out once, and the finalizer's full avalanche makes
-// neighbouring counters give unrelated words. One finalizer an element, not two: the hash
-// is the costliest part of the aggregation kernels that apply the mask to every row they
-// read (forward + backward of the end-to-end GraphSAGE layers: 1.047x faster than with
-// two). The tests hold the keep rate, the joint pattern of neighbours and the independence
-// of two calls to binomial and chi-square bounds. All 32-bit integer arithmetic: the loop
-// is compiled for AVX-512, AVX2 and any x86-64 CPU (clones.h); the result does not depend
-// on which, nor on the number of threads.
+// consecutive counters every word comes out once, and the finalizer's full avalanche makes
+// neighbouring counters give unrelated words. Each word decides two elements, one per
+// 16-bit half (hashed_mask.h says which): the hash is the costliest part of the
+// aggregation kernels that apply the mask to every row they read, and half as many hashes
+// make the end-to-end GraphSAGE layers 1.02-1.06x faster (forward + backward, on the three
+// graph shapes; one finalizer per word instead of two had made them 1.047x faster). The
+// tests hold the keep rate, the joint pattern of neighbours (the two halves of a word among
+// them) and the independence of two calls to binomial and chi-square bounds. All 32-bit
+// integer arithmetic: the loop is compiled for AVX-512, AVX2 and any x86-64 CPU
+// (clones.h); the result does not depend on which, nor on the number of threads.
 
 #include "common/clones.h"
 #include "common/errors.h"
@@ -34,23 +36,15 @@ namespace {
 
 constexpr int64_t kGrain = 1 << 15;  // elements per task
 
-// Elements [begin, end) of one call; the counter's high word is constant in a task (tasks
-// are split at multiples of 2^32), so the loop body is 32-bit arithmetic only.
+// Elements [begin, end) of one call: out = x * factor, the factors a block of 16 at a time.
 template <typename T>
 inline __attribute__((always_inline)) void scale_range(const T* x, T* out, int64_t begin,
                                                        int64_t end, uint32_t threshold, T scale,
                                                        uint64_t key) {
-  const uint32_t low_key = static_cast<uint32_t>(key);
-  const uint32_t high = static_cast<uint32_t>(key >> 32) +
-                        static_cast<uint32_t>(static_cast<uint64_t>(begin) >> 32);
-  const auto first = static_cast<uint32_t>(begin);
-  const auto count = static_cast<uint32_t>(end - begin);
   const T* xs = x + begin;
   T* os = out + begin;
-  for (uint32_t j = 0; j < count; ++j) {
-    const uint32_t word = mask_word(first + j, high, low_key);
-    os[j] = xs[j] * (word >= threshold ? scale : T(0));
-  }
+  HashedMask<T>::of(threshold, scale, key).for_each_factor(
+      begin, end - begin, [&](auto j, T factor) { os[j] = xs[j] * factor; });
 }
 
 GE_FLOAT_CLONES void scale_floats(
@@ -65,8 +59,8 @@ GE_FLOAT_CLONES void scale_doubles(
   scale_range(x, out, begin, end, threshold, scale, key);
 }
 
-// Calls body(begin, end) over tasks of kGrain elements taken from a shared counter; a
-// task never straddles a multiple of 2^32 elements (the grain divides 2^32).
+// Calls body(begin, end) over tasks of kGrain elements taken from a shared counter; tasks
+// start at multiples of 16, so only the last can end inside a block of the mask.
 template <typename Body>
 void in_tasks(int64_t n, Body&& body) {
   for_each_task((n + kGrain - 1) / kGrain,
@@ -80,6 +74,8 @@ extern "C" int ge_dropout_masked_scale(const void* x, void* out, int64_t n, int 
                                        uint32_t threshold, double scale, uint64_t key) {
   using namespace ge;
   return guarded([&] {
+    require(threshold < kMaskLevels, GE_VALUE_ERROR, "graphemb_kernels.dropout_masked_scale: ",
+            "threshold = ", threshold, " is not in [0, 2^16)");
     if (dtype == GE_FLOAT32) {
       const auto* xs = static_cast<const float*>(x);
       auto* os = static_cast<float*>(out);

@@ -19,14 +19,17 @@ _FLOATS = (torch.float32, torch.float64)
 #: Dropout's ``(threshold, scale, key)`` (:func:`dropout_masked_scale`'s arguments).
 Mask = tuple[int, float, int]
 
+#: The values of an element's 16-bit hash: a threshold is one of them.
+MASK_LEVELS = 1 << 16
+
 
 def _mask_argument(mask: Mask | None, kernel: str) -> object:
     """The kernel's ``ge_dropout_mask*`` argument: None, or a reference to the struct."""
     if mask is None:
         return None
     threshold, scale, key = mask
-    if not 0 <= threshold <= 0xFFFFFFFF:
-        raise ValueError(f"graphemb_kernels.{kernel}: threshold = {threshold} is not in [0, 2^32)")
+    if not 0 <= threshold < MASK_LEVELS:
+        raise ValueError(f"graphemb_kernels.{kernel}: threshold = {threshold} is not in [0, 2^16)")
     return byref(DropoutMask(int(threshold), float(scale), int(key) & ((1 << 64) - 1)))
 
 
@@ -234,9 +237,9 @@ def _transposed_shapes(
 
 
 def dropout_masked_scale(x: torch.Tensor, threshold: int, scale: float, key: int) -> torch.Tensor:
-    """``x * scale`` where a 32-bit hash of ``(key, i)`` is at least ``threshold``, else 0,
-    per element ``i`` of ``x`` in memory order: dropout's forward, and with the same key
-    its backward on the gradient."""
+    """``x * scale`` where a 16-bit hash of ``(key, i)`` is at least ``threshold`` (in
+    ``[0, 2**16)``), else 0, per element ``i`` of ``x`` in memory order: dropout's forward,
+    and with the same key its backward on the gradient."""
     if x.device.type != "cpu" or not x.is_contiguous():
         raise ValueError("graphemb_kernels.dropout_masked_scale: x must be a contiguous CPU tensor")
     if x.dtype not in _FLOATS:
@@ -244,9 +247,9 @@ def dropout_masked_scale(x: torch.Tensor, threshold: int, scale: float, key: int
             "graphemb_kernels.dropout_masked_scale: x must be float32 or float64, got "
             f"{dtype_name(x.dtype)}"
         )
-    if not 0 <= threshold <= 0xFFFFFFFF:
+    if not 0 <= threshold < MASK_LEVELS:
         raise ValueError(
-            f"graphemb_kernels.dropout_masked_scale: threshold = {threshold} is not in [0, 2^32)"
+            f"graphemb_kernels.dropout_masked_scale: threshold = {threshold} is not in [0, 2^16)"
         )
     out = torch.empty_like(x)
     with span("graphemb_kernels::dropout_masked_scale"):

@@ -34,7 +34,7 @@ __all__ = [
     "span",
 ]
 
-ABI_VERSION = 12
+ABI_VERSION = 13
 """``GE_ABI_VERSION`` of ``csrc/graphemb_kernels.h`` that these bindings speak."""
 
 DECLINED = 7

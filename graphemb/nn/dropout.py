@@ -5,10 +5,11 @@ generic sampler, writes a mask of the input's size, multiplies by it, and multip
 gradient by it again; on CPU the draw is the most expensive pass of a GNN layer's
 forward. With the compiled kernels (``graphemb_kernels``), each call here draws one random
 64-bit key from torch's generator, and element ``i`` (in memory order) is kept when a
-32-bit hash of ``(key, i)`` is at least ``round(p * 2**32)``: kept with probability
-``1 - p`` to within ``2**-32``, independently of the others. Forward and backward are each
-one pass (the backward recomputes the mask from the key), and nothing of the input's size
-is kept between them.
+16-bit hash of ``(key, i)`` is at least ``round(p * 2**16)``: kept with probability
+``1 - p`` to within ``2**-17``, independently of the others (one 32-bit hash serves two
+elements, a half each: the hash is the costliest part of the layers that apply the mask).
+Forward and backward are each one pass (the backward recomputes the mask from the key),
+and nothing of the input's size is kept between them.
 
 Without the kernels, on GPUs, and for dtypes other than float32 and float64, it is
 ``torch.nn.functional.dropout``: the same distribution.
@@ -39,7 +40,7 @@ from .._compiled import float_kernel
 
 __all__ = ["Dropout", "dropout", "hashed_dropout_applies"]
 
-_LEVELS = 1 << 32  # the hash's 32 bits per element
+_LEVELS = 1 << 16  # the hash's 16 bits per element
 
 #: A call's hashed mask, ``(threshold, scale, key)``: what :meth:`Dropout.hashed_mask`
 #: returns and the kernels that apply a dropout to the rows they read or write take.
@@ -47,9 +48,9 @@ Mask = tuple[int, float, int]
 
 
 def _threshold(p: float) -> tuple[int, float]:
-    """The 32-bit threshold that drops ``round(p * 2**32)`` of the ``2**32`` hash values,
+    """The 16-bit threshold that drops ``round(p * 2**16)`` of the ``2**16`` hash values,
     and the probability of keeping an element that it gives."""
-    dropped = min(round(p * _LEVELS), _LEVELS - 1)  # p just below 1 still keeps 1 in 2**32
+    dropped = min(round(p * _LEVELS), _LEVELS - 1)  # p just below 1 still keeps 1 in 2**16
     return dropped, (_LEVELS - dropped) / _LEVELS
 
 

@@ -43,15 +43,41 @@ def _fmix32(h: torch.Tensor) -> torch.Tensor:
 
 
 def _expected_dropout(x: torch.Tensor, threshold: int, scale: float, key: int) -> torch.Tensor:
+    """Element ``i`` takes half ``(i >> 3) & 1`` of word ``(i >> 4) * 8 + (i & 7)``: 16
+    elements to a block of 8 words."""
     i = torch.arange(x.numel(), dtype=torch.int64)
-    low, high = key & _MASK32, (key >> 32) + (i >> 32)
+    word_index = ((i >> 4) << 3) | (i & 7)
+    low, high = key & _MASK32, (key >> 32) + (word_index >> 32)
     offset = _fmix32(high & _MASK32)
-    word = _fmix32(((((i & _MASK32) ^ low) * 0x9E3779B9) + offset) & _MASK32)
-    return torch.where(word >= threshold, x * scale, torch.zeros_like(x))
+    word = _fmix32(((((word_index & _MASK32) ^ low) * 0x9E3779B9) + offset) & _MASK32)
+    half = torch.where((i & 8) != 0, word >> 16, word & 0xFFFF)
+    return torch.where(half >= threshold, x * scale, torch.zeros_like(x))
 
 
 def _dropout(x: torch.Tensor, key: int) -> torch.Tensor:
-    return compiled_module().dropout_masked_scale(x, 1 << 31, 2.0, key)
+    return compiled_module().dropout_masked_scale(x, 1 << 15, 2.0, key)
+
+
+@pytest.mark.parametrize("n", [1, 15, 16, 17, 1_000_003])
+@pytest.mark.parametrize("threshold", [0, 1, 1 << 15, (1 << 16) - 1])
+def test_dropout_is_its_hash_at_any_length(n, threshold):
+    """Whole blocks of 16 and the elements after them (one by one) give the oracle's mask."""
+    x = torch.randn(n, dtype=torch.float64, generator=torch.Generator().manual_seed(n))
+    out = compiled_module().dropout_masked_scale(x, threshold, 3.0, -5)
+    assert torch.equal(out, _expected_dropout(x, threshold, 3.0, -5))
+
+
+def test_dropout_threshold_outside_sixteen_bits_is_refused():
+    """By the bindings, and by the C interface itself (whose block and element paths would
+    read such a threshold differently)."""
+    x, out = torch.ones(4), torch.full((4,), 7.0)
+    with pytest.raises(ValueError, match=r"threshold = 65536 is not in \[0, 2\^16\)"):
+        compiled_module().dropout_masked_scale(x, 1 << 16, 2.0, 0)
+    with pytest.raises(ValueError, match=r"threshold = 2147483648 is not in \[0, 2\^16\)"):
+        library().call(
+            "ge_dropout_masked_scale", x.data_ptr(), out.data_ptr(), 4, 0, 1 << 31, 2.0, 0
+        )
+    assert torch.equal(out, torch.full((4,), 7.0))
 
 
 def test_library_speaks_the_bindings_interface():
@@ -84,7 +110,7 @@ def test_kernels_follow_torchs_thread_count():
     try:
         for count in (1, 2, 3):
             torch.set_num_threads(count)
-            torch.testing.assert_close(_dropout(x, 7), _expected_dropout(x, 1 << 31, 2.0, 7))
+            torch.testing.assert_close(_dropout(x, 7), _expected_dropout(x, 1 << 15, 2.0, 7))
             assert library().num_threads == count
     finally:
         torch.set_num_threads(threads)
@@ -195,7 +221,7 @@ def test_a_forked_child_runs_parallel_kernels():
         child.join(timeout=60)
         assert child.exitcode == 0
         torch.testing.assert_close(got, parent)
-        torch.testing.assert_close(parent, _expected_dropout(x, 1 << 31, 2.0, 11))
+        torch.testing.assert_close(parent, _expected_dropout(x, 1 << 15, 2.0, 11))
     finally:
         torch.set_num_threads(threads)
 
@@ -221,7 +247,7 @@ def test_calls_from_several_python_threads_at_once():
     finally:
         torch.set_num_threads(threads)
     for position, x in enumerate(inputs):
-        torch.testing.assert_close(results[position], _expected_dropout(x, 1 << 31, 2.0, position))
+        torch.testing.assert_close(results[position], _expected_dropout(x, 1 << 15, 2.0, position))
 
 
 def test_a_failed_allocation_raises_the_callers_error_and_writes_nothing():
