@@ -44,6 +44,7 @@
 #include "common/clones.h"
 #include "common/errors.h"
 #include "common/parallel.h"
+#include "common/prefetch.h"
 #include "graphemb_kernels.h"
 #include "nn/hashed_mask.h"
 
@@ -59,16 +60,6 @@ namespace {
 constexpr int64_t kAhead = 8;  // prefetch distance, in entries
 constexpr int64_t kTransposeGrain = 1 << 15;  // entries per thread of the transpose, at least
 constexpr int64_t kCacheLine = 64;
-
-// A prefetch the compiler keeps: GCC drops __builtin_prefetch from these loops once the
-// mask's vector code sits beside it (GCC 12, every clone).
-inline void prefetch_line(const void* address) {
-#if defined(__x86_64__) || defined(__i386__)
-  asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char*>(address)));
-#else
-  __builtin_prefetch(address);
-#endif
-}
 
 inline void prefetch_row(const char* row, int64_t bytes) {
   for (int64_t b = 0; b < bytes; b += kCacheLine) prefetch_line(row + b);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "common/parallel.h"
+#include "common/prefetch.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -16,7 +17,7 @@ namespace ge {
 // hundreds of MB, so without it every row waits on DRAM.
 inline void prefetch_bytes(const void* p, int64_t nbytes) {
   const char* bytes = static_cast<const char*>(p);
-  for (int64_t offset = 0; offset < nbytes; offset += 64) __builtin_prefetch(bytes + offset, 1);
+  for (int64_t offset = 0; offset < nbytes; offset += 64) prefetch_line(bytes + offset);
 }
 
 // Positions ahead: a row of each of the formula's tables (and the gradient's) in flight for
