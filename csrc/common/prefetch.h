@@ -4,6 +4,8 @@
 // no warning: an asm statement is never removed. Without x86, the builtin.
 #pragma once
 
+#include <cstdint>
+
 namespace ge {
 
 inline __attribute__((always_inline)) void prefetch_line(const void* address) {
@@ -12,6 +14,13 @@ inline __attribute__((always_inline)) void prefetch_line(const void* address) {
 #else
   __builtin_prefetch(address);
 #endif
+}
+
+// Every cache line of the `nbytes` at `p` (a row of a table), ahead of its use: the rows
+// the kernels read are scattered over tables of hundreds of MB, and each waits on DRAM.
+inline __attribute__((always_inline)) void prefetch_bytes(const void* p, int64_t nbytes) {
+  const char* bytes = static_cast<const char*>(p);
+  for (int64_t offset = 0; offset < nbytes; offset += 64) prefetch_line(bytes + offset);
 }
 
 }  // namespace ge

@@ -59,11 +59,6 @@ namespace {
 
 constexpr int64_t kAhead = 8;  // prefetch distance, in entries
 constexpr int64_t kTransposeGrain = 1 << 15;  // entries per thread of the transpose, at least
-constexpr int64_t kCacheLine = 64;
-
-inline void prefetch_row(const char* row, int64_t bytes) {
-  for (int64_t b = 0; b < bytes; b += kCacheLine) prefetch_line(row + b);
-}
 
 // x where it is not below 0: ReLU, NaN kept (as torch's relu).
 template <typename T>
@@ -105,7 +100,7 @@ struct SourceRows {
   inline const T* of(int64_t i) const { return rows + (ids != nullptr ? ids[i] : i) * F; }
   // Prefetch source i's row, and the id of source j (read later, when j's row is).
   inline void prefetch(int64_t i, int64_t j) const {
-    prefetch_row(reinterpret_cast<const char*>(of(i)), F * static_cast<int64_t>(sizeof(T)));
+    prefetch_bytes(of(i), F * static_cast<int64_t>(sizeof(T)));
     if (ids != nullptr) prefetch_line(ids + j);
   }
 };
@@ -273,8 +268,7 @@ inline __attribute__((always_inline)) void gather_columns(
     for (int64_t f = 0; f < F; ++f) o[f] = T(0);
     for (int64_t k = t.starts[c], stop = t.starts[c + 1]; k < stop; ++k) {
       if (k + kAhead < last) {
-        prefetch_row(reinterpret_cast<const char*>(grad + int64_t{rows[k + kAhead]} * stride),
-                     row_bytes);
+        prefetch_bytes(grad + int64_t{rows[k + kAhead]} * stride, row_bytes);
       }
       const int64_t r = rows[k];
       const T w = mean ? T(1) / static_cast<T>(crow[r + 1] - crow[r]) : T(1);  // A^T's values

@@ -13,13 +13,6 @@
 
 namespace ge {
 
-// Brings `nbytes` at `p` towards the cache ahead of use: rows are scattered over tables of
-// hundreds of MB, so without it every row waits on DRAM.
-inline void prefetch_bytes(const void* p, int64_t nbytes) {
-  const char* bytes = static_cast<const char*>(p);
-  for (int64_t offset = 0; offset < nbytes; offset += 64) prefetch_line(bytes + offset);
-}
-
 // Positions ahead: a row of each of the formula's tables (and the gradient's) in flight for
 // each, enough to keep the memory busy while the rows at hand are computed.
 constexpr int64_t kPrefetchPositions = 16;

@@ -13,6 +13,7 @@
 
 #include "common/errors.h"
 #include "common/parallel.h"
+#include "common/prefetch.h"
 #include "graphemb_kernels.h"
 
 #include <algorithm>
@@ -49,10 +50,6 @@ void check_ids(const int64_t* ids, int64_t n, int64_t rows) {
   }
 }
 
-inline void prefetch_row(const char* row, int64_t row_bytes) {
-  for (int64_t offset = 0; offset < row_bytes; offset += 64) __builtin_prefetch(row + offset);
-}
-
 }  // namespace
 }  // namespace ge
 
@@ -68,10 +65,10 @@ extern "C" int ge_gather_rows(const void* table, int64_t rows, int64_t row_bytes
     char* target = static_cast<char*>(out);
     parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < std::min(end, begin + kAhead); ++i) {
-        prefetch_row(source + ids[i] * row_bytes, row_bytes);
+        prefetch_bytes(source + ids[i] * row_bytes, row_bytes);
       }
       for (int64_t i = begin; i < end; ++i) {
-        if (i + kAhead < end) prefetch_row(source + ids[i + kAhead] * row_bytes, row_bytes);
+        if (i + kAhead < end) prefetch_bytes(source + ids[i + kAhead] * row_bytes, row_bytes);
         std::memcpy(target + i * row_bytes, source + ids[i] * row_bytes, row_bytes);
       }
     });
